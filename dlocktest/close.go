@@ -1,0 +1,73 @@
+package dlocktest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"go.uber.org/goleak"
+)
+
+func testClose(t *testing.T, h Harness) {
+	other := newLocker(t, h)
+	name, waited := uniqueName(t, ""), uniqueName(t, "-waited")
+	blocker := mustAcquire(t, other, t.Context(), waited)
+	defer blocker.Release(t.Context())
+
+	// Goroutines that exist now (servers, clients, other tests) are not
+	// the Locker's; everything it starts must be gone after Close.
+	leaks := goleak.IgnoreCurrent()
+	l := h.NewLocker(t)
+	k := mustAcquire(t, l, t.Context(), name, dlock.WithTTL(h.ttl()))
+	inner, err := l.Acquire(k.Context(), name)
+	if err != nil {
+		t.Fatalf("re-entering Acquire(%q) = %v, want a lock", name, err)
+	}
+	got := acquireAsync(t.Context(), l, waited)
+	time.Sleep(100 * time.Millisecond) // let the waiter subscribe
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close() = %v, want nil", err)
+	}
+	select {
+	case r := <-got:
+		if !errors.Is(r.err, dlock.ErrClosed) {
+			t.Fatalf("Acquire(%q) waiting across Close = %v, want ErrClosed", waited, r.err)
+		}
+	case <-time.After(promptly):
+		t.Fatalf("Acquire(%q) still waiting %v after Close", waited, promptly)
+	}
+	for _, h := range []*dlock.Lock{k, inner} {
+		if !isClosed(h.Done()) {
+			t.Fatalf("Done of a lock held across Close is open, want closed")
+		}
+		if cause := context.Cause(h.Context()); !errors.Is(cause, dlock.ErrClosed) {
+			t.Fatalf("context.Cause after Close = %v, want ErrClosed", cause)
+		}
+	}
+	// Close released the lock on the server.
+	k2 := mustAcquire(t, other, t.Context(), name)
+	mustRelease(t, k2)
+
+	if _, err := l.Acquire(t.Context(), name); !errors.Is(err, dlock.ErrClosed) {
+		t.Errorf("Acquire after Close = %v, want ErrClosed", err)
+	}
+	if _, err := l.TryAcquire(k.Context(), name); !errors.Is(err, dlock.ErrClosed) {
+		t.Errorf("re-entering TryAcquire after Close = %v, want ErrClosed", err)
+	}
+	if err := k.Refresh(t.Context()); !errors.Is(err, dlock.ErrClosed) {
+		t.Errorf("Refresh after Close = %v, want ErrClosed", err)
+	}
+	if err := k.Release(t.Context()); !errors.Is(err, dlock.ErrClosed) {
+		t.Errorf("Release after Close = %v, want ErrClosed", err)
+	}
+	if err := l.Close(); !errors.Is(err, dlock.ErrClosed) {
+		t.Errorf("second Close = %v, want ErrClosed", err)
+	}
+	// Goroutines may take a moment to return after their channels close;
+	// goleak retries for a while before reporting.
+	if err := goleak.Find(leaks); err != nil {
+		t.Errorf("goroutines left after Close: %v", err)
+	}
+}

@@ -1,0 +1,170 @@
+// Package dlocktest is the conformance suite every dlock backend runs: one
+// subtest per property of the contract, against a real store.
+//
+// A backend's test calls Run with a Harness describing how to make Lockers
+// on the store under test and how to delete a lock behind its holder's
+// back:
+//
+//	func TestConformance(t *testing.T) {
+//		dlocktest.Run(t, dlocktest.Harness{
+//			NewLocker: func(t *testing.T) *dlock.Locker { return mybackend.New(client, nil) },
+//			Expire:    func(t *testing.T, name string) { ... },
+//		})
+//	}
+//
+// Every failure message starts with the one-line property that broke.
+package dlocktest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+// Harness describes the store under test. Fields are funcs so that adding
+// a capability later breaks no existing harness.
+type Harness struct {
+	// NewLocker returns a new Locker on the store under test: a distinct
+	// owner, as another process would be. The suite closes it. Required.
+	NewLocker func(t *testing.T) *dlock.Locker
+
+	// Expire deletes the lock on name from the store behind its holder's
+	// back, as an administrator, an eviction or a failover would. Required.
+	Expire func(t *testing.T, name string)
+
+	// Ping makes one round trip to the store. Optional: benchmarks use it
+	// to report costs as multiples of a round trip.
+	Ping func(ctx context.Context) error
+
+	// TTL is the short lease used by tests that wait for expiry or
+	// renewal. It must be at least dlock.MinTTL. Default: 1s.
+	TTL time.Duration
+}
+
+func (h Harness) ttl() time.Duration {
+	if h.TTL > 0 {
+		return h.TTL
+	}
+	return time.Second
+}
+
+type property struct {
+	name string
+	why  string // the one-line property, printed on failure
+	run  func(t *testing.T, h Harness)
+}
+
+var properties = []property{
+	{"TryAcquireExcludes", "while one owner holds a name, TryAcquire by any other owner fails with ErrNotAcquired", testTryAcquireExcludes},
+	{"ReleaseFrees", "after Release the name can be taken at once by another owner, and the handle's Done is closed with cause ErrReleased", testReleaseFrees},
+	{"ReleaseTwice", "a second Release of the same handle returns ErrNotHeld and frees nothing", testReleaseTwice},
+	{"AcquireWokenPromptly", "a waiter in Acquire is woken promptly when the holder releases, not after a poll interval or the lease", testAcquireWoken},
+	{"AcquireHonoursContext", "a cancelled or timed-out Acquire returns promptly with ctx's error and leaves nothing behind", testAcquireContext},
+	{"MutualExclusion", "many goroutines on several Lockers doing read-modify-write under one name never overlap and lose no update", testMutualExclusion},
+	{"NamesIndependent", "locks on different names do not interfere, including names that differ only by special characters", testNamesIndependent},
+	{"Reentrancy", "Acquire with a held lock's Context re-enters (same token), is counted, and only the last Release frees the name", testReentrancy},
+	{"FencingIncreases", "fencing tokens strictly increase each time the name passes from free to held, including after expiry", testFencing},
+	{"LeaseExpiresWithoutRenewal", "with WithoutRenewal the lease ends after its TTL: Done closes first, then another owner gets the name, not before", testLeaseExpires},
+	{"RenewalHoldsLock", "an auto-renewed lock is held well past its TTL and nobody else gets it", testRenewal},
+	{"RefreshExtends", "Refresh extends a WithoutRenewal lease", testRefresh},
+	{"ExpireClosesDone", "a lock deleted behind its holder's back closes the holder's Done within one renewal interval, with cause ErrLost", testExpireClosesDone},
+	{"LateReleaseIsSafe", "a Release after the lease expired and another owner took the name returns ErrNotHeld and does not free the new owner's lock", testLateRelease},
+	{"BadInput", "bad names, TTLs and contexts get errors wrapping ErrInvalid, never a panic; odd but valid names work", testBadInput},
+	{"Close", "Close releases held locks, wakes waiters with ErrClosed, makes later calls return ErrClosed, and stops every goroutine it started", testClose},
+}
+
+// Run runs the conformance suite against the store h describes, one
+// subtest per property.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.NewLocker == nil || h.Expire == nil {
+		t.Fatal("dlocktest: Harness.NewLocker and Harness.Expire are required")
+	}
+	if h.ttl() < dlock.MinTTL {
+		t.Fatalf("dlocktest: Harness.TTL %v is below dlock.MinTTL", h.TTL)
+	}
+	for _, p := range properties {
+		t.Run(p.name, func(t *testing.T) {
+			p.run(t, h)
+			if t.Failed() {
+				t.Logf("property: %s", p.why)
+			}
+		})
+	}
+}
+
+// newLocker returns a Locker from h closed at the end of the test.
+func newLocker(t *testing.T, h Harness) *dlock.Locker {
+	t.Helper()
+	l := h.NewLocker(t)
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// uniqueName returns a lock name no other test run uses, so suites can
+// share a server.
+func uniqueName(t *testing.T, suffix string) string {
+	var b [6]byte
+	rand.Read(b[:])
+	name := t.Name()
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	return "dlocktest/" + name + "/" + hex.EncodeToString(b[:]) + suffix
+}
+
+func mustAcquire(t *testing.T, l *dlock.Locker, ctx context.Context, name string, opts ...dlock.Option) *dlock.Lock {
+	t.Helper()
+	k, err := l.TryAcquire(ctx, name, opts...)
+	if err != nil {
+		t.Fatalf("TryAcquire(%q) = %v, want a lock", name, err)
+	}
+	return k
+}
+
+func mustRelease(t *testing.T, k *dlock.Lock) {
+	t.Helper()
+	if err := k.Release(t.Context()); err != nil {
+		t.Fatalf("Release(%q) = %v, want nil", k.Name(), err)
+	}
+}
+
+func wantNotAcquired(t *testing.T, l *dlock.Locker, name string) {
+	t.Helper()
+	k, err := l.TryAcquire(t.Context(), name)
+	if !errors.Is(err, dlock.ErrNotAcquired) {
+		if k != nil {
+			k.Release(t.Context())
+		}
+		t.Fatalf("TryAcquire(%q) = %v, want ErrNotAcquired", name, err)
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitClosed waits up to limit for ch to close and returns how long it
+// took, failing the test if it does not close in time.
+func waitClosed(t *testing.T, ch <-chan struct{}, limit time.Duration, what string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	select {
+	case <-ch:
+		return time.Since(start)
+	case <-time.After(limit):
+		t.Fatalf("%s: not closed after %v", what, limit)
+		return 0
+	}
+}

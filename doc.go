@@ -1,0 +1,24 @@
+// Package dlock provides distributed locks with one API over many stores.
+//
+// A Locker is created by a backend package (redislock, memlock, ...) and
+// hands out Locks. Every backend keeps the same contract, implemented once
+// in this package over the small interface in package driver:
+//
+//   - mutual exclusion: at most one owner holds a name at a time;
+//   - only the owner refreshes or releases, each step one atomic,
+//     owner-checked operation on the server;
+//   - leases: a lock expires after its TTL unless renewed, and is renewed
+//     automatically every TTL/3 until released (see WithoutRenewal);
+//   - loss is a signal: Lock.Done and Lock.Context close as soon as
+//     ownership can no longer be guaranteed, before the server-side lease
+//     can have run out;
+//   - reentrancy: Acquire with a held Lock's Context re-enters, with the
+//     same fencing token; the last Release frees the name;
+//   - fencing: every acquisition gets a token that strictly increases each
+//     time the name passes from free to held;
+//   - waiting is woken by the store where it can (pub/sub, watches,
+//     LISTEN/NOTIFY), with a bounded fallback.
+//
+// Names are 1 to MaxNameLen bytes of valid UTF-8 without NUL bytes; any
+// other byte, including '/', '{', '}', quotes and spaces, is allowed.
+package dlock

@@ -1,0 +1,86 @@
+// Package driver defines the small interface a dlock backend implements:
+// the atomic steps of a lease (take, refresh, release) and optional
+// capabilities probed with type assertions.
+//
+// Applications use package dlock. The waiting loop, the renewal loop, the
+// loss signal, reentrancy and validation live there, once, for every
+// backend; a driver only talks to its store.
+package driver
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNotHeld is returned (possibly wrapped) by Refresh and Release when the
+// lease's owner does not hold the name on the server.
+var ErrNotHeld = errors.New("driver: lock not held by owner")
+
+// Lease names one acquisition: the lock name, the owner string that the
+// server compares on every step, and the lease length.
+//
+// Owner is unique per acquisition (the core builds it from a 128-bit random
+// Locker identity and a sequence number); a driver stores and compares it
+// but never interprets it.
+type Lease struct {
+	Name  string
+	Owner string
+	TTL   time.Duration
+}
+
+// Result is the outcome of one Acquire attempt.
+type Result struct {
+	// Acquired reports whether Owner now holds Name.
+	Acquired bool
+	// Fence is the fencing token of the acquisition when Acquired. It
+	// strictly increases each time Name passes from free to held.
+	Fence uint64
+	// Remaining is, when not Acquired, the holder's remaining lease as the
+	// server sees it, or 0 if unknown. The core never waits longer than
+	// this before trying again.
+	Remaining time.Duration
+}
+
+// Driver is the set of atomic steps a backend provides. Each method is one
+// atomic operation on the server that compares the owner.
+//
+// Implementations must be safe for concurrent use.
+type Driver interface {
+	// Acquire takes Name for Owner with lease TTL if Name is free or its
+	// lease has expired, or extends it if Owner already holds it (so a
+	// retried Acquire whose reply was lost is idempotent). If another
+	// owner holds Name it returns a Result with Acquired false and no
+	// error.
+	Acquire(ctx context.Context, l Lease) (Result, error)
+
+	// Refresh extends every lease in ls that its owner still holds to its
+	// TTL from now. It returns one error per lease, in order: nil when
+	// extended, an error wrapping ErrNotHeld when the owner no longer
+	// holds it, or another error when the outcome is unknown. Drivers
+	// should batch the leases into as few round trips as they can.
+	Refresh(ctx context.Context, ls []Lease) []error
+
+	// Release frees Name if Owner holds it, and wakes waiters where the
+	// driver can. It returns an error wrapping ErrNotHeld if Owner did not
+	// hold it.
+	Release(ctx context.Context, l Lease) error
+
+	// Close releases the driver's own resources (connections it opened,
+	// goroutines it started). It does not close clients the user passed in.
+	Close() error
+}
+
+// Notifier is implemented by drivers that can wake waiters when a name may
+// have become free (Redis pub/sub, PostgreSQL LISTEN/NOTIFY, watches).
+// Without it the core polls with a bounded backoff.
+type Notifier interface {
+	// Watch subscribes to wake-ups for name and returns once the
+	// subscription is active on the server, so that a release after
+	// Watch returns is not missed. The returned channel receives a value
+	// (sends never block; it is buffered) whenever name may have been
+	// freed; lost messages are allowed, the core falls back to the
+	// holder's remaining lease. stop ends the subscription and must be
+	// called exactly once.
+	Watch(ctx context.Context, name string) (wake <-chan struct{}, stop func(), err error)
+}

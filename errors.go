@@ -1,0 +1,28 @@
+package dlock
+
+import "errors"
+
+var (
+	// ErrNotAcquired is returned by TryAcquire when another owner holds
+	// the name.
+	ErrNotAcquired = errors.New("dlock: not acquired")
+
+	// ErrNotHeld is returned by Refresh and Release when the lock is no
+	// longer held: released already, lost, or taken over after expiry.
+	ErrNotHeld = errors.New("dlock: not held")
+
+	// ErrClosed is returned by every call on a Locker after Close.
+	ErrClosed = errors.New("dlock: locker closed")
+
+	// ErrInvalid is wrapped by the errors for bad input: an empty,
+	// oversized or malformed name, or an out-of-range option.
+	ErrInvalid = errors.New("dlock: invalid argument")
+
+	// ErrLost is the context.Cause of a Lock's Context once ownership can
+	// no longer be guaranteed (renewal failed, lease gone, session
+	// expired).
+	ErrLost = errors.New("dlock: lock lost")
+
+	// ErrReleased is the context.Cause of a Lock's Context after Release.
+	ErrReleased = errors.New("dlock: lock released")
+)

@@ -1,0 +1,80 @@
+package dlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+type state int
+
+const (
+	active   state = iota // held, renewed if asked
+	released              // freed by the last Release
+	lost                  // ownership no longer guaranteed
+	closed                // released by Locker.Close
+)
+
+// held is one server-side acquisition, shared by its re-entered handles.
+type held struct {
+	l      *Locker
+	lease  driver.Lease
+	fence  uint64
+	renew  bool
+	owner  *owner
+	ctx    context.Context // carries owner; cancelled on last release or loss
+	cancel context.CancelCauseFunc
+
+	// Guarded by l.mu.
+	state     state
+	count     int       // open handles
+	deadline  time.Time // monotonic: Done closes here unless renewed
+	nextRenew time.Time
+}
+
+// lossMargin is how long before the server-side lease can end that the
+// core gives up on a lock: a tenth of the TTL, which also covers clock rate
+// differences between client and server (assumed well under 1%).
+func lossMargin(ttl time.Duration) time.Duration { return ttl / 10 }
+
+func newHeld(l *Locker, lease driver.Lease, fence uint64, start time.Time, renew bool) *held {
+	h := &held{l: l, lease: lease, fence: fence, renew: renew}
+	h.extended(start)
+	return h
+}
+
+// extended records a successful acquire or refresh whose request was sent
+// at start: the server's lease cannot end before start+TTL. Called with
+// l.mu held (or before h is shared).
+func (h *held) extended(start time.Time) {
+	if h.state != active {
+		return
+	}
+	ttl := h.lease.TTL
+	if d := start.Add(ttl - lossMargin(ttl)); d.After(h.deadline) {
+		h.deadline = d
+	}
+	h.nextRenew = start.Add(ttl / 3)
+}
+
+// newHandle returns a new handle on h. Called with l.mu held.
+func (h *held) newHandle() *Lock {
+	if h.ctx == nil {
+		h.ctx, h.cancel = context.WithCancelCause(context.WithValue(context.Background(), ownerKey{}, h.owner))
+	}
+	h.count++
+	ctx, cancel := context.WithCancelCause(h.ctx)
+	return &Lock{h: h, ctx: ctx, cancel: cancel}
+}
+
+// lose marks h lost, closes its handles' Done with cause, and wakes local
+// waiters on its name. Called with l.mu held.
+func (l *Locker) lose(h *held, cause error) {
+	if h.state != active {
+		return
+	}
+	l.forget(h, lost)
+	h.cancel(cause)
+	l.wakeLocalLocked(h.lease.Name)
+}

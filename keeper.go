@@ -1,0 +1,130 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// keep is the Locker's one background goroutine. It renews every held lock
+// that asked for renewal, in batches (one driver.Refresh call for all locks
+// due), and closes the Done of any lock whose local deadline passes before
+// a renewal succeeded. It exits when Close closes l.closing, after waiting
+// for its in-flight refresh.
+func (l *Locker) keep() {
+	defer l.bg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	results := make(chan refreshResult, 1)
+	inflight := false
+	for {
+		now := time.Now()
+		next := now.Add(time.Hour)
+		var batch []*held
+		l.mu.Lock()
+		for h := range l.held {
+			if !now.Before(h.deadline) {
+				l.lose(h, fmt.Errorf("%w: lease of %v could not be renewed in time", ErrLost, h.lease.TTL))
+				continue
+			}
+			next = earliest(next, h.deadline)
+			if !h.renew || inflight {
+				continue
+			}
+			// Renew a little early to batch locks whose turn is near.
+			if due := h.nextRenew.Add(-h.lease.TTL / 12); !now.Before(due) {
+				batch = append(batch, h)
+			} else {
+				next = earliest(next, due)
+			}
+		}
+		l.mu.Unlock()
+		if len(batch) > 0 {
+			inflight = true
+			go l.refresh(ctx, batch, results) // exits after one bounded driver call
+		}
+		timer.Reset(next.Sub(now))
+		select {
+		case <-timer.C:
+		case <-l.kick:
+		case r := <-results:
+			inflight = false
+			l.applyRefresh(r)
+		case <-l.closing:
+			if inflight {
+				cancel()
+				<-results
+			}
+			return
+		}
+	}
+}
+
+type refreshResult struct {
+	batch []*held
+	errs  []error
+	start time.Time
+}
+
+// refresh renews batch with one driver call, bounded by the earliest
+// deadline in it (past that the renewal is useless), and sends the outcome.
+func (l *Locker) refresh(ctx context.Context, batch []*held, results chan<- refreshResult) {
+	leases := make([]driver.Lease, len(batch))
+	deadline := batch[0].deadline
+	l.mu.Lock()
+	for i, h := range batch {
+		leases[i] = h.lease
+		deadline = earliest(deadline, h.deadline)
+	}
+	l.mu.Unlock()
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	start := time.Now()
+	errs := l.drv.Refresh(ctx, leases)
+	results <- refreshResult{batch: batch, errs: errs, start: start}
+}
+
+func (l *Locker) applyRefresh(r refreshResult) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, h := range r.batch {
+		var err error
+		if len(r.errs) != len(r.batch) {
+			err = fmt.Errorf("driver returned %d results for %d leases", len(r.errs), len(r.batch))
+		} else {
+			err = r.errs[i]
+		}
+		switch {
+		case err == nil:
+			h.extended(r.start)
+		case errors.Is(err, driver.ErrNotHeld):
+			l.lose(h, fmt.Errorf("%w: renewal found it held by no one or another owner", ErrLost))
+		case h.state == active:
+			// Outcome unknown (network, timeout): try again soon; the
+			// deadline closes Done if no attempt succeeds in time.
+			h.nextRenew = now.Add(h.lease.TTL / 10)
+		}
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// jitter returns a random duration in [d/2, d).
+func jitter(d time.Duration) time.Duration {
+	if d < 2 {
+		return d
+	}
+	return d/2 + rand.N(d/2)
+}

@@ -1,0 +1,177 @@
+// Package memlock is an in-process dlock backend: locks live in a Store in
+// memory, shared by the Lockers made from it.
+//
+// Use it in unit tests of code that takes a *dlock.Locker, and wherever
+// goroutines of one process are the only contenders. It keeps the whole
+// contract (leases, renewal, loss signal, reentrancy, fencing, woken
+// waiters) and works under testing/synctest, since it measures time with
+// the standard clock.
+package memlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Store holds the state of in-memory locks. The zero value is not usable;
+// call NewStore. A Store is safe for concurrent use.
+type Store struct {
+	mu       sync.Mutex
+	locks    map[string]entry
+	fence    uint64 // last token issued, for any name
+	watchers map[string]map[chan struct{}]struct{}
+}
+
+type entry struct {
+	owner   string
+	fence   uint64
+	expires time.Time
+}
+
+// NewStore returns an empty Store.
+func NewStore() *Store {
+	return &Store{
+		locks:    make(map[string]entry),
+		watchers: make(map[string]map[chan struct{}]struct{}),
+	}
+}
+
+// New returns a Locker on store. Lockers on one Store exclude each other
+// like processes sharing a server. A nil store means a new private Store.
+func New(store *Store) *dlock.Locker {
+	if store == nil {
+		store = NewStore()
+	}
+	return dlock.New(&memDriver{s: store}, nil)
+}
+
+// Expire removes the lock on name whatever its owner, as if its lease had
+// run out or an administrator had deleted it, and wakes waiters. It
+// reports whether name was held.
+func (s *Store) Expire(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.live(name)
+	delete(s.locks, name)
+	s.wake(name)
+	return ok
+}
+
+// Holder returns the owner and fencing token of the current lease on name,
+// and whether there is one.
+func (s *Store) Holder(name string) (owner string, fence uint64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.live(name)
+	return e.owner, e.fence, ok
+}
+
+// live returns name's unexpired entry. Called with s.mu held.
+func (s *Store) live(name string) (entry, bool) {
+	e, ok := s.locks[name]
+	if ok && !time.Now().Before(e.expires) {
+		delete(s.locks, name)
+		return entry{}, false
+	}
+	return e, ok
+}
+
+// wake signals name's watchers. Called with s.mu held.
+func (s *Store) wake(name string) {
+	for ch := range s.watchers[name] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+type memDriver struct{ s *Store }
+
+func (d *memDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return driver.Result{}, err
+	}
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	e, ok := s.live(l.Name)
+	switch {
+	case !ok:
+		s.fence++
+		e = entry{owner: l.Owner, fence: s.fence}
+	case e.owner != l.Owner:
+		return driver.Result{Remaining: e.expires.Sub(now)}, nil
+	}
+	e.expires = now.Add(l.TTL)
+	s.locks[l.Name] = e
+	return driver.Result{Acquired: true, Fence: e.fence}, nil
+}
+
+func (d *memDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
+	errs := make([]error, len(ls))
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for i, l := range ls {
+		if err := ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		e, ok := s.live(l.Name)
+		if !ok || e.owner != l.Owner {
+			errs[i] = fmt.Errorf("memlock: refresh %q: %w", l.Name, driver.ErrNotHeld)
+			continue
+		}
+		e.expires = now.Add(l.TTL)
+		s.locks[l.Name] = e
+	}
+	return errs
+}
+
+func (d *memDriver) Release(ctx context.Context, l driver.Lease) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.live(l.Name)
+	if !ok || e.owner != l.Owner {
+		return fmt.Errorf("memlock: release %q: %w", l.Name, driver.ErrNotHeld)
+	}
+	delete(s.locks, l.Name)
+	s.wake(l.Name)
+	return nil
+}
+
+func (d *memDriver) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	ch := make(chan struct{}, 1)
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.watchers[name]
+	if m == nil {
+		m = make(map[chan struct{}]struct{})
+		s.watchers[name] = m
+	}
+	m[ch] = struct{}{}
+	stop := func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.watchers[name], ch)
+		if len(s.watchers[name]) == 0 {
+			delete(s.watchers, name)
+		}
+	}
+	return ch, stop, nil
+}
+
+func (d *memDriver) Close() error { return nil }

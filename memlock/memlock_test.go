@@ -1,0 +1,27 @@
+package memlock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/memlock"
+)
+
+func harness() dlocktest.Harness {
+	store := memlock.NewStore()
+	return dlocktest.Harness{
+		NewLocker: func(t *testing.T) *dlock.Locker { return memlock.New(store) },
+		Expire: func(t *testing.T, name string) {
+			if !store.Expire(name) {
+				t.Fatalf("Expire(%q): not held", name)
+			}
+		},
+		TTL: 300 * time.Millisecond,
+	}
+}
+
+func TestConformance(t *testing.T) {
+	dlocktest.Run(t, harness())
+}

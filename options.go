@@ -1,0 +1,90 @@
+package dlock
+
+import (
+	"fmt"
+	"time"
+)
+
+const (
+	// DefaultTTL is the lease length when WithTTL is not given.
+	DefaultTTL = 30 * time.Second
+
+	// MinTTL is the shortest lease WithTTL accepts.
+	MinTTL = 100 * time.Millisecond
+
+	// MaxTTL is the longest lease WithTTL accepts.
+	MaxTTL = 24 * time.Hour
+
+	// DefaultMinRetryInterval is Config.MinRetryInterval's default.
+	DefaultMinRetryInterval = 5 * time.Millisecond
+
+	// DefaultMaxRetryInterval is Config.MaxRetryInterval's default.
+	DefaultMaxRetryInterval = 2 * time.Second
+)
+
+// Option configures one Acquire or TryAcquire call.
+type Option func(*acquireOptions)
+
+type acquireOptions struct {
+	ttl     time.Duration
+	noRenew bool
+}
+
+// WithTTL sets the lease length: the lock expires on the server this long
+// after it was taken or last renewed. It must be between MinTTL and
+// MaxTTL. Default: DefaultTTL.
+func WithTTL(d time.Duration) Option {
+	return func(o *acquireOptions) { o.ttl = d }
+}
+
+// WithoutRenewal turns off automatic renewal: the lease ends TTL after
+// acquisition unless Lock.Refresh is called, and Lock.Done closes shortly
+// before it ends. Default: locks are renewed every TTL/3 until released.
+func WithoutRenewal() Option {
+	return func(o *acquireOptions) { o.noRenew = true }
+}
+
+func buildOptions(opts []Option) (acquireOptions, error) {
+	o := acquireOptions{ttl: DefaultTTL}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.ttl < MinTTL || o.ttl > MaxTTL {
+		return o, fmt.Errorf("ttl %v out of range [%v, %v]: %w", o.ttl, MinTTL, MaxTTL, ErrInvalid)
+	}
+	return o, nil
+}
+
+// Config tunes a Locker. Backend constructors fill it from their own
+// Options; a nil *Config means defaults.
+type Config struct {
+	// MinRetryInterval is the first wait between attempts of a waiter on a
+	// backend that cannot notify; it doubles up to MaxRetryInterval.
+	// Default: DefaultMinRetryInterval.
+	MinRetryInterval time.Duration
+
+	// MaxRetryInterval bounds the wait between attempts when no wake-up
+	// arrives (a lost notification, or a polling backend). A waiter never
+	// waits longer than the holder's remaining lease either.
+	// Default: DefaultMaxRetryInterval.
+	MaxRetryInterval time.Duration
+}
+
+func (c *Config) withDefaults() Config {
+	var r Config
+	if c != nil {
+		r = *c
+	}
+	if r.MinRetryInterval <= 0 {
+		r.MinRetryInterval = DefaultMinRetryInterval
+	}
+	if r.MaxRetryInterval <= 0 {
+		r.MaxRetryInterval = DefaultMaxRetryInterval
+	}
+	if r.MaxRetryInterval < r.MinRetryInterval {
+		r.MaxRetryInterval = r.MinRetryInterval
+	}
+	return r
+}
