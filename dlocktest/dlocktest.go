@@ -32,11 +32,11 @@ import (
 type Harness struct {
 	// NewLocker returns a new Locker on the store under test: a distinct
 	// owner, as another process would be. The suite closes it. Required.
-	NewLocker func(t *testing.T) *dlock.Locker
+	NewLocker func(t testing.TB) *dlock.Locker
 
 	// Expire deletes the lock on name from the store behind its holder's
 	// back, as an administrator, an eviction or a failover would. Required.
-	Expire func(t *testing.T, name string)
+	Expire func(t testing.TB, name string)
 
 	// Ping makes one round trip to the store. Optional: benchmarks use it
 	// to report costs as multiples of a round trip.
@@ -100,7 +100,7 @@ func Run(t *testing.T, h Harness) {
 }
 
 // newLocker returns a Locker from h closed at the end of the test.
-func newLocker(t *testing.T, h Harness) *dlock.Locker {
+func newLocker(t testing.TB, h Harness) *dlock.Locker {
 	t.Helper()
 	l := h.NewLocker(t)
 	t.Cleanup(func() { l.Close() })
@@ -109,7 +109,7 @@ func newLocker(t *testing.T, h Harness) *dlock.Locker {
 
 // uniqueName returns a lock name no other test run uses, so suites can
 // share a server.
-func uniqueName(t *testing.T, suffix string) string {
+func uniqueName(t testing.TB, suffix string) string {
 	var b [6]byte
 	rand.Read(b[:])
 	name := t.Name()

@@ -12,8 +12,8 @@ import (
 func harness() dlocktest.Harness {
 	store := memlock.NewStore()
 	return dlocktest.Harness{
-		NewLocker: func(t *testing.T) *dlock.Locker { return memlock.New(store) },
-		Expire: func(t *testing.T, name string) {
+		NewLocker: func(t testing.TB) *dlock.Locker { return memlock.New(store) },
+		Expire: func(t testing.TB, name string) {
 			if !store.Expire(name) {
 				t.Fatalf("Expire(%q): not held", name)
 			}
@@ -24,4 +24,8 @@ func harness() dlocktest.Harness {
 
 func TestConformance(t *testing.T) {
 	dlocktest.Run(t, harness())
+}
+
+func BenchmarkMemlock(b *testing.B) {
+	dlocktest.RunBenchmarks(b, harness())
 }

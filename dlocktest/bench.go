@@ -1,0 +1,130 @@
+package dlocktest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// RunBenchmarks measures the store h describes:
+//
+//   - Uncontended: one goroutine, Acquire then Release of one name;
+//   - ParallelNames: goroutines of one Locker, each on its own name;
+//   - Handoff: one name passed between two Lockers; the time from Release
+//     returning to the waiter's Acquire returning, as p50 and p99.
+//
+// When h.Ping is set, each also reports its cost in round trips (the
+// median of Ping calls made in the same benchmark).
+func RunBenchmarks(b *testing.B, h Harness) {
+	b.Run("Uncontended", func(b *testing.B) { benchUncontended(b, h) })
+	b.Run("ParallelNames", func(b *testing.B) { benchParallel(b, h) })
+	b.Run("Handoff", func(b *testing.B) { benchHandoff(b, h) })
+}
+
+// roundTrip returns the median of n Ping calls, or 0 without h.Ping.
+func roundTrip(b *testing.B, h Harness, n int) time.Duration {
+	b.Helper()
+	if h.Ping == nil {
+		return 0
+	}
+	ds := make([]time.Duration, n)
+	for i := range ds {
+		start := time.Now()
+		if err := h.Ping(b.Context()); err != nil {
+			b.Fatalf("Ping() = %v, want nil", err)
+		}
+		ds[i] = time.Since(start)
+	}
+	return percentile(ds, 0.5)
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+func benchUncontended(b *testing.B, h Harness) {
+	l := newLocker(b, h)
+	name := uniqueName(b, "")
+	ctx := b.Context()
+	rtt := roundTrip(b, h, 1000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		k, err := l.Acquire(ctx, name)
+		if err != nil {
+			b.Fatalf("Acquire(%q) = %v", name, err)
+		}
+		if err := k.Release(ctx); err != nil {
+			b.Fatalf("Release(%q) = %v", name, err)
+		}
+	}
+	perOp := b.Elapsed() / time.Duration(b.N)
+	if rtt > 0 {
+		b.ReportMetric(float64(rtt.Nanoseconds()), "ping-ns")
+		b.ReportMetric(float64(perOp)/float64(rtt), "round-trips/op")
+	}
+}
+
+func benchParallel(b *testing.B, h Harness) {
+	l := newLocker(b, h)
+	base := uniqueName(b, "")
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		name := fmt.Sprintf("%s/%d", base, next.Add(1))
+		ctx := context.Background()
+		for pb.Next() {
+			k, err := l.Acquire(ctx, name)
+			if err != nil {
+				b.Errorf("Acquire(%q) = %v", name, err)
+				return
+			}
+			if err := k.Release(ctx); err != nil {
+				b.Errorf("Release(%q) = %v", name, err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+}
+
+func benchHandoff(b *testing.B, h Harness) {
+	holder, waiter := newLocker(b, h), newLocker(b, h)
+	name := uniqueName(b, "")
+	ctx := b.Context()
+	rtt := roundTrip(b, h, 1000)
+	var handoffs []time.Duration
+	for b.Loop() {
+		k, err := holder.Acquire(ctx, name)
+		if err != nil {
+			b.Fatalf("Acquire(%q) = %v", name, err)
+		}
+		got := acquireAsync(ctx, waiter, name)
+		// Let the waiter fail its first attempt and start waiting.
+		time.Sleep(2 * time.Millisecond)
+		if err := k.Release(ctx); err != nil {
+			b.Fatalf("Release(%q) = %v", name, err)
+		}
+		released := time.Now()
+		r := <-got
+		if r.err != nil {
+			b.Fatalf("waiting Acquire(%q) = %v", name, r.err)
+		}
+		handoffs = append(handoffs, r.at.Sub(released))
+		if err := r.k.Release(ctx); err != nil {
+			b.Fatalf("Release(%q) = %v", name, err)
+		}
+	}
+	p50, p99 := percentile(handoffs, 0.5), percentile(handoffs, 0.99)
+	b.ReportMetric(float64(p50.Nanoseconds()), "handoff-p50-ns")
+	b.ReportMetric(float64(p99.Nanoseconds()), "handoff-p99-ns")
+	if rtt > 0 {
+		b.ReportMetric(float64(p50)/float64(rtt), "handoff-p50-round-trips")
+	}
+}

@@ -1,0 +1,45 @@
+package redislock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/redislock"
+)
+
+// harness returns a conformance Harness on the server behind client. Every
+// Locker shares client, like the goroutines of one service would.
+func harness(client redis.UniversalClient) dlocktest.Harness {
+	return dlocktest.Harness{
+		NewLocker: func(t testing.TB) *dlock.Locker { return redislock.New(client, nil) },
+		Expire: func(t testing.TB, name string) {
+			t.Helper()
+			if n, err := client.Del(t.Context(), redislock.Key("", name)).Result(); n != 1 || err != nil {
+				t.Fatalf("DEL %q = %d, %v; want 1, nil", redislock.Key("", name), n, err)
+			}
+		},
+		Ping: func(ctx context.Context) error { return client.Ping(ctx).Err() },
+		TTL:  time.Second,
+	}
+}
+
+func TestConformance(t *testing.T) {
+	r := testserver.StartRedis(t)
+	dlocktest.Run(t, harness(r.Client(t)))
+}
+
+func TestConformanceCluster(t *testing.T) {
+	c := testserver.StartRedisCluster(t, 3)
+	dlocktest.Run(t, harness(c.Client(t)))
+}
+
+func BenchmarkRedis(b *testing.B) {
+	r := testserver.StartRedis(b)
+	dlocktest.RunBenchmarks(b, harness(r.Client(b)))
+}
