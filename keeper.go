@@ -23,6 +23,10 @@ func (l *Locker) keep() {
 	defer timer.Stop()
 	results := make(chan refreshResult, 1)
 	inflight := false
+	var losses <-chan driver.Loss
+	if r, ok := l.drv.(driver.LossReporter); ok {
+		losses = r.Losses()
+	}
 	for {
 		now := time.Now()
 		next := now.Add(time.Hour)
@@ -56,6 +60,12 @@ func (l *Locker) keep() {
 		case r := <-results:
 			inflight = false
 			l.applyRefresh(r)
+		case loss, ok := <-losses:
+			if !ok {
+				losses = nil
+				continue
+			}
+			l.applyLoss(loss)
 		case <-l.closing:
 			if inflight {
 				cancel()
@@ -110,6 +120,17 @@ func (l *Locker) applyRefresh(r refreshResult) {
 			// Outcome unknown (network, timeout): try again soon; the
 			// deadline closes Done if no attempt succeeds in time.
 			h.nextRenew = now.Add(h.lease.TTL / 10)
+		}
+	}
+}
+
+// applyLoss closes Done of the leases a driver reported lost.
+func (l *Locker) applyLoss(loss driver.Loss) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for h := range l.held {
+		if loss.Owner == "" || loss.Owner == h.lease.Owner {
+			l.lose(h, fmt.Errorf("%w: %w", ErrLost, loss.Err))
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 type Locker struct {
 	drv      driver.Driver
 	notifier driver.Notifier // nil when the driver cannot wake waiters
+	queuer   driver.Queuer   // nil when the store does not queue waiters
 	cfg      Config
 	id       string
 	seq      atomic.Uint64
@@ -49,6 +50,7 @@ func New(drv driver.Driver, cfg *Config) *Locker {
 		waiters: make(map[string]map[chan struct{}]struct{}),
 	}
 	l.notifier, _ = drv.(driver.Notifier)
+	l.queuer, _ = drv.(driver.Queuer)
 	l.bg.Add(1)
 	go l.keep() // exits when closing is closed
 	return l
@@ -91,6 +93,9 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait b
 	}
 
 	lease := driver.Lease{Name: name, Owner: l.ownerString(), TTL: o.ttl}
+	if wait && l.queuer != nil {
+		return l.acquireQueued(ctx, own, lease, !o.noRenew)
+	}
 	var (
 		wake     <-chan struct{}
 		local    chan struct{}
@@ -143,6 +148,29 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait b
 		}
 		t.Stop()
 	}
+}
+
+// acquireQueued waits in the store's own fair queue.
+func (l *Locker) acquireQueued(ctx context.Context, own *owner, lease driver.Lease, renew bool) (*Lock, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() { // exits when the queued acquire returns (cancel) or the Locker closes
+		select {
+		case <-l.closing:
+			cancel(ErrClosed)
+		case <-ctx.Done():
+		}
+	}()
+	res, err := l.queuer.AcquireQueued(ctx, lease)
+	start := time.Now() // Queuer promises the lease lasts TTL from its return
+	if err == nil && !res.Acquired {
+		err = errors.New("driver returned from its queue without the lock")
+	}
+	if err != nil {
+		l.abandon(lease)
+		return nil, l.acquireError(ctx, lease.Name, err)
+	}
+	return l.register(own, lease, res.Fence, start, renew)
 }
 
 func (l *Locker) acquireError(ctx context.Context, name string, err error) error {

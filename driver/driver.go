@@ -84,3 +84,37 @@ type Notifier interface {
 	// called exactly once.
 	Watch(ctx context.Context, name string) (wake <-chan struct{}, stop func(), err error)
 }
+
+// Queuer is implemented by drivers whose store queues waiters fairly, in
+// arrival order (ZooKeeper sequential nodes, etcd create revisions). The
+// core's Acquire then calls AcquireQueued instead of retrying Acquire;
+// TryAcquire still calls Acquire, which must not leave a queue entry
+// behind when it fails.
+type Queuer interface {
+	// AcquireQueued joins the queue for l.Name and blocks until l.Owner
+	// holds it, returning a Result with Acquired set, or until ctx ends;
+	// then it removes its queue entry from the store before returning an
+	// error wrapping ctx.Err(). On success the lease must last at least
+	// l.TTL from the moment AcquireQueued returns.
+	AcquireQueued(ctx context.Context, l Lease) (Result, error)
+}
+
+// Loss reports leases a driver learned are lost without a refresh: a
+// session that expired or was suspended, a key deleted under a watch.
+type Loss struct {
+	// Owner is the lost lease's owner, or "" when every lease the driver
+	// holds is lost (a session-wide loss).
+	Owner string
+	// Err says what happened.
+	Err error
+}
+
+// LossReporter is implemented by drivers that learn of lost leases as they
+// happen, so the core can close Done without waiting for the next renewal.
+type LossReporter interface {
+	// Losses returns a channel that receives a Loss as soon as the driver
+	// knows leases are lost. The driver closes it in Close. The core reads
+	// it from one goroutine; the driver must not block forever sending
+	// (drop or coalesce when nobody reads).
+	Losses() <-chan Loss
+}
