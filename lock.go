@@ -54,7 +54,7 @@ func (k *Lock) Refresh(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	err := l.drv.Refresh(ctx, []driver.Lease{h.lease})[0]
+	err := refreshOne(l, ctx, h.lease)
 	l.mu.Lock()
 	switch {
 	case err == nil:
@@ -104,7 +104,7 @@ func (k *Lock) Release(ctx context.Context) error {
 	if !last {
 		return nil
 	}
-	err := l.drv.Release(ctx, h.lease)
+	_, err := call(l, ctx, func() (struct{}, error) { return struct{}{}, l.drv.Release(ctx, h.lease) }, nil)
 	h.cancel(ErrReleased)
 	l.wakeLocal(h.lease.Name)
 	switch {
@@ -127,4 +127,11 @@ func (k *Lock) stateError(op string, done bool, st state) error {
 		return fmt.Errorf("dlock: %s %s: %w", op, name, ErrClosed)
 	}
 	return nil
+}
+
+func refreshOne(l *Locker, ctx context.Context, lease driver.Lease) error {
+	_, err := call(l, ctx, func() (struct{}, error) {
+		return struct{}{}, l.drv.Refresh(ctx, []driver.Lease{lease})[0]
+	}, nil)
+	return err
 }

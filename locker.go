@@ -104,7 +104,7 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait b
 	)
 	for {
 		start := time.Now()
-		res, err := l.drv.Acquire(ctx, lease)
+		res, err := call(l, ctx, func() (driver.Result, error) { return l.drv.Acquire(ctx, lease) }, l.abandonLate(lease))
 		if err != nil {
 			l.abandon(lease)
 			return nil, l.acquireError(ctx, name, err)
@@ -161,7 +161,7 @@ func (l *Locker) acquireQueued(ctx context.Context, own *owner, lease driver.Lea
 		case <-ctx.Done():
 		}
 	}()
-	res, err := l.queuer.AcquireQueued(ctx, lease)
+	res, err := call(l, ctx, func() (driver.Result, error) { return l.queuer.AcquireQueued(ctx, lease) }, l.abandonLate(lease))
 	start := time.Now() // Queuer promises the lease lasts TTL from its return
 	if err == nil && !res.Acquired {
 		err = errors.New("driver returned from its queue without the lock")
@@ -211,13 +211,23 @@ func (l *Locker) nextDelay(prev, remaining time.Duration, notified bool) time.Du
 // owner string is unique to this attempt, so this never frees another
 // owner's lock.
 func (l *Locker) abandon(lease driver.Lease) {
-	l.bg.Add(1)
-	go func() { // exits after one bounded Release call
-		defer l.bg.Done()
+	l.goBackground(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
 		l.drv.Release(ctx, lease)
-	}()
+	})
+}
+
+// abandonLate is call's late handler for Acquire: it frees what a step
+// that completed after its caller gave up may have taken.
+func (l *Locker) abandonLate(lease driver.Lease) func(driver.Result, error) {
+	return func(res driver.Result, err error) {
+		if res.Acquired || err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			defer cancel()
+			l.drv.Release(ctx, lease)
+		}
+	}
 }
 
 const cleanupTimeout = 5 * time.Second

@@ -1,0 +1,72 @@
+package dlock
+
+import (
+	"context"
+	"sync"
+)
+
+// call runs a driver step and returns its result, or ctx's error as soon
+// as ctx ends, whether or not the driver honours ctx (go-redis, for one,
+// ignores deadlines unless the client opts in). A step abandoned this way
+// keeps running in a goroutine owned by the Locker; when it completes,
+// late (if not nil) receives its result, so that an acquisition that
+// succeeded after its caller gave up can be released in order.
+func call[T any](l *Locker, ctx context.Context, step func() (T, error), late func(T, error)) (T, error) {
+	if ctx.Done() == nil {
+		return step()
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	var (
+		mu        sync.Mutex
+		abandoned bool
+		ch        = make(chan result, 1)
+	)
+	if !l.goBackground(func() {
+		v, err := step()
+		mu.Lock()
+		defer mu.Unlock()
+		if !abandoned {
+			ch <- result{v, err}
+			return
+		}
+		if late != nil {
+			late(v, err)
+		}
+	}) {
+		return step() // closing: no new background work; run inline
+	}
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	default:
+		abandoned = true
+		var zero T
+		return zero, context.Cause(ctx)
+	}
+}
+
+// goBackground runs f in a goroutine that Close waits for, unless the
+// Locker is closing; it reports whether it started f.
+func (l *Locker) goBackground(f func()) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		f()
+	}()
+	return true
+}

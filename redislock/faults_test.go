@@ -1,0 +1,303 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/internal/testworker"
+	"github.com/dlock-go/dlock/redislock"
+)
+
+// slack is the generous allowance for scheduling on a loaded machine.
+const slack = 2 * time.Second
+
+func newLocker(t *testing.T, client redis.UniversalClient) *dlock.Locker {
+	t.Helper()
+	l := redislock.New(client, nil)
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func TestCrossProcessMutualExclusion(t *testing.T) {
+	r := testserver.StartRedis(t)
+	client := r.Client(t)
+	const procs, goroutines, rounds = 3, 4, 20
+	name := "cross-process"
+	var workers []*testworker.Process
+	for range procs {
+		workers = append(workers, testworker.Start(t, "count", r.Addr(), name, strconv.Itoa(goroutines), strconv.Itoa(rounds)))
+	}
+	for _, w := range workers {
+		w.Expect(t, "done", 60*time.Second)
+	}
+	want := procs * goroutines * rounds
+	if n, err := client.Get(t.Context(), name+":counter").Int(); n != want || err != nil {
+		t.Fatalf("counter = %d, %v; want %d (lost updates mean overlapping holders)", n, err, want)
+	}
+	fences, err := client.LRange(t.Context(), name+":fences", 0, -1).Result()
+	if err != nil || len(fences) != want {
+		t.Fatalf("fences: %d entries, %v; want %d", len(fences), err, want)
+	}
+	var last uint64
+	for i, f := range fences {
+		v, _ := strconv.ParseUint(f, 10, 64)
+		if v <= last {
+			t.Fatalf("fence %d of holder %d <= %d of the previous holder, want strictly increasing", v, i, last)
+		}
+		last = v
+	}
+}
+
+func TestKilledHolderProcess(t *testing.T) {
+	r := testserver.StartRedis(t)
+	client := r.Client(t)
+	const ttl = 2 * time.Second
+	name := "killed-holder"
+	w := testworker.Start(t, "hold", r.Addr(), name, ttl.String())
+	w.Expect(t, "acquired", 30*time.Second)
+	w.Kill(t)
+	killed := time.Now()
+
+	l := newLocker(t, client)
+	if k, err := l.TryAcquire(t.Context(), name); !errors.Is(err, dlock.ErrNotAcquired) {
+		if k != nil {
+			k.Release(t.Context())
+		}
+		t.Fatalf("TryAcquire(%q) right after the holder was killed = %v, want ErrNotAcquired", name, err)
+	}
+	k, err := l.Acquire(t.Context(), name)
+	if err != nil {
+		t.Fatalf("Acquire(%q) = %v, want the lock after the dead holder's lease", name, err)
+	}
+	waited := time.Since(killed)
+	t.Logf("acquired %v after the holder was killed (TTL %v)", waited, ttl)
+	// The holder renewed at least every TTL/3, so its lease ran at least
+	// 2/3 TTL past the kill; the waiter must be woken by TTL + slack.
+	if waited < 2*ttl/3-50*time.Millisecond || waited > ttl+slack {
+		t.Fatalf("acquired %v after the kill, want between %v and %v", waited, 2*ttl/3, ttl+slack)
+	}
+	mustRelease(t, k)
+}
+
+func TestPausedServerClosesDoneBeforeLeaseEnds(t *testing.T) {
+	r := testserver.StartRedis(t)
+	client := r.Client(t)
+	const ttl = 2 * time.Second
+	name := "paused"
+	l := newLocker(t, client)
+	k, err := l.Acquire(t.Context(), name, dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatalf("Acquire(%q) = %v", name, err)
+	}
+	r.Pause(t)
+	paused := time.Now()
+	select {
+	case <-k.Done():
+	case <-time.After(ttl + slack):
+		r.Resume(t)
+		t.Fatalf("Done still open %v after Redis was paused, want closed within the lease", ttl+slack)
+	}
+	r.Resume(t)
+	t.Logf("Done closed %v after the pause (TTL %v)", time.Since(paused), ttl)
+	if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrLost) {
+		t.Fatalf("context.Cause = %v, want ErrLost", cause)
+	}
+	// The server lease had not run out when Done closed: the key is
+	// still there, with time left.
+	pttl, err := client.PTTL(t.Context(), redislock.Key("", name)).Result()
+	if err != nil || pttl <= 0 {
+		t.Fatalf("PTTL of the lock key after Done closed = %v, %v; want time left (Done must close before the server lease ends)", pttl, err)
+	}
+	if err := k.Release(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Release of the lost lock = %v, want ErrNotHeld", err)
+	}
+	// New locks work after the pause.
+	k2, err := newLocker(t, client).Acquire(t.Context(), name)
+	if err != nil {
+		t.Fatalf("Acquire(%q) after Resume = %v, want a lock", name, err)
+	}
+	mustRelease(t, k2)
+}
+
+func TestRestartedEmptyServer(t *testing.T) {
+	r := testserver.StartRedis(t)
+	client := r.Client(t)
+	const ttl = time.Second
+	name := "restarted"
+	l := newLocker(t, client)
+	k, err := l.Acquire(t.Context(), name, dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatalf("Acquire(%q) = %v", name, err)
+	}
+	r.Restart(t)
+	select {
+	case <-k.Done():
+	case <-time.After(ttl + slack):
+		t.Fatalf("Done still open %v after Redis restarted empty", ttl+slack)
+	}
+	if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrLost) {
+		t.Fatalf("context.Cause = %v, want ErrLost", cause)
+	}
+	// The restarted server has no scripts cached: acquisitions reload them.
+	k2, err := newLocker(t, client).Acquire(t.Context(), name)
+	if err != nil {
+		t.Fatalf("Acquire(%q) after the restart = %v, want a lock", name, err)
+	}
+	mustRelease(t, k2)
+}
+
+func TestRenewalSurvivesScriptFlush(t *testing.T) {
+	r := testserver.StartRedis(t)
+	client := r.Client(t)
+	const ttl = time.Second
+	l := newLocker(t, client)
+	k, err := l.Acquire(t.Context(), "flushed", dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatalf("Acquire = %v", err)
+	}
+	if err := client.ScriptFlush(t.Context()).Err(); err != nil {
+		t.Fatalf("SCRIPT FLUSH = %v", err)
+	}
+	select {
+	case <-k.Done():
+		t.Fatalf("Done closed after SCRIPT FLUSH (%v), want renewal to reload the script", context.Cause(k.Context()))
+	case <-time.After(3 * ttl):
+	}
+	mustRelease(t, k)
+}
+
+func TestUnreachableServer(t *testing.T) {
+	r := testserver.StartRedis(t)
+	client := r.Client(t)
+	l := newLocker(t, client)
+
+	r.Pause(t)
+	const timeout = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	start := time.Now()
+	if _, err := l.Acquire(ctx, "paused"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Acquire on a paused server = %v, want context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > timeout+slack {
+		t.Errorf("Acquire on a paused server returned after %v, want about %v", d, timeout)
+	}
+	r.Resume(t)
+
+	r.Kill(t)
+	start = time.Now()
+	_, err := l.Acquire(t.Context(), "down")
+	var netErr *net.OpError
+	if !errors.As(err, &netErr) || errors.Is(err, dlock.ErrNotAcquired) {
+		t.Errorf("Acquire on a dead server = %v, want an error wrapping the network error", err)
+	}
+	if d := time.Since(start); d > slack {
+		t.Errorf("Acquire on a dead server returned after %v, want promptly", d)
+	}
+}
+
+func TestOnePubSubConnectionPerLocker(t *testing.T) {
+	r := testserver.StartRedis(t)
+	client := r.Client(t)
+	holder, waiter := newLocker(t, client), newLocker(t, client)
+	const names = 20
+	ctx, cancel := context.WithCancel(t.Context())
+	errs := make(chan error, names)
+	var channels []string
+	for i := range names {
+		name := fmt.Sprintf("multiplexed-%d", i)
+		channels = append(channels, redislock.Key("", name)+":released")
+		k, err := holder.Acquire(t.Context(), name)
+		if err != nil {
+			t.Fatalf("Acquire(%q) = %v", name, err)
+		}
+		defer k.Release(t.Context())
+		go func() {
+			_, err := waiter.Acquire(ctx, name)
+			errs <- err
+		}()
+	}
+	eventually(t, "20 channels subscribed", func() bool {
+		m, _ := client.PubSubNumSub(t.Context(), channels...).Result()
+		for _, n := range m {
+			if n != 1 {
+				return false
+			}
+		}
+		return len(m) == names
+	})
+	if n := pubsubClients(t, client); n != 1 {
+		t.Errorf("%d pub/sub connections for %d waiters on one Locker, want 1", n, names)
+	}
+	cancel()
+	for range names {
+		if err := <-errs; !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled Acquire = %v, want context.Canceled", err)
+		}
+	}
+	// Cancelled waits leave no subscription behind.
+	eventually(t, "every channel unsubscribed", func() bool {
+		m, _ := client.PubSubNumSub(t.Context(), channels...).Result()
+		for _, n := range m {
+			if n != 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func pubsubClients(t *testing.T, client *redis.Client) int {
+	t.Helper()
+	list, err := client.ClientList(t.Context()).Result()
+	if err != nil {
+		t.Fatalf("CLIENT LIST = %v", err)
+	}
+	n := 0
+	for _, line := range splitLines(list) {
+		if containsField(line, "sub=") && !containsField(line, "sub=0") {
+			n++
+		}
+	}
+	return n
+}
+
+func TestOneRenewalLoopPerLocker(t *testing.T) {
+	r := testserver.StartRedis(t)
+	client := r.Client(t)
+	l := newLocker(t, client)
+	const ttl, locks = time.Second, 200
+	first, err := l.Acquire(t.Context(), "batched-0", dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatalf("Acquire = %v", err)
+	}
+	before := runtime.NumGoroutine()
+	held := []*dlock.Lock{first}
+	for i := 1; i < locks; i++ {
+		k, err := l.Acquire(t.Context(), fmt.Sprintf("batched-%d", i), dlock.WithTTL(ttl))
+		if err != nil {
+			t.Fatalf("Acquire = %v", err)
+		}
+		held = append(held, k)
+	}
+	time.Sleep(3 * ttl)
+	if after := runtime.NumGoroutine(); after-before > 5 {
+		t.Errorf("goroutines grew from %d to %d holding %d locks, want one renewal loop for all", before, after, locks)
+	}
+	for _, k := range held {
+		if isClosed(k.Done()) {
+			t.Fatalf("lock %q lost while renewed in a batch: %v", k.Name(), context.Cause(k.Context()))
+		}
+		mustRelease(t, k)
+	}
+}
