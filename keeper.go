@@ -30,7 +30,8 @@ func (l *Locker) keep() {
 	for {
 		now := time.Now()
 		next := now.Add(time.Hour)
-		var batch []*held
+		var renewable []*held
+		due := false
 		l.mu.Lock()
 		for h := range l.held {
 			if !now.Before(h.deadline) {
@@ -41,14 +42,24 @@ func (l *Locker) keep() {
 			if !h.renew || inflight {
 				continue
 			}
-			// Renew a little early to batch locks whose turn is near.
-			if due := h.nextRenew.Add(-h.lease.TTL / 12); !now.Before(due) {
-				batch = append(batch, h)
+			renewable = append(renewable, h)
+			if !now.Before(h.nextRenew) {
+				due = true
 			} else {
-				next = earliest(next, due)
+				next = earliest(next, h.nextRenew)
 			}
 		}
 		l.mu.Unlock()
+		// When one lock is due, renew with it every lock whose turn comes
+		// within the next TTL/12 of its own: batches stay together.
+		var batch []*held
+		if due {
+			for _, h := range renewable {
+				if !now.Before(h.nextRenew.Add(-h.lease.TTL / 12)) {
+					batch = append(batch, h)
+				}
+			}
+		}
 		if len(batch) > 0 {
 			inflight = true
 			go l.refresh(ctx, batch, results) // exits after one bounded driver call

@@ -132,9 +132,10 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait b
 			}
 			continue
 		}
-		delay = l.nextDelay(delay, res.Remaining, wake != nil)
+		var sleep time.Duration
+		delay, sleep = l.nextDelay(delay, res.Remaining, wake != nil)
 		attempts++
-		t := time.NewTimer(delay)
+		t := time.NewTimer(sleep)
 		select {
 		case <-wake:
 		case <-local:
@@ -180,30 +181,31 @@ func (l *Locker) acquireError(ctx context.Context, name string, err error) error
 	return fmt.Errorf("dlock: acquire %s: %w", quote(name), err)
 }
 
-// nextDelay returns how long a waiter sleeps before its next attempt when
-// nothing wakes it. With notifications it waits for the holder's lease to
-// run out; without, it backs off exponentially with jitter. Both are
+// nextDelay returns the backoff state after prev and how long a waiter
+// sleeps before its next attempt when nothing wakes it. With notifications
+// it waits for the holder's lease to run out; without, it backs off
+// exponentially (with jitter on the sleep, not on the state). Both are
 // bounded by MaxRetryInterval and the holder's remaining lease.
-func (l *Locker) nextDelay(prev, remaining time.Duration, notified bool) time.Duration {
-	var d time.Duration
+func (l *Locker) nextDelay(prev, remaining time.Duration, notified bool) (next, sleep time.Duration) {
 	switch {
 	case notified && remaining > 0:
-		d = remaining + time.Millisecond
+		next = remaining + time.Millisecond
 	case notified:
-		d = l.cfg.MaxRetryInterval
+		next = l.cfg.MaxRetryInterval
 	case prev == 0:
-		d = l.cfg.MinRetryInterval
+		next = l.cfg.MinRetryInterval
 	default:
-		d = 2 * prev
+		next = 2 * prev
 	}
-	d = min(d, l.cfg.MaxRetryInterval)
-	if remaining > 0 {
-		d = min(d, remaining+time.Millisecond)
-	}
+	next = min(next, l.cfg.MaxRetryInterval)
+	sleep = next
 	if !notified {
-		d = jitter(d)
+		sleep = jitter(sleep)
 	}
-	return d
+	if remaining > 0 {
+		sleep = min(sleep, remaining+time.Millisecond)
+	}
+	return next, sleep
 }
 
 // abandon frees, in the background, a lease whose Acquire reply was lost

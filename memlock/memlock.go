@@ -47,8 +47,13 @@ func New(store *Store) *dlock.Locker {
 	if store == nil {
 		store = NewStore()
 	}
-	return dlock.New(&memDriver{s: store}, nil)
+	return dlock.New(store.Driver(), nil)
 }
+
+// Driver returns the store's driver, for tests that wrap it to inject
+// faults or count calls before passing it to dlock.New. It implements
+// driver.Notifier.
+func (s *Store) Driver() driver.Driver { return &memDriver{s: s} }
 
 // Expire removes the lock on name whatever its owner, as if its lease had
 // run out or an administrator had deleted it, and wakes waiters. It

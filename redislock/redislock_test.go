@@ -43,3 +43,8 @@ func BenchmarkRedis(b *testing.B) {
 	r := testserver.StartRedis(b)
 	dlocktest.RunBenchmarks(b, harness(r.Client(b)))
 }
+
+func TestConformanceSentinel(t *testing.T) {
+	s := testserver.StartRedisSentinel(t)
+	dlocktest.Run(t, harness(s.Client(t)))
+}

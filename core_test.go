@@ -1,0 +1,300 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/memlock"
+)
+
+// faultDriver wraps memlock's driver to count calls and inject faults. It
+// hides memlock's Notifier unless notify is set.
+type faultDriver struct {
+	driver.Driver
+	mu            sync.Mutex
+	refreshes     []int       // batch sizes, in order
+	refreshTimes  []time.Time // when each batch was sent
+	refreshErr    func(call int) error
+	hangRefresh   bool          // block Refresh until ctx ends
+	hangAcquire   chan struct{} // if set, Acquire waits for it, ignoring ctx
+	acquireCalls  int
+	notify        bool
+	silentWatches bool // Watch succeeds but never wakes
+}
+
+func (d *faultDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
+	d.mu.Lock()
+	d.acquireCalls++
+	hang := d.hangAcquire
+	d.mu.Unlock()
+	if hang != nil {
+		<-hang
+		return d.Driver.Acquire(context.Background(), l)
+	}
+	return d.Driver.Acquire(ctx, l)
+}
+
+func (d *faultDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
+	d.mu.Lock()
+	d.refreshes = append(d.refreshes, len(ls))
+	d.refreshTimes = append(d.refreshTimes, time.Now())
+	n := len(d.refreshes)
+	errFn, hang := d.refreshErr, d.hangRefresh
+	d.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		errs := make([]error, len(ls))
+		for i := range errs {
+			errs[i] = ctx.Err()
+		}
+		return errs
+	}
+	if errFn != nil {
+		if err := errFn(n); err != nil {
+			errs := make([]error, len(ls))
+			for i := range errs {
+				errs[i] = err
+			}
+			return errs
+		}
+	}
+	return d.Driver.Refresh(ctx, ls)
+}
+
+// notifyingDriver is a faultDriver that also offers Watch.
+type notifyingDriver struct{ *faultDriver }
+
+func (d notifyingDriver) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	if d.silentWatches {
+		return make(chan struct{}), func() {}, nil
+	}
+	return d.Driver.(driver.Notifier).Watch(ctx, name)
+}
+
+func newFaulty(store *memlock.Store, notify bool) (*dlock.Locker, *faultDriver) {
+	d := &faultDriver{Driver: store.Driver(), notify: notify}
+	if notify {
+		return dlock.New(notifyingDriver{d}, nil), d
+	}
+	return dlock.New(d, nil), d
+}
+
+func TestRenewalCadence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, d := newFaulty(memlock.NewStore(), true)
+		defer l.Close()
+		const ttl = 3 * time.Second
+		start := time.Now()
+		k, err := l.Acquire(t.Context(), "a", dlock.WithTTL(ttl))
+		if err != nil {
+			t.Fatalf("Acquire = %v", err)
+		}
+		time.Sleep(10 * ttl)
+		if isClosed(k.Done()) {
+			t.Fatalf("lock lost while renewed: %v", context.Cause(k.Context()))
+		}
+		d.mu.Lock()
+		times := append([]time.Time{start}, d.refreshTimes...)
+		d.mu.Unlock()
+		if len(times) < 30 {
+			t.Fatalf("%d renewals in %v, want at least one per TTL/3", len(times)-1, 10*ttl)
+		}
+		for i := 1; i < len(times); i++ {
+			if gap := times[i].Sub(times[i-1]); gap > ttl/3 {
+				t.Fatalf("renewal %d came %v after the previous, want at most TTL/3 = %v", i, gap, ttl/3)
+			}
+		}
+		if err := k.Release(t.Context()); err != nil {
+			t.Fatalf("Release = %v", err)
+		}
+	})
+}
+
+func TestHungRenewalClosesDoneBeforeLeaseEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, d := newFaulty(memlock.NewStore(), true)
+		defer l.Close()
+		d.hangRefresh = true
+		const ttl = 10 * time.Second
+		start := time.Now()
+		k, err := l.Acquire(t.Context(), "a", dlock.WithTTL(ttl))
+		if err != nil {
+			t.Fatalf("Acquire = %v", err)
+		}
+		<-k.Done()
+		lostAfter := time.Since(start)
+		if lostAfter >= ttl || lostAfter < ttl/2 {
+			t.Fatalf("Done closed %v after acquisition, want before the %v lease ends and after renewal had a chance", lostAfter, ttl)
+		}
+		if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrLost) {
+			t.Fatalf("context.Cause = %v, want ErrLost", cause)
+		}
+	})
+}
+
+func TestRenewalFindsLockGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, d := newFaulty(memlock.NewStore(), true)
+		defer l.Close()
+		d.refreshErr = func(int) error { return driver.ErrNotHeld }
+		const ttl = 9 * time.Second
+		start := time.Now()
+		k, _ := l.Acquire(t.Context(), "a", dlock.WithTTL(ttl))
+		<-k.Done()
+		if lostAfter := time.Since(start); lostAfter > ttl/3 {
+			t.Fatalf("Done closed %v after acquisition, want at the first renewal (by TTL/3)", lostAfter)
+		}
+		if err := k.Release(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
+			t.Fatalf("Release = %v, want ErrNotHeld", err)
+		}
+	})
+}
+
+func TestTransientRenewalErrorIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, d := newFaulty(memlock.NewStore(), true)
+		defer l.Close()
+		d.refreshErr = func(call int) error {
+			if call <= 2 {
+				return errors.New("connection reset")
+			}
+			return nil
+		}
+		const ttl = 3 * time.Second
+		k, _ := l.Acquire(t.Context(), "a", dlock.WithTTL(ttl))
+		time.Sleep(5 * ttl)
+		if isClosed(k.Done()) {
+			t.Fatalf("lock lost after two transient errors: %v", context.Cause(k.Context()))
+		}
+		k.Release(t.Context())
+	})
+}
+
+func TestRenewalIsBatched(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, d := newFaulty(memlock.NewStore(), true)
+		defer l.Close()
+		const ttl, locks = 6 * time.Second, 50
+		var held []*dlock.Lock
+		for i := range locks {
+			k, err := l.Acquire(t.Context(), string(rune('A'+i)), dlock.WithTTL(ttl))
+			if err != nil {
+				t.Fatalf("Acquire = %v", err)
+			}
+			held = append(held, k)
+			time.Sleep(10 * time.Millisecond) // spread acquisitions a little
+		}
+		time.Sleep(2 * ttl)
+		d.mu.Lock()
+		calls, leases := len(d.refreshes), 0
+		for _, n := range d.refreshes {
+			leases += n
+		}
+		d.mu.Unlock()
+		if leases < 4*locks {
+			t.Fatalf("%d leases renewed in %v, want every lock renewed each TTL/3", leases, 2*ttl)
+		}
+		if calls > leases/10 {
+			t.Fatalf("%d Refresh calls for %d lease renewals, want batches", calls, leases)
+		}
+		for _, k := range held {
+			k.Release(t.Context())
+		}
+	})
+}
+
+func TestPollingWaiterIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memlock.NewStore()
+		holder := memlock.New(store)
+		defer holder.Close()
+		waiter, d := newFaulty(store, false) // no notifications: polling
+		defer waiter.Close()
+		const ttl = 10 * time.Second
+		k, _ := holder.Acquire(t.Context(), "a", dlock.WithTTL(ttl), dlock.WithoutRenewal())
+		start := time.Now()
+		k2, err := waiter.Acquire(t.Context(), "a")
+		if err != nil {
+			t.Fatalf("Acquire = %v", err)
+		}
+		waited := time.Since(start)
+		d.mu.Lock()
+		attempts := d.acquireCalls
+		d.mu.Unlock()
+		if waited < ttl || waited > ttl+dlock.DefaultMaxRetryInterval {
+			t.Fatalf("polling waiter acquired after %v, want right after the %v lease", waited, ttl)
+		}
+		if attempts > 25 {
+			t.Fatalf("%d attempts over a %v wait, want a backoff (at most one per MaxRetryInterval once backed off)", attempts, ttl)
+		}
+		k.Release(t.Context())
+		k2.Release(t.Context())
+	})
+}
+
+func TestLostWakeUpFallsBackToRemainingLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memlock.NewStore()
+		holder := memlock.New(store)
+		defer holder.Close()
+		waiter, d := newFaulty(store, true)
+		defer waiter.Close()
+		d.silentWatches = true
+		const ttl = 1500 * time.Millisecond
+		k, _ := holder.Acquire(t.Context(), "a", dlock.WithTTL(ttl), dlock.WithoutRenewal())
+		start := time.Now()
+		k2, err := waiter.Acquire(t.Context(), "a")
+		if err != nil {
+			t.Fatalf("Acquire = %v", err)
+		}
+		if waited := time.Since(start); waited > ttl+10*time.Millisecond {
+			t.Fatalf("waiter with a lost wake-up acquired after %v, want by the holder's %v lease", waited, ttl)
+		}
+		d.mu.Lock()
+		attempts := d.acquireCalls
+		d.mu.Unlock()
+		if attempts > 4 {
+			t.Fatalf("%d attempts, want the waiter to sleep until the lease ends", attempts)
+		}
+		k.Release(t.Context())
+		k2.Release(t.Context())
+	})
+}
+
+func TestAbandonedAcquireIsReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memlock.NewStore()
+		l, d := newFaulty(store, true)
+		hang := make(chan struct{})
+		d.hangAcquire = hang
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		start := time.Now()
+		if _, err := l.Acquire(ctx, "a"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Acquire with a hung driver = %v, want context.DeadlineExceeded", err)
+		}
+		if d := time.Since(start); d != time.Second {
+			t.Fatalf("Acquire returned after %v, want at its 1s deadline", d)
+		}
+		close(hang) // the driver's step completes late, and takes the lock
+		l.Close()   // waits for the late step and its release
+		if owner, _, held := store.Holder("a"); held {
+			t.Fatalf("lock held by %s after its acquirer gave up, want released", owner)
+		}
+	})
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
