@@ -92,7 +92,7 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait b
 		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), context.Cause(ctx))
 	}
 
-	lease := driver.Lease{Name: name, Owner: l.ownerString(), TTL: o.ttl}
+	lease := driver.Lease{Name: name, Owner: l.ownerString(), TTL: o.ttl, Metadata: o.metadata}
 	if wait && l.queuer != nil {
 		return l.acquireQueued(ctx, own, lease, !o.noRenew)
 	}

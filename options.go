@@ -3,6 +3,7 @@ package dlock
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 const (
@@ -26,8 +27,20 @@ const (
 type Option func(*acquireOptions)
 
 type acquireOptions struct {
-	ttl     time.Duration
-	noRenew bool
+	ttl      time.Duration
+	noRenew  bool
+	metadata string
+}
+
+// MaxMetadataLen is the longest metadata WithMetadata accepts, in bytes.
+const MaxMetadataLen = 1024
+
+// WithMetadata stores a short description of the holder with the lock
+// (for example "host=web1 pid=4242"), which Inspect and "dlock status"
+// show, on backends that can store it. It must be valid UTF-8 of at most
+// MaxMetadataLen bytes. Default: none.
+func WithMetadata(s string) Option {
+	return func(o *acquireOptions) { o.metadata = s }
 }
 
 // WithTTL sets the lease length: the lock expires on the server this long
@@ -53,6 +66,9 @@ func buildOptions(opts []Option) (acquireOptions, error) {
 	}
 	if o.ttl < MinTTL || o.ttl > MaxTTL {
 		return o, fmt.Errorf("ttl %v out of range [%v, %v]: %w", o.ttl, MinTTL, MaxTTL, ErrInvalid)
+	}
+	if len(o.metadata) > MaxMetadataLen || !utf8.ValidString(o.metadata) {
+		return o, fmt.Errorf("metadata must be valid UTF-8 of at most %d bytes: %w", MaxMetadataLen, ErrInvalid)
 	}
 	return o, nil
 }

@@ -76,6 +76,8 @@ var properties = []property{
 	{"ExpireClosesDone", "a lock deleted behind its holder's back closes the holder's Done within one renewal interval, with cause ErrLost", testExpireClosesDone},
 	{"LateReleaseIsSafe", "a Release after the lease expired and another owner took the name returns ErrNotHeld and does not free the new owner's lock", testLateRelease},
 	{"BadInput", "bad names, TTLs and contexts get errors wrapping ErrInvalid, never a panic; odd but valid names work", testBadInput},
+	{"Inspect", "Inspect reports a held name's owner, fencing token, lease and metadata, and nothing for free names (skipped if the backend cannot)", testInspect},
+	{"ForceRelease", "ForceRelease frees a name whatever its owner, wakes waiters and closes the holder's Done (skipped if the backend cannot)", testForceRelease},
 	{"Close", "Close releases held locks, wakes waiters with ErrClosed, makes later calls return ErrClosed, and stops every goroutine it started", testClose},
 }
 

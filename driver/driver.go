@@ -27,6 +27,10 @@ type Lease struct {
 	Name  string
 	Owner string
 	TTL   time.Duration
+	// Metadata describes the holder for people (host, pid, command), set
+	// with dlock.WithMetadata; often empty. Drivers that implement
+	// Inspector store it with the lock and return it.
+	Metadata string
 }
 
 // Result is the outcome of one Acquire attempt.
@@ -117,4 +121,29 @@ type LossReporter interface {
 	// it from one goroutine; the driver must not block forever sending
 	// (drop or coalesce when nobody reads).
 	Losses() <-chan Loss
+}
+
+// Holder describes the current holder of a name, as an Inspector sees it.
+type Holder struct {
+	Name      string
+	Owner     string
+	Fence     uint64
+	Remaining time.Duration // lease left on the server, 0 if unknown
+	Metadata  string
+}
+
+// Inspector is implemented by drivers that can report who holds names,
+// for tools such as "dlock status".
+type Inspector interface {
+	// Inspect returns the holders of the given names that are held, or of
+	// every held name when names is empty.
+	Inspect(ctx context.Context, names []string) ([]Holder, error)
+}
+
+// ForceReleaser is implemented by drivers that can free a name whatever
+// its owner: the administrator's override.
+type ForceReleaser interface {
+	// ForceRelease frees name and wakes its waiters. It reports whether
+	// name was held.
+	ForceRelease(ctx context.Context, name string) (bool, error)
 }

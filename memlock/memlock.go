@@ -11,6 +11,7 @@ package memlock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,9 +29,10 @@ type Store struct {
 }
 
 type entry struct {
-	owner   string
-	fence   uint64
-	expires time.Time
+	owner    string
+	fence    uint64
+	expires  time.Time
+	metadata string
 }
 
 // NewStore returns an empty Store.
@@ -110,7 +112,7 @@ func (d *memDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result,
 	switch {
 	case !ok:
 		s.fence++
-		e = entry{owner: l.Owner, fence: s.fence}
+		e = entry{owner: l.Owner, fence: s.fence, metadata: l.Metadata}
 	case e.owner != l.Owner:
 		return driver.Result{Remaining: e.expires.Sub(now)}, nil
 	}
@@ -177,6 +179,30 @@ func (d *memDriver) Watch(ctx context.Context, name string) (<-chan struct{}, fu
 		}
 	}
 	return ch, stop, nil
+}
+
+func (d *memDriver) Inspect(ctx context.Context, names []string) ([]driver.Holder, error) {
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(names) == 0 {
+		for n := range s.locks {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+	}
+	var hs []driver.Holder
+	now := time.Now()
+	for _, n := range names {
+		if e, ok := s.live(n); ok {
+			hs = append(hs, driver.Holder{Name: n, Owner: e.owner, Fence: e.fence, Remaining: e.expires.Sub(now), Metadata: e.metadata})
+		}
+	}
+	return hs, nil
+}
+
+func (d *memDriver) ForceRelease(ctx context.Context, name string) (bool, error) {
+	return d.s.Expire(name), nil
 }
 
 func (d *memDriver) Close() error { return nil }

@@ -73,6 +73,10 @@ type Options struct {
 // a *redis.ClusterClient, or a Sentinel failover client. The Locker does
 // not close client. A nil opts means defaults.
 func New(client redis.UniversalClient, opts *Options) *dlock.Locker {
+	return newLocker(client, opts, false)
+}
+
+func newLocker(client redis.UniversalClient, opts *Options, ownClient bool) *dlock.Locker {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -80,7 +84,7 @@ func New(client redis.UniversalClient, opts *Options) *dlock.Locker {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	d := &redisDriver{c: client, prefix: o.Prefix, sub: newSubscriber(client)}
+	d := &redisDriver{c: client, prefix: o.Prefix, sub: newSubscriber(client), ownClient: ownClient}
 	return dlock.New(d, &dlock.Config{MaxRetryInterval: o.MaxRetryInterval})
 }
 
@@ -98,9 +102,10 @@ var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 func channel(key string) string { return key + ":released" }
 
 type redisDriver struct {
-	c      redis.UniversalClient
-	prefix string
-	sub    *subscriber
+	c         redis.UniversalClient
+	prefix    string
+	sub       *subscriber
+	ownClient bool // made by Open: Close closes it
 }
 
 func (d *redisDriver) key(name string) string { return Key(d.prefix, name) }
@@ -108,7 +113,7 @@ func (d *redisDriver) key(name string) string { return Key(d.prefix, name) }
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
 func (d *redisDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
-	vals, err := acquireScript.Run(ctx, d.c, []string{d.key(l.Name)}, l.Owner, ms(l.TTL)).Slice()
+	vals, err := acquireScript.Run(ctx, d.c, []string{d.key(l.Name)}, l.Owner, ms(l.TTL), l.Metadata).Slice()
 	if err != nil {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
 	}
@@ -180,7 +185,13 @@ func (d *redisDriver) Watch(ctx context.Context, name string) (<-chan struct{}, 
 	return d.sub.watch(ctx, channel(d.key(name)))
 }
 
-func (d *redisDriver) Close() error { return d.sub.close() }
+func (d *redisDriver) Close() error {
+	err := d.sub.close()
+	if d.ownClient {
+		err = errors.Join(err, d.c.Close())
+	}
+	return err
+}
 
 func isNoScript(err error) bool {
 	return err != nil && !errors.Is(err, redis.Nil) && strings.HasPrefix(err.Error(), "NOSCRIPT")

@@ -1,0 +1,83 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// ErrUnsupported is returned by Locker methods the backend cannot provide,
+// such as Inspect on a store that cannot list holders.
+var ErrUnsupported = errors.New("dlock: not supported by this backend")
+
+// LockInfo describes who holds a lock, as reported by Inspect.
+type LockInfo struct {
+	Name      string
+	Owner     string        // the holder's owner string: Locker identity and acquisition number
+	Fence     uint64        // the holder's fencing token
+	Remaining time.Duration // lease left on the server, 0 if the store cannot tell
+	Metadata  string        // what the holder passed to WithMetadata
+}
+
+// Inspect reports the holders of names, or of every held name when none
+// is given. Names that are free are left out. The error wraps
+// ErrUnsupported if the backend cannot inspect.
+func (l *Locker) Inspect(ctx context.Context, names ...string) ([]LockInfo, error) {
+	in, ok := l.drv.(driver.Inspector)
+	if !ok {
+		return nil, fmt.Errorf("dlock: inspect: %w", ErrUnsupported)
+	}
+	if err := l.usable(); err != nil {
+		return nil, fmt.Errorf("dlock: inspect: %w", err)
+	}
+	for _, n := range names {
+		if err := ValidateName(n); err != nil {
+			return nil, fmt.Errorf("dlock: inspect: %w", err)
+		}
+	}
+	hs, err := call(l, ctx, func() ([]driver.Holder, error) { return in.Inspect(ctx, names) }, nil)
+	if err != nil {
+		return nil, fmt.Errorf("dlock: inspect: %w", err)
+	}
+	infos := make([]LockInfo, len(hs))
+	for i, h := range hs {
+		infos[i] = LockInfo(h)
+	}
+	return infos, nil
+}
+
+// ForceRelease frees name whatever its owner and wakes its waiters: the
+// administrator's override for a lock whose holder is stuck. The holder
+// learns of it at its next renewal (its Done closes). It reports whether
+// name was held; the error wraps ErrUnsupported if the backend cannot do
+// it.
+func (l *Locker) ForceRelease(ctx context.Context, name string) (bool, error) {
+	fr, ok := l.drv.(driver.ForceReleaser)
+	if !ok {
+		return false, fmt.Errorf("dlock: force release: %w", ErrUnsupported)
+	}
+	if err := l.usable(); err != nil {
+		return false, fmt.Errorf("dlock: force release: %w", err)
+	}
+	if err := ValidateName(name); err != nil {
+		return false, fmt.Errorf("dlock: force release: %w", err)
+	}
+	held, err := call(l, ctx, func() (bool, error) { return fr.ForceRelease(ctx, name) }, nil)
+	if err != nil {
+		return false, fmt.Errorf("dlock: force release %s: %w", quote(name), err)
+	}
+	l.wakeLocal(name)
+	return held, nil
+}
+
+func (l *Locker) usable() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package redislock
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+)
+
+func init() {
+	for _, scheme := range []string{"redis", "rediss", "redis+sentinel", "redis+cluster"} {
+		dlock.Register(scheme, open)
+	}
+}
+
+// open makes a Locker for a store URL; Register documents the forms:
+//
+//	redis://[user:pass@]host[:port][/db]
+//	rediss://...                                  (TLS)
+//	redis+sentinel://[user:pass@]host[:port][,host[:port]]/master-name
+//	redis+cluster://[user:pass@]host[:port][,host[:port]]
+//
+// with query parameter prefix (Options.Prefix). The password may also come
+// from DLOCK_PASSWORD. The Locker closes the client it creates.
+func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
+	q, err := dlock.URLParams(u, "prefix")
+	if err != nil {
+		return nil, err
+	}
+	opts := &Options{Prefix: q.Get("prefix")}
+	defPort := 6379
+	if u.Scheme == "redis+sentinel" {
+		defPort = 26379
+	}
+	hosts, err := dlock.URLHosts(u, defPort)
+	if err != nil {
+		return nil, err
+	}
+	user, pass := u.User.Username(), dlock.URLPassword(u)
+	path := strings.Trim(u.Path, "/")
+	var client redis.UniversalClient
+	switch u.Scheme {
+	case "redis", "rediss":
+		if len(hosts) > 1 {
+			return nil, fmt.Errorf("%w: %s:// takes one host; use redis+cluster:// or redis+sentinel:// for several", dlock.ErrBadURL, u.Scheme)
+		}
+		db := 0
+		if path != "" {
+			if db, err = strconv.Atoi(path); err != nil || db < 0 {
+				return nil, fmt.Errorf("%w: database %q is not a number", dlock.ErrBadURL, path)
+			}
+		}
+		o := &redis.Options{Addr: hosts[0], Username: user, Password: pass, DB: db}
+		if u.Scheme == "rediss" {
+			o.TLSConfig = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}
+		}
+		client = redis.NewClient(o)
+	case "redis+sentinel":
+		if path == "" || strings.Contains(path, "/") {
+			return nil, fmt.Errorf("%w: redis+sentinel:// needs the master name as its path, as in redis+sentinel://host:26379/mymaster", dlock.ErrBadURL)
+		}
+		client = redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: path, SentinelAddrs: hosts, Username: user, Password: pass,
+		})
+	case "redis+cluster":
+		if path != "" {
+			return nil, fmt.Errorf("%w: redis+cluster:// takes no path (a cluster has one database)", dlock.ErrBadURL)
+		}
+		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: hosts, Username: user, Password: pass})
+	}
+	if err := client.Ping(ctx).Err(); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("redislock: connect: %w", err)
+	}
+	return newLocker(client, opts, true), nil
+}
