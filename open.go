@@ -94,6 +94,9 @@ func unwrapURLError(err error) error {
 // when rawURL does not parse.
 func RedactURL(rawURL string) string {
 	if u, err := url.Parse(rawURL); err == nil {
+		if _, has := u.User.Password(); !has {
+			return rawURL
+		}
 		return u.Redacted()
 	}
 	scheme, rest, ok := strings.Cut(rawURL, "://")

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testserver"
+)
+
+// redisStore starts a Redis server and returns its store URL.
+func redisStore(t *testing.T) string {
+	t.Helper()
+	return "redis://" + testserver.StartRedis(t).Addr()
+}
+
+func openLocker(t *testing.T, store string) *dlock.Locker {
+	t.Helper()
+	l, err := dlock.Open(t.Context(), store)
+	if err != nil {
+		t.Fatalf("Open(%q) = %v", store, err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func TestRunNeverOverlaps(t *testing.T) {
+	store := redisStore(t)
+	marks := filepath.Join(t.TempDir(), "marks")
+	script := `echo "start $DLOCK_FENCE" >> "$1"; sleep 0.2; echo "end $DLOCK_FENCE" >> "$1"`
+	var wg sync.WaitGroup
+	for p := range 3 {
+		wg.Go(func() {
+			for range 3 {
+				r := run(t, dlockCmd(t, "run", "--store", store, "critical", "--", "sh", "-c", script, "sh", marks))
+				if r.code != 0 {
+					t.Errorf("run %d: exit %d, stderr %s", p, r.code, r.stderr)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	data, err := os.ReadFile(marks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 18 {
+		t.Fatalf("%d marks, want 18:\n%s", len(lines), data)
+	}
+	var lastFence string
+	for i := 0; i < len(lines); i += 2 {
+		start, end := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if start[0] != "start" || end[0] != "end" || start[1] != end[1] {
+			t.Fatalf("marks %d-%d = %q, %q: two commands overlapped\n%s", i, i+1, lines[i], lines[i+1], data)
+		}
+		if start[1] <= lastFence && len(start[1]) == len(lastFence) {
+			t.Fatalf("DLOCK_FENCE %s after %s, want increasing", start[1], lastFence)
+		}
+		lastFence = start[1]
+	}
+}
+
+func TestRunTryWhileHeld(t *testing.T) {
+	store := redisStore(t)
+	l := openLocker(t, store)
+	k, err := l.TryAcquire(t.Context(), "busy", dlock.WithMetadata("host=elsewhere pid=1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Release(t.Context())
+	marker := filepath.Join(t.TempDir(), "ran")
+	r := run(t, dlockCmd(t, "run", "--store", store, "--try", "busy", "--", "touch", marker))
+	wantCode(t, r, exitNotAcquired, "run --try on a held lock")
+	if n := strings.Count(strings.TrimSpace(r.stderr), "\n"); n != 0 || !strings.Contains(r.stderr, "host=elsewhere") {
+		t.Errorf("stderr = %q, want one line naming the holder", r.stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the command ran without the lock")
+	}
+	r = run(t, dlockCmd(t, "run", "--store", store, "--wait", "300ms", "busy", "--", "touch", marker))
+	wantCode(t, r, exitNotAcquired, "run --wait 300ms on a held lock")
+	if r.took > 300*time.Millisecond+5*time.Second {
+		t.Errorf("run --wait 300ms took %v", r.took)
+	}
+}
+
+func TestRunPassesStatusAndEnvironment(t *testing.T) {
+	store := redisStore(t)
+	r := run(t, dlockCmd(t, "run", "--store", store, "job", "--", "sh", "-c", `echo "$DLOCK_NAME $DLOCK_FENCE"; exit 7`))
+	wantCode(t, r, 7, "run of a command exiting 7")
+	f := strings.Fields(r.stdout)
+	if len(f) != 2 || f[0] != "job" || len(f[1]) < 1 || f[1] == "0" {
+		t.Errorf("child saw DLOCK_NAME DLOCK_FENCE = %q, want \"job <token>\"", r.stdout)
+	}
+	r = run(t, dlockCmd(t, "run", "--store", store, "job", "--", "/nonexistent/cmd"))
+	wantCode(t, r, 127, "run of a missing command")
+	// The lock was released after each run.
+	k, err := openLocker(t, store).TryAcquire(t.Context(), "job")
+	if err != nil {
+		t.Fatalf("TryAcquire after run = %v, want the lock released", err)
+	}
+	k.Release(t.Context())
+}
+
+func TestRunStopsCommandWhenLockLost(t *testing.T) {
+	store := redisStore(t)
+	dir := t.TempDir()
+	// The command ignores SIGTERM, so only SIGKILL after the grace ends it.
+	script := `trap 'echo term >> "$1"' TERM; echo started >> "$1"; while true; do sleep 0.05; done`
+	c := dlockCmd(t, "run", "--store", store, "--ttl", "1s", "--grace", "500ms", "doomed", "--", "sh", "-c", script, "sh", filepath.Join(dir, "log"))
+	done := start(t, c)
+	waitFile(t, filepath.Join(dir, "log"), "started")
+	forced := run(t, dlockCmd(t, "release", "--force", "--store", store, "doomed"))
+	wantCode(t, forced, 0, "release --force")
+	if !strings.Contains(forced.stdout, "released") {
+		t.Errorf("release --force printed %q", forced.stdout)
+	}
+	released := time.Now()
+	select {
+	case r := <-done:
+		wantCode(t, r, exitLost, "run whose lock was force-released")
+		// Lost within one renewal (TTL/3), then 500ms grace, plus slack.
+		if d := time.Since(released); d > time.Second+500*time.Millisecond+5*time.Second {
+			t.Errorf("run stopped %v after the lock was released", d)
+		}
+		if !strings.Contains(r.stderr, "lost") {
+			t.Errorf("stderr %q does not report the loss", r.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run still going 30s after its lock was force-released")
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "log"))
+	if !strings.Contains(string(data), "term") {
+		t.Errorf("the command never got SIGTERM; log:\n%s", data)
+	}
+}
+
+func TestRunSignalWhileWaiting(t *testing.T) {
+	store := redisStore(t)
+	k, err := openLocker(t, store).TryAcquire(t.Context(), "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Release(context.Background())
+	c := dlockCmd(t, "run", "--store", store, "held", "--", "true")
+	done := start(t, c)
+	time.Sleep(500 * time.Millisecond) // let it wait
+	signalled := time.Now()
+	if err := c.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		wantCode(t, r, 128+int(syscall.SIGTERM), "run interrupted while waiting")
+		if d := time.Since(signalled); d > 5*time.Second {
+			t.Errorf("run exited %v after SIGTERM, want promptly", d)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run still waiting 30s after SIGTERM")
+	}
+}
+
+func TestStatus(t *testing.T) {
+	store := redisStore(t)
+	k, err := openLocker(t, store).TryAcquire(t.Context(), "inspected", dlock.WithMetadata("host=h1 pid=42"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Release(t.Context())
+	r := run(t, dlockCmd(t, "status", "--store", store, "--json", "inspected", "free"))
+	wantCode(t, r, 0, "status --json")
+	for _, want := range []string{`"name": "inspected"`, `"held": true`, fmt.Sprintf(`"fence": "%d"`, k.Fence()), `"metadata": "host=h1 pid=42"`, `"name": "free"`, `"held": false`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status --json lacks %s:\n%s", want, r.stdout)
+		}
+	}
+	r = run(t, dlockCmd(t, "status", "--store", store))
+	wantCode(t, r, 0, "status")
+	if !strings.Contains(r.stdout, `"inspected"`) || !strings.Contains(r.stdout, "host=h1") {
+		t.Errorf("status lacks the held lock:\n%s", r.stdout)
+	}
+}
+
+// waitFile waits until path contains want.
+func waitFile(t *testing.T, path, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		data, _ := os.ReadFile(path)
+		if strings.Contains(string(data), want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never contained %q", path, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
