@@ -67,7 +67,7 @@ func Open(ctx context.Context, rawURL string) (*Locker, error) {
 		return nil, fmt.Errorf("%w: cannot parse %q: %v", ErrBadURL, RedactURL(rawURL), unwrapURLError(err))
 	}
 	if u.Scheme == "" {
-		return nil, fmt.Errorf("%w: %q has no scheme (want one of %s)", ErrBadURL, u.Redacted(), strings.Join(Schemes(), ", "))
+		return nil, fmt.Errorf("%w: %q has no scheme (want one of %s)", ErrBadURL, RedactURL(rawURL), strings.Join(Schemes(), ", "))
 	}
 	registryMu.RLock()
 	open := registry[u.Scheme]
@@ -77,7 +77,7 @@ func Open(ctx context.Context, rawURL string) (*Locker, error) {
 	}
 	l, err := open(ctx, u)
 	if err != nil {
-		return nil, fmt.Errorf("dlock: open %s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("dlock: open %s: %w", RedactURL(rawURL), err)
 	}
 	return l, nil
 }

@@ -1,0 +1,70 @@
+package redislock_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/redislock"
+)
+
+func TestOpenURLs(t *testing.T) {
+	r := testserver.StartRedis(t)
+	cluster := testserver.StartRedisCluster(t, 3)
+	sentinel := testserver.StartRedisSentinel(t)
+	client := r.Client(t)
+	for _, tc := range []struct {
+		url string
+		key string // where the lock on "n" must land, "" to skip the check
+	}{
+		{"redis://" + r.Addr(), redislock.Key("", "n")},
+		{"redis://" + r.Addr() + "/3", ""},
+		{"redis://" + r.Addr() + "/0?prefix=app:", "app:{n}"},
+		{"redis+cluster://" + strings.Join(cluster.Addrs(), ","), ""},
+		{"redis+sentinel://" + sentinel.Addr() + "/" + testserver.SentinelMaster, redislock.Key("", "n")},
+	} {
+		l, err := dlock.Open(t.Context(), tc.url)
+		if err != nil {
+			t.Errorf("Open(%q) = %v, want a Locker", tc.url, err)
+			continue
+		}
+		k, err := l.TryAcquire(t.Context(), "n")
+		if err != nil {
+			t.Errorf("Open(%q): TryAcquire = %v", tc.url, err)
+		} else {
+			if tc.key != "" {
+				if n, _ := client.Exists(t.Context(), tc.key).Result(); n != 1 {
+					t.Errorf("Open(%q): lock key %q missing", tc.url, tc.key)
+				}
+			}
+			k.Release(t.Context())
+		}
+		if err := l.Close(); err != nil {
+			t.Errorf("Open(%q): Close = %v", tc.url, err)
+		}
+	}
+}
+
+func TestOpenURLErrors(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"redis://", "dlock: bad store URL: redis:// URL has no host"},
+		{"redis://h:1,h:2", "dlock: bad store URL: redis:// takes one host; use redis+cluster:// or redis+sentinel:// for several"},
+		{"redis://h:99999", `dlock: bad store URL: bad port "99999" for host "h"`},
+		{"redis://h/x", `dlock: bad store URL: database "x" is not a number`},
+		{"redis://h/0?table=t", `dlock: bad store URL: unknown parameter "table" for redis:// (known: prefix)`},
+		{"redis+sentinel://h:1", "dlock: bad store URL: redis+sentinel:// needs the master name as its path"},
+		{"redis+cluster://h:1/0", "dlock: bad store URL: redis+cluster:// takes no path"},
+	} {
+		_, err := dlock.Open(t.Context(), tc.url)
+		if !errors.Is(err, dlock.ErrBadURL) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%q) = %v, want ErrBadURL with %q", tc.url, err, tc.want)
+		}
+	}
+	// A server that is not there: a connection error, password hidden.
+	_, err := dlock.Open(t.Context(), "redis://user:s3cret@127.0.0.1:1")
+	if err == nil || errors.Is(err, dlock.ErrBadURL) || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "connect") {
+		t.Errorf("Open of an unreachable server = %v, want a connection error without the password", err)
+	}
+}
