@@ -117,14 +117,13 @@ func (k *Lock) Release(ctx context.Context) error {
 }
 
 func (k *Lock) stateError(op string, done bool, st state) error {
-	name := quote(k.h.lease.Name)
 	switch {
 	case done:
-		return fmt.Errorf("dlock: %s %s: handle already released: %w", op, name, ErrNotHeld)
+		return fmt.Errorf("dlock: %s %s: handle already released: %w", op, quote(k.h.lease.Name), ErrNotHeld)
 	case st == lost:
-		return fmt.Errorf("dlock: %s %s: %w: %w", op, name, ErrNotHeld, context.Cause(k.h.ctx))
+		return fmt.Errorf("dlock: %s %s: %w: %w", op, quote(k.h.lease.Name), ErrNotHeld, context.Cause(k.h.ctx))
 	case st == closed:
-		return fmt.Errorf("dlock: %s %s: %w", op, name, ErrClosed)
+		return fmt.Errorf("dlock: %s %s: %w", op, quote(k.h.lease.Name), ErrClosed)
 	}
 	return nil
 }
