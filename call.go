@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // call runs a driver step and returns its result, or ctx's error as soon
@@ -12,6 +13,14 @@ import (
 // late (if not nil) receives its result, so that an acquisition that
 // succeeded after its caller gave up can be released in order.
 func call[T any](l *Locker, ctx context.Context, step func() (T, error), late func(T, error)) (T, error) {
+	return callGrace(l, ctx, 0, step, late)
+}
+
+// callGrace is call that, once ctx ends, still waits up to grace for the
+// step to return: for steps that clean up after themselves on ctx's end
+// (a queued acquisition leaving its queue), so that the caller returns
+// with nothing left behind unless the store does not answer.
+func callGrace[T any](l *Locker, ctx context.Context, grace time.Duration, step func() (T, error), late func(T, error)) (T, error) {
 	if ctx.Done() == nil {
 		return step()
 	}
@@ -42,6 +51,15 @@ func call[T any](l *Locker, ctx context.Context, step func() (T, error), late fu
 	case r := <-ch:
 		return r.v, r.err
 	case <-ctx.Done():
+	}
+	if grace > 0 {
+		t := time.NewTimer(grace)
+		select {
+		case r := <-ch:
+			t.Stop()
+			return r.v, r.err
+		case <-t.C:
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()

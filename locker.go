@@ -26,9 +26,11 @@ type Locker struct {
 	id       string
 	seq      atomic.Uint64
 
-	closing chan struct{} // closed by Close: wakes waiters, stops the keeper
-	kick    chan struct{} // buffered(1): tells the keeper its schedule changed
-	bg      sync.WaitGroup
+	closingCtx context.Context    // done once Close begins
+	closeNow   context.CancelFunc // begins Close: wakes waiters, stops the keeper
+	closing    <-chan struct{}    // closingCtx.Done()
+	kick       chan struct{}      // buffered(1): tells the keeper its schedule changed
+	bg         sync.WaitGroup
 
 	mu      sync.Mutex
 	closed  bool
@@ -44,11 +46,12 @@ func New(drv driver.Driver, cfg *Config) *Locker {
 		drv:     drv,
 		cfg:     cfg.withDefaults(),
 		id:      newLockerID(),
-		closing: make(chan struct{}),
 		kick:    make(chan struct{}, 1),
 		held:    make(map[*held]struct{}),
 		waiters: make(map[string]map[chan struct{}]struct{}),
 	}
+	l.closingCtx, l.closeNow = context.WithCancel(context.Background())
+	l.closing = l.closingCtx.Done()
 	l.notifier, _ = drv.(driver.Notifier)
 	l.queuer, _ = drv.(driver.Queuer)
 	l.bg.Add(1)
@@ -87,6 +90,9 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait b
 	own := ownerFrom(ctx, l)
 	if k, err := l.reenter(own, name); k != nil || err != nil {
 		return k, err
+	}
+	if err := l.usable(); err != nil {
+		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), context.Cause(ctx))
@@ -155,15 +161,13 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait b
 func (l *Locker) acquireQueued(ctx context.Context, own *owner, lease driver.Lease, renew bool) (*Lock, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	go func() { // exits when the queued acquire returns (cancel) or the Locker closes
-		select {
-		case <-l.closing:
-			cancel(ErrClosed)
-		case <-ctx.Done():
-		}
-	}()
-	res, err := call(l, ctx, func() (driver.Result, error) { return l.queuer.AcquireQueued(ctx, lease) }, l.abandonLate(lease))
-	start := time.Now() // Queuer promises the lease lasts TTL from its return
+	stop := context.AfterFunc(l.closingCtx, func() { cancel(ErrClosed) })
+	defer stop()
+	res, err := callGrace(l, ctx, queueLeaveGrace, func() (driver.Result, error) { return l.queuer.AcquireQueued(ctx, lease) }, l.abandonLate(lease))
+	start := res.LeaseStart
+	if start.IsZero() {
+		start = time.Now() // Queuer promises the lease lasts TTL from its return
+	}
 	if err == nil && !res.Acquired {
 		err = errors.New("driver returned from its queue without the lock")
 	}
@@ -175,8 +179,10 @@ func (l *Locker) acquireQueued(ctx context.Context, own *owner, lease driver.Lea
 }
 
 func (l *Locker) acquireError(ctx context.Context, name string, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("dlock: acquire %s: %w: %w", quote(name), context.Cause(ctx), err)
+	if ctx.Err() != nil {
+		if cause := context.Cause(ctx); !errors.Is(err, cause) {
+			return fmt.Errorf("dlock: acquire %s: %w: %w", quote(name), cause, err)
+		}
 	}
 	return fmt.Errorf("dlock: acquire %s: %w", quote(name), err)
 }
@@ -234,6 +240,10 @@ func (l *Locker) abandonLate(lease driver.Lease) func(driver.Result, error) {
 
 const cleanupTimeout = 5 * time.Second
 
+// queueLeaveGrace is how long a cancelled queued Acquire waits for the
+// driver to take its entry out of the store's queue before returning.
+const queueLeaveGrace = time.Second
+
 // register records a new acquisition and returns its first handle.
 func (l *Locker) register(own *owner, lease driver.Lease, fence uint64, start time.Time, renew bool) (*Lock, error) {
 	h := newHeld(l, lease, fence, start, renew)
@@ -289,7 +299,7 @@ func (l *Locker) Close() error {
 		l.forget(h, closed)
 	}
 	l.mu.Unlock()
-	close(l.closing)
+	l.closeNow()
 
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()

@@ -20,9 +20,10 @@ var ErrNotHeld = errors.New("driver: lock not held by owner")
 // Lease names one acquisition: the lock name, the owner string that the
 // server compares on every step, and the lease length.
 //
-// Owner is unique per acquisition (the core builds it from a 128-bit random
-// Locker identity and a sequence number); a driver stores and compares it
-// but never interprets it.
+// Owner is unique per acquisition: "<locker id>:<acquisition number>", both
+// lowercase hex, the Locker id 128 random bits and the same for every lease
+// of one Locker. A driver stores and compares it; it may use the Locker id
+// to address the Locker (a notification channel of its own, say).
 type Lease struct {
 	Name  string
 	Owner string
@@ -44,6 +45,12 @@ type Result struct {
 	// server sees it, or 0 if unknown. The core never waits longer than
 	// this before trying again.
 	Remaining time.Duration
+	// LeaseStart is, when Acquired by AcquireQueued, a local time (with
+	// its monotonic reading) no later than the moment the server's lease
+	// began, such as when the driver sent the request that made the
+	// server grant it. The core measures the loss deadline from it. Zero
+	// means the lease lasts TTL from when AcquireQueued returned.
+	LeaseStart time.Time
 }
 
 // Driver is the set of atomic steps a backend provides. Each method is one
@@ -98,8 +105,9 @@ type Queuer interface {
 	// AcquireQueued joins the queue for l.Name and blocks until l.Owner
 	// holds it, returning a Result with Acquired set, or until ctx ends;
 	// then it removes its queue entry from the store before returning an
-	// error wrapping ctx.Err(). On success the lease must last at least
-	// l.TTL from the moment AcquireQueued returns.
+	// error wrapping ctx.Err(). On success the lease lasts at least l.TTL
+	// from Result.LeaseStart, or, if that is zero, from the moment
+	// AcquireQueued returns.
 	AcquireQueued(ctx context.Context, l Lease) (Result, error)
 }
 

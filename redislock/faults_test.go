@@ -213,10 +213,10 @@ func TestOnePubSubConnectionPerLocker(t *testing.T) {
 	const names = 20
 	ctx, cancel := context.WithCancel(t.Context())
 	errs := make(chan error, names)
-	var channels []string
+	var queues []string
 	for i := range names {
 		name := fmt.Sprintf("multiplexed-%d", i)
-		channels = append(channels, redislock.Key("", name)+":released")
+		queues = append(queues, redislock.Key("", name)+":q", redislock.Key("", name)+":e")
 		k, err := holder.Acquire(t.Context(), name)
 		if err != nil {
 			t.Fatalf("Acquire(%q) = %v", name, err)
@@ -227,17 +227,12 @@ func TestOnePubSubConnectionPerLocker(t *testing.T) {
 			errs <- err
 		}()
 	}
-	eventually(t, "20 channels subscribed", func() bool {
-		m, _ := client.PubSubNumSub(t.Context(), channels...).Result()
-		for _, n := range m {
-			if n != 1 {
-				return false
-			}
-		}
-		return len(m) == names
+	eventually(t, "20 waiters queued", func() bool {
+		n, _ := client.Exists(t.Context(), queues...).Result()
+		return n == 2*names
 	})
-	if n := pubsubClients(t, client); n != 1 {
-		t.Errorf("%d pub/sub connections for %d waiters on one Locker, want 1", n, names)
+	if n := pubsubClients(t, client); n != 2 {
+		t.Errorf("%d pub/sub connections for two Lockers with %d waiters, want 2", n, names)
 	}
 	cancel()
 	for range names {
@@ -245,16 +240,10 @@ func TestOnePubSubConnectionPerLocker(t *testing.T) {
 			t.Errorf("cancelled Acquire = %v, want context.Canceled", err)
 		}
 	}
-	// Cancelled waits leave no subscription behind.
-	eventually(t, "every channel unsubscribed", func() bool {
-		m, _ := client.PubSubNumSub(t.Context(), channels...).Result()
-		for _, n := range m {
-			if n != 0 {
-				return false
-			}
-		}
-		return true
-	})
+	// Cancelled waits leave nothing queued on the server.
+	if n, err := client.Exists(t.Context(), queues...).Result(); n != 0 || err != nil {
+		t.Errorf("%d queue keys left after every waiter gave up (%v), want 0", n, err)
+	}
 }
 
 func pubsubClients(t *testing.T, client *redis.Client) int {

@@ -24,7 +24,7 @@ func (d *redisDriver) Inspect(ctx context.Context, names []string) ([]driver.Hol
 		}
 	}
 	for _, n := range names {
-		keys = append(keys, d.key(n))
+		keys = append(keys, Key(d.prefix, n))
 	}
 	pipe := d.c.Pipeline()
 	gets := make([]*redis.StringCmd, len(keys))
@@ -106,8 +106,7 @@ func escapeGlob(s string) string { return globEscaper.Replace(s) }
 // ForceRelease frees name whatever its owner, keeping its fencing token,
 // and wakes its waiters.
 func (d *redisDriver) ForceRelease(ctx context.Context, name string) (bool, error) {
-	key := d.key(name)
-	n, err := forceReleaseScript.Run(ctx, d.c, []string{key}, ms(TombstoneTTL), channel(key)).Int64()
+	n, err := forceReleaseScript.Run(ctx, d.c, d.keys(name), ms(TombstoneTTL), d.channelPrefix()).Int64()
 	if err != nil {
 		return false, fmt.Errorf("redislock: force release %q: %w", name, err)
 	}

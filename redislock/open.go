@@ -19,15 +19,8 @@ func init() {
 	}
 }
 
-// open makes a Locker for a store URL; Register documents the forms:
-//
-//	redis://[user:pass@]host[:port][/db]
-//	rediss://...                                  (TLS)
-//	redis+sentinel://[user:pass@]host[:port][,host[:port]]/master-name
-//	redis+cluster://[user:pass@]host[:port][,host[:port]]
-//
-// with query parameter prefix (Options.Prefix). The password may also come
-// from DLOCK_PASSWORD. The Locker closes the client it creates.
+// open makes a Locker for a store URL of the forms in the package
+// documentation. The Locker closes the client it creates.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	q, err := dlock.URLParams(u, "prefix")
 	if err != nil {

@@ -2,166 +2,136 @@ package redislock
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// subscriber multiplexes the release channels of every name a Locker's
-// waiters wait on over one pub/sub connection, opened on the first wait.
-// Its goroutine (started with the connection) exits when close closes the
-// connection.
-type subscriber struct {
-	c redis.UniversalClient
+// grants receives, on one pub/sub connection per Locker (opened on its
+// first wait and kept until Close), the messages by which a releasing
+// script hands the lock to a waiter of this Locker: "owner|fence" on the
+// channel prefix + "w:" + the Locker id. Its goroutine exits when close
+// closes the connection.
+type grants struct {
+	c       redis.UniversalClient
+	channel string // prefix + "w:"; the Locker id is appended on first use
 
-	mu       sync.Mutex // also serializes SUBSCRIBE/UNSUBSCRIBE writes
-	ps       *redis.PubSub
-	closed   bool
-	watchers map[string]map[chan struct{}]struct{} // by channel
-	// pending counts SUBSCRIBE commands per channel whose confirmation
-	// has not arrived; ready channels close when it reaches zero.
-	pending map[string]int
-	ready   map[string][]chan struct{}
+	mu      sync.Mutex
+	ps      *redis.PubSub
+	ready   chan struct{} // closed when the server confirms the subscription
+	closed  bool
+	waiters map[string]chan grant // by owner
 	loop    sync.WaitGroup
 }
 
-// confirmTimeout bounds how long watch waits for the server to confirm a
-// subscription; past it the waiter relies on its fallback timer.
-const confirmTimeout = time.Second
-
-// writeTimeout bounds one SUBSCRIBE or UNSUBSCRIBE write.
-const writeTimeout = time.Second
-
-func newSubscriber(c redis.UniversalClient) *subscriber {
-	return &subscriber{
-		c:        c,
-		watchers: make(map[string]map[chan struct{}]struct{}),
-		pending:  make(map[string]int),
-		ready:    make(map[string][]chan struct{}),
-	}
+// grant is what a waiter is told: the lock is its own (with this fence),
+// or, with retry set, that messages may have been lost and it should ask
+// the server again.
+type grant struct {
+	fence uint64
+	retry bool
 }
 
-func (s *subscriber) watch(ctx context.Context, ch string) (<-chan struct{}, func(), error) {
-	w := make(chan struct{}, 1)
-	ready := make(chan struct{})
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, nil, redis.ErrClosed
-	}
-	if s.ps == nil {
-		s.ps = s.c.Subscribe(context.Background())
-		msgs := s.ps.ChannelWithSubscriptions()
-		s.loop.Add(1)
-		go s.receive(msgs)
-	}
-	m := s.watchers[ch]
-	if m == nil {
-		m = make(map[chan struct{}]struct{})
-		s.watchers[ch] = m
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
-		err := s.ps.Subscribe(wctx, ch)
-		cancel()
-		if err != nil {
-			delete(s.watchers, ch)
-			s.mu.Unlock()
-			return nil, nil, err
-		}
-		s.pending[ch]++
-	}
-	m[w] = struct{}{}
-	if s.pending[ch] > 0 {
-		s.ready[ch] = append(s.ready[ch], ready)
-	} else {
-		close(ready)
-	}
-	s.mu.Unlock()
-
-	stop := func() { s.unwatch(ch, w) }
-	t := time.NewTimer(confirmTimeout)
-	defer t.Stop()
-	select {
-	case <-ready:
-	case <-t.C:
-	case <-ctx.Done():
-		stop()
-		return nil, nil, ctx.Err()
-	}
-	return w, stop, nil
+func newGrants(c redis.UniversalClient, channelPrefix string) *grants {
+	return &grants{c: c, channel: channelPrefix, waiters: make(map[string]chan grant)}
 }
 
-func (s *subscriber) unwatch(ch string, w chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := s.watchers[ch]
-	delete(m, w)
-	if len(m) > 0 || m == nil {
-		return
+// wait registers owner (of the Locker lockerID) for grants, subscribing
+// the Locker's channel on first use without waiting for the server's
+// confirmation. ready is closed once the subscription is active; stop
+// unregisters owner.
+func (g *grants) wait(ctx context.Context, lockerID, owner string) (granted <-chan grant, ready <-chan struct{}, stop func(), err error) {
+	ch := make(chan grant, 1)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil, nil, nil, redis.ErrClosed
 	}
-	delete(s.watchers, ch)
-	if !s.closed {
-		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-		s.ps.Unsubscribe(ctx, ch) // on failure the server keeps sending; receive drops it
-		cancel()
+	if g.ps == nil {
+		g.channel += lockerID
+		g.ready = make(chan struct{})
+		g.ps = g.c.Subscribe(context.WithoutCancel(ctx), g.channel)
+		msgs := g.ps.ChannelWithSubscriptions()
+		g.loop.Add(1)
+		go g.receive(msgs, g.ready)
 	}
+	g.waiters[owner] = ch
+	stop = func() {
+		g.mu.Lock()
+		delete(g.waiters, owner)
+		g.mu.Unlock()
+	}
+	return ch, g.ready, stop, nil
 }
 
-// receive delivers messages to watchers until the connection is closed.
-func (s *subscriber) receive(msgs <-chan any) {
-	defer s.loop.Done()
+// receive delivers grants until the connection is closed.
+func (g *grants) receive(msgs <-chan any, ready chan struct{}) {
+	defer g.loop.Done()
+	confirmed := false
 	for msg := range msgs {
 		switch m := msg.(type) {
 		case *redis.Message:
-			s.notify(m.Channel)
+			owner, f, ok := strings.Cut(m.Payload, "|")
+			fence, err := strconv.ParseUint(f, 10, 64)
+			if ok && err == nil {
+				g.send(owner, grant{fence: fence})
+			}
 		case *redis.Subscription:
 			if m.Kind != "subscribe" {
 				continue
 			}
-			s.mu.Lock()
-			if s.pending[m.Channel] > 0 {
-				s.pending[m.Channel]--
-			} else {
-				// A resubscription after a reconnect: messages may have
-				// been lost meanwhile, so let waiters try again.
-				s.notifyLocked(m.Channel)
+			if !confirmed {
+				confirmed = true
+				close(ready)
+				continue
 			}
-			if s.pending[m.Channel] == 0 {
-				delete(s.pending, m.Channel)
-				for _, r := range s.ready[m.Channel] {
-					close(r)
-				}
-				delete(s.ready, m.Channel)
+			// Subscribed again after a reconnect: grants may have been
+			// lost meanwhile, so every waiter asks the server again.
+			g.mu.Lock()
+			for o := range g.waiters {
+				g.sendLocked(o, grant{retry: true})
 			}
-			s.mu.Unlock()
+			g.mu.Unlock()
 		}
 	}
 }
 
-func (s *subscriber) notify(ch string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.notifyLocked(ch)
+func (g *grants) send(owner string, gr grant) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sendLocked(owner, gr)
 }
 
-func (s *subscriber) notifyLocked(ch string) {
-	for w := range s.watchers[ch] {
-		select {
-		case w <- struct{}{}:
-		default:
+func (g *grants) sendLocked(owner string, gr grant) {
+	ch := g.waiters[owner]
+	if ch == nil {
+		return
+	}
+	select {
+	case ch <- gr:
+	default:
+		// A retry is pending; a grant must not be lost behind it.
+		if !gr.retry {
+			select {
+			case <-ch:
+			default:
+			}
+			ch <- gr
 		}
 	}
 }
 
-func (s *subscriber) close() error {
-	s.mu.Lock()
-	s.closed = true
-	ps := s.ps
-	s.mu.Unlock()
+func (g *grants) close() error {
+	g.mu.Lock()
+	g.closed = true
+	ps := g.ps
+	g.mu.Unlock()
 	if ps == nil {
 		return nil
 	}
 	err := ps.Close()
-	s.loop.Wait()
+	g.loop.Wait()
 	return err
 }

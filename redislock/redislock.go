@@ -2,19 +2,37 @@
 // Sentinel-managed master, or a Redis Cluster, through the user's own
 // go-redis client.
 //
-// Each step is one Lua script run with EVALSHA: acquire takes the lock if
-// it is free (or re-enters an acquisition whose reply was lost), refresh
-// and release compare the owner first. Release publishes on the lock's
-// channel, and waiters of one Locker share one pub/sub connection.
+// Each step is one Lua script run with EVALSHA (EVAL when the server lost
+// its script cache): acquire takes the lock if it is free (or re-enters an
+// acquisition whose reply was lost), refresh and release compare the owner
+// first. Renewal of all of a Locker's locks is one pipeline.
+//
+// # Waiting
+//
+// Waiters queue on the server, first come first served. A release hands
+// the lock to the first live waiter inside the release script and tells
+// that waiter's Locker on its own pub/sub channel (one connection per
+// Locker, opened on its first wait), so a contended acquisition costs two
+// round trips, one waiter wakes per release, and the releasing goroutine
+// cannot barge ahead of the queue. A waiter refreshes its place every
+// min(TTL/3, MaxHeartbeat); that refresh also catches a grant whose
+// message was lost, and a holder that died without releasing. A waiter
+// that dies loses its place after three heartbeats; if the lock is handed
+// to it before that, the lock is unusable until the dead waiter's lease
+// ends, as for a holder that died. A cancelled wait leaves the queue (and
+// frees the lock if it was granted meanwhile) before Acquire returns.
+// TryAcquire never queues, and does not take a free lock while live
+// waiters queue for it.
 //
 // # Keys
 //
-// A lock on name lives in one string key, Prefix + "{" + escaped name + "}",
-// whose value is "owner|fence" while held. The braces make the whole
-// escaped name the key's hash tag, so every key and channel of one lock
-// map to the same Cluster slot; '{', '}' and '%' in names are
-// percent-escaped so a name cannot pick another name's tag. The release
-// channel is the key followed by ":released".
+// A lock on name lives in a string key, Prefix + "{" + escaped name + "}",
+// whose value is "owner|fence[|metadata]" while held; its waiters in
+// that key + ":q" (a list) and + ":e" (a hash), which exist only while
+// someone waits. The braces make the whole escaped name the keys' hash
+// tag, so every key of one lock maps to the same Cluster slot; '{', '}'
+// and '%' in names are percent-escaped so a name cannot pick another
+// name's tag. Grants go to the channel Prefix + "w:" + the Locker's id.
 //
 // # Fencing tokens
 //
@@ -30,6 +48,18 @@
 // the old one's by more than the failover took. (Without persistence a
 // failover can also lose a held lock outright; that is Redis's
 // replication model, and why the tokens exist.)
+//
+// # Store URLs
+//
+// Importing the package registers these with dlock.Open:
+//
+//	redis://[user:pass@]host[:port][/db]
+//	rediss://...                                  (TLS)
+//	redis+sentinel://[user:pass@]host[:port][,host[:port]]/master-name
+//	redis+cluster://[user:pass@]host[:port][,host[:port]]
+//
+// with the query parameter prefix (Options.Prefix). The password may also
+// come from DLOCK_PASSWORD.
 //
 // Requires Redis 5 or later (scripts replicated by effects, for TIME).
 package redislock
@@ -84,7 +114,8 @@ func newLocker(client redis.UniversalClient, opts *Options, ownClient bool) *dlo
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	d := &redisDriver{c: client, prefix: o.Prefix, sub: newSubscriber(client), ownClient: ownClient}
+	d := &redisDriver{c: client, prefix: o.Prefix, ownClient: ownClient}
+	d.grants = newGrants(client, d.channelPrefix())
 	return dlock.New(d, &dlock.Config{MaxRetryInterval: o.MaxRetryInterval})
 }
 
@@ -99,21 +130,46 @@ func Key(prefix, name string) string {
 
 var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
-func channel(key string) string { return key + ":released" }
-
 type redisDriver struct {
 	c         redis.UniversalClient
 	prefix    string
-	sub       *subscriber
+	grants    *grants
 	ownClient bool // made by Open: Close closes it
 }
 
-func (d *redisDriver) key(name string) string { return Key(d.prefix, name) }
+// keys returns the lock key and its queue keys (see scripts.go).
+func (d *redisDriver) keys(name string) []string {
+	k := Key(d.prefix, name)
+	return []string{k, k + ":q", k + ":e"}
+}
+
+func (d *redisDriver) channelPrefix() string { return d.prefix + "w:" }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
+// heartbeat is how often a waiter refreshes its place in the queue: often
+// enough that a lock granted while it waits still has most of its lease
+// left by the local clock (at most TTL/3 since the refresh), and a dead
+// waiter's place lapses within 3 heartbeats.
+func heartbeat(ttl time.Duration) time.Duration { return min(ttl/3, MaxHeartbeat) }
+
+// MaxHeartbeat bounds how long a waiter goes without refreshing its place
+// in the queue; a crashed waiter's place lapses after three of these.
+const MaxHeartbeat = 2 * time.Second
+
 func (d *redisDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
-	vals, err := acquireScript.Run(ctx, d.c, []string{d.key(l.Name)}, l.Owner, ms(l.TTL), l.Metadata).Slice()
+	return d.acquire(ctx, l, false)
+}
+
+// acquire runs the acquire script once; with queue set, the owner joins
+// (or stays in) the queue if it does not get the lock.
+func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue bool) (driver.Result, error) {
+	q := "0"
+	if queue {
+		q = "1"
+	}
+	keep := 3 * heartbeat(l.TTL)
+	vals, err := acquireScript.Run(ctx, d.c, d.keys(l.Name), l.Owner, ms(l.TTL), l.Metadata, q, ms(keep), d.channelPrefix()).Slice()
 	if err != nil {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
 	}
@@ -132,6 +188,79 @@ func (d *redisDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Resul
 	return driver.Result{Acquired: true, Fence: fence}, nil
 }
 
+// AcquireQueued waits in the lock's first-come-first-served queue on the
+// server. A releasing owner hands the lock to the first live waiter in the
+// same script and tells its Locker over pub/sub, so a handoff costs no
+// round trip of the waiter's; the waiter refreshes its place every
+// heartbeat, which also catches a grant whose message was lost and a
+// holder that died without releasing.
+func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Result, error) {
+	lockerID, _, _ := strings.Cut(l.Owner, ":")
+	granted, ready, stop, err := d.grants.wait(ctx, lockerID, l.Owner)
+	if err != nil {
+		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
+	}
+	defer stop()
+	select {
+	case <-ready:
+		ready = nil // subscribed long ago: nothing to catch up on
+	default:
+	}
+	hb := heartbeat(l.TTL)
+	for {
+		sent := time.Now()
+		res, err := d.acquire(ctx, l, true)
+		if err != nil {
+			return res, err // the core frees what a lost reply may have taken
+		}
+		if res.Acquired {
+			res.LeaseStart = sent
+			return res, nil
+		}
+		wait := hb
+		if res.Remaining > 0 {
+			wait = min(wait, res.Remaining+time.Millisecond)
+		}
+		if ready != nil {
+			// Queued before the Locker's subscription was confirmed: a
+			// grant may go unheard, so ask again once it is (or soon).
+			wait = min(wait, subscribeWait)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case g := <-granted:
+			t.Stop()
+			if !g.retry {
+				// Granted after the last script run answered "queued",
+				// so the lease began after sent.
+				return driver.Result{Acquired: true, Fence: g.fence, LeaseStart: sent}, nil
+			}
+		case <-ready:
+			t.Stop()
+			ready = nil
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			d.leave(l)
+			return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, ctx.Err())
+		}
+	}
+}
+
+// subscribeWait bounds how long a waiter queued before its Locker's
+// subscription was confirmed goes without asking again.
+const subscribeWait = 100 * time.Millisecond
+
+// leave takes an abandoned waiter out of the queue, and frees the lock if
+// it was granted meanwhile.
+func (d *redisDriver) leave(l driver.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	defer cancel()
+	d.Release(ctx, l)
+}
+
+const leaveTimeout = 2 * time.Second
+
 func (d *redisDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	errs := make([]error, len(ls))
 	cmds := make([]*redis.Cmd, len(ls))
@@ -141,7 +270,7 @@ func (d *redisDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 			if cmds[i] != nil && !isNoScript(cmds[i].Err()) {
 				continue
 			}
-			keys, args := []string{d.key(l.Name)}, []any{l.Owner, ms(l.TTL)}
+			keys, args := []string{Key(d.prefix, l.Name)}, []any{l.Owner, ms(l.TTL)}
 			if eval {
 				cmds[i] = refreshScript.Eval(ctx, pipe, keys, args...)
 			} else {
@@ -170,8 +299,7 @@ func (d *redisDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 }
 
 func (d *redisDriver) Release(ctx context.Context, l driver.Lease) error {
-	key := d.key(l.Name)
-	n, err := releaseScript.Run(ctx, d.c, []string{key}, l.Owner, ms(TombstoneTTL), channel(key)).Int64()
+	n, err := releaseScript.Run(ctx, d.c, d.keys(l.Name), l.Owner, ms(TombstoneTTL), d.channelPrefix()).Int64()
 	switch {
 	case err != nil:
 		return fmt.Errorf("redislock: release %q: %w", l.Name, err)
@@ -181,12 +309,8 @@ func (d *redisDriver) Release(ctx context.Context, l driver.Lease) error {
 	return nil
 }
 
-func (d *redisDriver) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
-	return d.sub.watch(ctx, channel(d.key(name)))
-}
-
 func (d *redisDriver) Close() error {
-	err := d.sub.close()
+	err := d.grants.close()
 	if d.ownClient {
 		err = errors.Join(err, d.c.Close())
 	}

@@ -2,40 +2,116 @@ package redislock
 
 import "github.com/redis/go-redis/v9"
 
-// The lock key's value is owner|fence (or owner|fence|metadata) while
-// held, and |fence as a tombstone after release. Owners never contain '|'.
+// Keys of one lock, all sharing the name's hash tag (see Key):
+//
+//	K  = Key(prefix, name)  owner|fence[|metadata] while held, |fence as a
+//	                        tombstone after release
+//	Q  = K + ":q"           list of waiting owners, first come first served
+//	E  = K + ":e"           hash owner -> "ttl_ms|deadline_ms|metadata": a
+//	                        waiter's lease length and how long its place is
+//	                        kept unless it refreshes it (server clock)
+//
+// Owners never contain '|'. A lock freed while owners wait is handed to the
+// first live one on the server, in the same script, and its Locker is told
+// on the channel ARGV chanp .. <locker id> with payload owner|fence.
 
-// acquireScript: KEYS[1] lock key; ARGV[1] owner, ARGV[2] TTL in ms,
-// ARGV[3] metadata (may be empty). Returns {1, fence} when held by
-// ARGV[1] (taken now, or re-entered after a lost reply), else
-// {0, remaining lease in ms}.
-var acquireScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
+// common holds the Lua helpers every script shares.
+const common = `
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function fence_after(nowus, last)
+  if nowus <= last then nowus = last + 1 end
+  return string.format('%.0f', nowus)
+end
+local function put(K, owner, fence, meta, ttl)
+  local val = owner .. '|' .. fence
+  if meta ~= '' then val = val .. '|' .. meta end
+  redis.call('SET', K, val, 'PX', ttl)
+end
+local function next_live(Q, E, nowms)
+  while true do
+    local h = redis.call('LINDEX', Q, 0)
+    if not h then return nil end
+    local e = redis.call('HGET', E, h)
+    if e then
+      local ttl, dl, meta = string.match(e, '^(%d+)|(%d+)|(.*)$')
+      if ttl and tonumber(dl) >= nowms then return h, ttl, meta end
+    end
+    redis.call('LPOP', Q)
+    redis.call('HDEL', E, h)
+  end
+end
+local function grant_next(K, Q, E, nowus, last, chanp)
+  local h, ttl, meta = next_live(Q, E, math.floor(nowus / 1000))
+  if not h then return nil end
+  redis.call('LPOP', Q)
+  redis.call('HDEL', E, h)
+  local f = fence_after(nowus, last)
+  put(K, h, f, meta, ttl)
+  redis.call('PUBLISH', chanp .. string.match(h, '^[^:]*'), h .. '|' .. f)
+  return tonumber(ttl)
+end
+local function free(K, Q, E, last, tomb, chanp)
+  if not grant_next(K, Q, E, now_us(), last, chanp) then
+    redis.call('SET', K, '|' .. string.format('%.0f', last), 'PX', tomb)
+  end
+end
+local function enqueue(Q, E, owner, ttl, meta, nowms, keep)
+  if redis.call('HSET', E, owner, ttl .. '|' .. (nowms + keep) .. '|' .. meta) == 1 then
+    redis.call('RPUSH', Q, owner)
+  end
+  for _, k in ipairs({Q, E}) do
+    if redis.call('PTTL', k) < 2 * keep then redis.call('PEXPIRE', k, 2 * keep) end
+  end
+end
+`
+
+// acquireScript: KEYS K, Q, E; ARGV owner, TTL ms, metadata, queue ("1"
+// to join the queue if not acquired, "0" for a single attempt), keep ms
+// (how long the queue keeps the place without a refresh), chanp.
+//
+// It returns {1, fence} when owner holds the lock (taken now, granted
+// while it waited, or re-entered after a lost reply) and {0, ms} when not:
+// the holder's remaining lease. A free lock goes to the first live waiter
+// before anyone else; with queue set, owner is put in (or kept in) line.
+var acquireScript = redis.NewScript(common + `
+local K, Q, E = KEYS[1], KEYS[2], KEYS[3]
+local owner, ttl, meta, queue, keep, chanp = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1', tonumber(ARGV[5]), ARGV[6]
+local nowus = now_us()
+local nowms = math.floor(nowus / 1000)
+local v = redis.call('GET', K)
 local last = 0
 if v then
-  local owner, fence = string.match(v, '^([^|]*)|(%d+)')
-  if not owner then return redis.error_reply('dlock: key holds a value dlock did not write') end
-  if owner == ARGV[1] then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, fence}
+  local o, f = string.match(v, '^([^|]*)|(%d+)')
+  if not o then return redis.error_reply('dlock: key holds a value dlock did not write') end
+  if o == owner then
+    redis.call('PEXPIRE', K, ttl)
+    return {1, f}
   end
-  if owner ~= '' then
-    return {0, redis.call('PTTL', KEYS[1])}
+  if o ~= '' then
+    if queue then enqueue(Q, E, owner, ttl, meta, nowms, keep) end
+    return {0, redis.call('PTTL', K)}
   end
-  last = tonumber(fence)
+  last = tonumber(f)
 end
-local t = redis.call('TIME')
-local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if fence <= last then fence = last + 1 end
-fence = string.format('%.0f', fence)
-local val = ARGV[1] .. '|' .. fence
-if ARGV[3] ~= '' then val = val .. '|' .. ARGV[3] end
-redis.call('SET', KEYS[1], val, 'PX', ARGV[2])
-return {1, fence}
+local h = next_live(Q, E, nowms)
+if h and h ~= owner then
+  local gttl = grant_next(K, Q, E, nowus, last, chanp)
+  if queue then enqueue(Q, E, owner, ttl, meta, nowms, keep) end
+  return {0, gttl}
+end
+if h then
+  redis.call('LPOP', Q)
+  redis.call('HDEL', E, owner)
+end
+local f = fence_after(nowus, last)
+put(K, owner, f, meta, ttl)
+return {1, f}
 `)
 
-// ownerMatches is shared by refresh and release: the key is held by
-// ARGV[1]; v is its value.
+// ownerMatches: the key K is held by ARGV[1]; v is its value.
 const ownerMatches = `
 local v = redis.call('GET', KEYS[1])
 local n = string.len(ARGV[1])
@@ -44,30 +120,30 @@ if not v or string.sub(v, 1, n) ~= ARGV[1] or string.sub(v, n + 1, n + 1) ~= '|'
 end
 `
 
-// refreshScript: KEYS[1] lock key; ARGV[1] owner, ARGV[2] TTL in ms.
-// Returns 1 if extended, 0 if not held by ARGV[1].
+// refreshScript: KEYS K; ARGV owner, TTL ms. Returns 1 if extended, 0 if
+// not held by owner.
 var refreshScript = redis.NewScript(ownerMatches + `
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
 
-// freeKey replaces the held value v by its tombstone and wakes waiters on
-// the channel in the last ARGV.
-const freeKey = `
-redis.call('SET', KEYS[1], '|' .. string.match(v, '^[^|]*|(%d+)'), 'PX', ARGV[#ARGV - 1])
-redis.call('PUBLISH', ARGV[#ARGV], '')
+// releaseScript: KEYS K, Q, E; ARGV owner, tombstone ms, chanp. Takes
+// owner out of the queue, and if it holds the lock, frees it: hands it to
+// the first live waiter, or leaves a tombstone keeping the fence. Returns
+// 1 if owner held the lock.
+var releaseScript = redis.NewScript(common + `
+redis.call('LREM', KEYS[2], 1, ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+` + ownerMatches + `
+free(KEYS[1], KEYS[2], KEYS[3], tonumber(string.match(v, '^[^|]*|(%d+)')), ARGV[2], ARGV[3])
 return 1
-`
+`)
 
-// releaseScript: KEYS[1] lock key; ARGV[1] owner, ARGV[2] tombstone TTL
-// in ms, ARGV[3] release channel. Returns 1 if released, 0 if not held by
-// ARGV[1].
-var releaseScript = redis.NewScript(ownerMatches + freeKey)
-
-// forceReleaseScript: KEYS[1] lock key; ARGV[1] tombstone TTL in ms,
-// ARGV[2] release channel. Frees the key whatever its owner. Returns 1 if
-// it was held.
-var forceReleaseScript = redis.NewScript(`
+// forceReleaseScript: KEYS K, Q, E; ARGV tombstone ms, chanp. Frees the
+// lock whatever its owner. Returns 1 if it was held.
+var forceReleaseScript = redis.NewScript(common + `
 local v = redis.call('GET', KEYS[1])
 if not v or string.sub(v, 1, 1) == '|' then return 0 end
-` + freeKey)
+free(KEYS[1], KEYS[2], KEYS[3], tonumber(string.match(v, '^[^|]*|(%d+)')), ARGV[1], ARGV[2])
+return 1
+`)

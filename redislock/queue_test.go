@@ -1,0 +1,161 @@
+package redislock_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/internal/testworker"
+	"github.com/dlock-go/dlock/redislock"
+)
+
+func queueLen(t *testing.T, client *redis.Client, name string) int64 {
+	t.Helper()
+	n, err := client.LLen(t.Context(), redislock.Key("", name)+":q").Result()
+	if err != nil {
+		t.Fatalf("LLEN = %v", err)
+	}
+	return n
+}
+
+func TestWaitersAcquireInArrivalOrder(t *testing.T) {
+	r := testserver.StartRedis(t)
+	client := r.Client(t)
+	const name, waiters = "fifo", 8
+	k, err := newLocker(t, client).Acquire(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		order []int
+		wg    sync.WaitGroup
+	)
+	for i := range waiters {
+		l := newLocker(t, client)
+		wg.Go(func() {
+			w, err := l.Acquire(t.Context(), name)
+			if err != nil {
+				t.Errorf("waiter %d: Acquire = %v", i, err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+			w.Release(t.Context())
+		})
+		eventually(t, fmt.Sprintf("waiter %d queued", i), func() bool { return queueLen(t, client, name) == int64(i+1) })
+	}
+	mustRelease(t, k)
+	wg.Wait()
+	for i, w := range order {
+		if w != i {
+			t.Fatalf("waiters acquired in order %v, want arrival order 0..%d", order, waiters-1)
+		}
+	}
+}
+
+// commandCalls sums the calls of the named commands in INFO commandstats.
+func commandCalls(t *testing.T, client *redis.Client, cmds ...string) int {
+	t.Helper()
+	info, err := client.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, line := range strings.Split(info, "\n") {
+		for _, c := range cmds {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+c+":calls="); ok {
+				n, _ := strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
+				total += n
+			}
+		}
+	}
+	return total
+}
+
+func TestHandoffWakesOneWaiter(t *testing.T) {
+	r := testserver.StartRedis(t)
+	client := r.Client(t)
+	const name, lockers, goroutines, rounds = "hot", 2, 4, 50
+	ls := make([]*dlock.Locker, lockers)
+	for i := range ls {
+		ls[i] = newLocker(t, client)
+	}
+	before := commandCalls(t, client, "evalsha", "eval")
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		for range goroutines {
+			wg.Go(func() {
+				for range rounds {
+					k, err := l.Acquire(t.Context(), name)
+					if err != nil {
+						t.Errorf("Acquire = %v", err)
+						return
+					}
+					time.Sleep(100 * time.Microsecond)
+					k.Release(t.Context())
+				}
+			})
+		}
+	}
+	wg.Wait()
+	acquisitions := lockers * goroutines * rounds
+	scripts := commandCalls(t, client, "evalsha", "eval") - before
+	perAcq := float64(scripts) / float64(acquisitions)
+	t.Logf("%d script calls for %d contended acquisitions: %.2f each", scripts, acquisitions, perAcq)
+	// One attempt that queues, one release that hands over; waking every
+	// waiter on each release would cost about one call per waiter.
+	if perAcq > 3 {
+		t.Errorf("%.2f script calls per contended acquisition, want about 2 (the release hands the lock to one waiter)", perAcq)
+	}
+}
+
+func TestCrashedWaiterIsSkipped(t *testing.T) {
+	r := testserver.StartRedis(t)
+	client := r.Client(t)
+	const name, ttl = "crashed-waiter", time.Second
+	k, err := newLocker(t, client).Acquire(t.Context(), name, dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := testworker.Start(t, "hold", r.Addr(), name, ttl.String())
+	eventually(t, "worker queued", func() bool { return queueLen(t, client, name) == 1 })
+	live := make(chan acquiredAt, 1)
+	go func() {
+		k, err := newLocker(t, client).Acquire(context.Background(), name, dlock.WithTTL(ttl))
+		live <- acquiredAt{k, err, time.Now()}
+	}()
+	eventually(t, "live waiter queued", func() bool { return queueLen(t, client, name) == 2 })
+	w.Kill(t)
+	mustRelease(t, k)
+	released := time.Now()
+	// The dead waiter may still be granted the lock while its place is
+	// kept (3 heartbeats = TTL here), and then keeps it for its TTL.
+	limit := 3*ttl + ttl + slack
+	select {
+	case got := <-live:
+		if got.err != nil {
+			t.Fatalf("live waiter: Acquire = %v", got.err)
+		}
+		t.Logf("live waiter acquired %v after the release", got.at.Sub(released))
+		mustRelease(t, got.k)
+	case <-time.After(limit):
+		t.Fatalf("live waiter still waiting %v after the release, behind a crashed one", limit)
+	}
+}
+
+type acquiredAt struct {
+	k   *dlock.Lock
+	err error
+	at  time.Time
+}
