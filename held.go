@@ -58,6 +58,15 @@ func (h *held) extended(start time.Time) {
 	h.nextRenew = start.Add(ttl / 3)
 }
 
+// nextEvent is when the keeper must next look at h: its renewal, or its
+// deadline if it is not renewed.
+func (h *held) nextEvent() time.Time {
+	if h.renew {
+		return h.nextRenew.Add(-h.lease.TTL / 12)
+	}
+	return h.deadline
+}
+
 // newHandle returns a new handle on h. Called with l.mu held.
 func (h *held) newHandle() *Lock {
 	if h.ctx == nil {

@@ -19,8 +19,7 @@ func (l *Locker) keep() {
 	defer l.bg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	defer l.keeperTimer.Stop()
 	results := make(chan refreshResult, 1)
 	inflight := false
 	var losses <-chan driver.Loss
@@ -49,6 +48,8 @@ func (l *Locker) keep() {
 				next = earliest(next, h.nextRenew)
 			}
 		}
+		l.keeperAt = next
+		l.keeperTimer.Reset(next.Sub(now))
 		l.mu.Unlock()
 		// When one lock is due, renew with it every lock whose turn comes
 		// within the next TTL/12 of its own: batches stay together.
@@ -64,10 +65,8 @@ func (l *Locker) keep() {
 			inflight = true
 			go l.refresh(ctx, batch, results) // exits after one bounded driver call
 		}
-		timer.Reset(next.Sub(now))
 		select {
-		case <-timer.C:
-		case <-l.kick:
+		case <-l.keeperTimer.C:
 		case r := <-results:
 			inflight = false
 			l.applyRefresh(r)
@@ -109,6 +108,15 @@ func (l *Locker) refresh(ctx context.Context, batch []*held, results chan<- refr
 	start := time.Now()
 	errs := l.drv.Refresh(ctx, leases)
 	results <- refreshResult{batch: batch, errs: errs, start: start}
+}
+
+// schedule makes the keeper run by at, if it would run later. Called with
+// l.mu held; it does not wake the keeper goroutine unless its timer fires.
+func (l *Locker) schedule(at time.Time) {
+	if at.Before(l.keeperAt) {
+		l.keeperAt = at
+		l.keeperTimer.Reset(time.Until(at))
+	}
 }
 
 func (l *Locker) applyRefresh(r refreshResult) {

@@ -63,7 +63,6 @@ func (k *Lock) Refresh(ctx context.Context) error {
 		l.lose(h, fmt.Errorf("%w: refresh found it held by no one or another owner", ErrLost))
 	}
 	l.mu.Unlock()
-	l.wakeKeeper()
 	switch {
 	case errors.Is(err, driver.ErrNotHeld):
 		return fmt.Errorf("dlock: refresh %s: %w", quote(h.lease.Name), ErrNotHeld)

@@ -29,13 +29,14 @@ type Locker struct {
 	closingCtx context.Context    // done once Close begins
 	closeNow   context.CancelFunc // begins Close: wakes waiters, stops the keeper
 	closing    <-chan struct{}    // closingCtx.Done()
-	kick       chan struct{}      // buffered(1): tells the keeper its schedule changed
 	bg         sync.WaitGroup
 
-	mu      sync.Mutex
-	closed  bool
-	held    map[*held]struct{}                    // every active acquisition
-	waiters map[string]map[chan struct{}]struct{} // local waiters by name
+	mu          sync.Mutex
+	keeperTimer *time.Timer // fires when the keeper has work (see schedule)
+	keeperAt    time.Time   // when keeperTimer fires
+	closed      bool
+	held        map[*held]struct{}                    // every active acquisition
+	waiters     map[string]map[chan struct{}]struct{} // local waiters by name
 }
 
 // New returns a Locker over drv. Backend packages call it; applications
@@ -43,12 +44,13 @@ type Locker struct {
 // cfg means defaults.
 func New(drv driver.Driver, cfg *Config) *Locker {
 	l := &Locker{
-		drv:     drv,
-		cfg:     cfg.withDefaults(),
-		id:      newLockerID(),
-		kick:    make(chan struct{}, 1),
-		held:    make(map[*held]struct{}),
-		waiters: make(map[string]map[chan struct{}]struct{}),
+		drv:         drv,
+		cfg:         cfg.withDefaults(),
+		id:          newLockerID(),
+		keeperTimer: time.NewTimer(time.Hour),
+		keeperAt:    time.Now().Add(time.Hour),
+		held:        make(map[*held]struct{}),
+		waiters:     make(map[string]map[chan struct{}]struct{}),
 	}
 	l.closingCtx, l.closeNow = context.WithCancel(context.Background())
 	l.closing = l.closingCtx.Done()
@@ -260,8 +262,8 @@ func (l *Locker) register(own *owner, lease driver.Lease, fence uint64, start ti
 	own.names[lease.Name] = h
 	l.held[h] = struct{}{}
 	k := h.newHandle()
+	l.schedule(h.nextEvent())
 	l.mu.Unlock()
-	l.wakeKeeper()
 	return k, nil
 }
 
@@ -330,13 +332,6 @@ func (l *Locker) forget(h *held, s state) {
 	delete(l.held, h)
 	if h.owner.names[h.lease.Name] == h {
 		delete(h.owner.names, h.lease.Name)
-	}
-}
-
-func (l *Locker) wakeKeeper() {
-	select {
-	case l.kick <- struct{}{}:
-	default:
 	}
 }
 

@@ -37,7 +37,13 @@ func newLockerID() string {
 // ownerString is the server-side owner of one acquisition: the Locker's
 // random identity and a per-acquisition sequence number, fixed width.
 func (l *Locker) ownerString() string {
-	return fmt.Sprintf("%s:%016x", l.id, l.seq.Add(1))
+	b := make([]byte, 0, len(l.id)+17)
+	b = append(append(b, l.id...), ':')
+	n := l.seq.Add(1)
+	for shift := 60; shift >= 0; shift -= 4 {
+		b = append(b, "0123456789abcdef"[n>>uint(shift)&0xf])
+	}
+	return string(b)
 }
 
 // quote formats a name for error messages, shortening very long ones.
