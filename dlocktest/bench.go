@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -53,6 +54,7 @@ func benchUncontended(b *testing.B, h Harness) {
 	rtt := roundTrip(b, h, 1000)
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := processCPU()
 	for b.Loop() {
 		k, err := l.Acquire(ctx, name)
 		if err != nil {
@@ -63,6 +65,9 @@ func benchUncontended(b *testing.B, h Harness) {
 		}
 	}
 	perOp := b.Elapsed() / time.Duration(b.N)
+	// CPU time of this process per cycle: the client's own cost, which
+	// other load on the machine barely changes (unlike wall time).
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "client-cpu-ns/op")
 	if rtt > 0 {
 		b.ReportMetric(float64(rtt.Nanoseconds()), "ping-ns")
 		b.ReportMetric(float64(perOp)/float64(rtt), "round-trips/op")
@@ -126,4 +131,13 @@ func benchHandoff(b *testing.B, h Harness) {
 	if rtt > 0 {
 		b.ReportMetric(float64(p50)/float64(rtt), "handoff-p50-round-trips")
 	}
+}
+
+// processCPU returns the user and system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
