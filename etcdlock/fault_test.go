@@ -1,0 +1,228 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/etcdlock"
+	"github.com/dlock-go/dlock/internal/testserver"
+)
+
+type acquired struct {
+	k   *dlock.Lock
+	err error
+	at  time.Time
+}
+
+func acquireAsync(ctx context.Context, l *dlock.Locker, name string) <-chan acquired {
+	ch := make(chan acquired, 1)
+	go func() {
+		k, err := l.Acquire(ctx, name)
+		ch <- acquired{k, err, time.Now()}
+	}()
+	return ch
+}
+
+func wantWaiting(t *testing.T, got <-chan acquired, name string) {
+	t.Helper()
+	select {
+	case r := <-got:
+		t.Fatalf("Acquire(%q) returned (%v) while another owner held it", name, r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+func wantAcquired(t *testing.T, got <-chan acquired, name string, limit time.Duration) acquired {
+	t.Helper()
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("Acquire(%q) = %v, want a lock", name, r.err)
+		}
+		return r
+	case <-time.After(limit):
+		t.Fatalf("Acquire(%q) still waiting after %v", name, limit)
+		return acquired{}
+	}
+}
+
+func waitDone(t *testing.T, k *dlock.Lock, limit time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-k.Done():
+		if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrLost) {
+			t.Errorf("%s: context.Cause = %v, want ErrLost", what, cause)
+		}
+	case <-time.After(limit):
+		t.Fatalf("%s: holder's Done still open after %v", what, limit)
+	}
+}
+
+// holderLease returns the lease of the key holding name.
+func holderLease(t *testing.T, cli *clientv3.Client, name string) clientv3.LeaseID {
+	t.Helper()
+	resp, err := cli.Get(t.Context(), etcdlock.Key("", name), clientv3.WithFirstCreate()...)
+	if err != nil || len(resp.Kvs) == 0 {
+		t.Fatalf("Get(%q) = %v, %v; want the holder's key", etcdlock.Key("", name), resp, err)
+	}
+	return clientv3.LeaseID(resp.Kvs[0].Lease)
+}
+
+func TestFaults(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	cli := e.Client(t)
+	const session = 3 * time.Second // the holders' lease TTL
+
+	// Another client revokes the holder's session lease: the holder's Done
+	// closes within a keep-alive interval and the next waiter gets the
+	// lock.
+	t.Run("LeaseRevoked", func(t *testing.T) {
+		name := "revoked/" + t.Name()
+		holder := newLocker(t, cli, &etcdlock.Options{SessionTTL: session})
+		waiter := newLocker(t, cli, nil)
+		k, err := holder.TryAcquire(t.Context(), name)
+		if err != nil {
+			t.Fatalf("TryAcquire(%q) = %v", name, err)
+		}
+		got := acquireAsync(t.Context(), waiter, name)
+		wantWaiting(t, got, name)
+		if _, err := cli.Revoke(t.Context(), holderLease(t, cli, name)); err != nil {
+			t.Fatalf("Revoke = %v", err)
+		}
+		r := wantAcquired(t, got, name, 5*time.Second)
+		if r.k.Fence() <= k.Fence() {
+			t.Errorf("waiter's Fence = %d, want > %d", r.k.Fence(), k.Fence())
+		}
+		waitDone(t, k, session/3+2*time.Second, "after the lease was revoked")
+		if err := k.Release(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
+			t.Errorf("Release of the lost lock = %v, want ErrNotHeld", err)
+		}
+		if err := r.k.Release(t.Context()); err != nil {
+			t.Errorf("waiter's Release = %v", err)
+		}
+		// The holder's Locker works again, on a new lease.
+		k2, err := holder.TryAcquire(t.Context(), name)
+		if err != nil {
+			t.Fatalf("TryAcquire(%q) after the revocation = %v", name, err)
+		}
+		if err := k2.Release(t.Context()); err != nil {
+			t.Errorf("Release = %v", err)
+		}
+	})
+
+	// A holder process killed with SIGKILL keeps its lock until the server
+	// expires its lease; then the next waiter gets it.
+	t.Run("HolderKilled", func(t *testing.T) {
+		name := "killed/" + t.Name()
+		cmd, fence := startHolder(t, e.Addr(), name, session)
+		waiter := newLocker(t, cli, nil)
+		got := acquireAsync(t.Context(), waiter, name)
+		wantWaiting(t, got, name)
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		killed := time.Now()
+		r := wantAcquired(t, got, name, 2*session+5*time.Second)
+		d := r.at.Sub(killed)
+		t.Logf("the waiter acquired %v after the holder was killed (lease TTL %v)", d, session)
+		// The holder renewed its lease at most a third of its TTL before
+		// the kill.
+		if d < session/2 {
+			t.Errorf("the waiter acquired %v after the kill, before the holder's %v lease can have expired", d, session)
+		}
+		if r.k.Fence() <= fence {
+			t.Errorf("waiter's Fence = %d, want > %d", r.k.Fence(), fence)
+		}
+		if err := r.k.Release(t.Context()); err != nil {
+			t.Errorf("Release = %v", err)
+		}
+	})
+
+	// The server dies briefly and comes back over its data while waiters
+	// queue: the lease outlives the outage, the holder keeps its lock, and
+	// the waiters then get it one at a time, in order.
+	t.Run("ShortOutage", func(t *testing.T) {
+		name := "short/" + t.Name()
+		holder := newLocker(t, cli, nil) // DefaultSessionTTL, longer than the outage
+		k, w1, w2 := queue(t, cli, holder, name)
+		e.Kill(t)
+		time.Sleep(500 * time.Millisecond)
+		e.Restart(t)
+		wantWaiting(t, w1, name)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			err := k.Refresh(t.Context())
+			if err == nil {
+				break
+			}
+			if errors.Is(err, dlock.ErrNotHeld) || time.Now().After(deadline) {
+				t.Fatalf("Refresh after the restart = %v, want nil", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err := k.Release(t.Context()); err != nil {
+			t.Fatalf("Release = %v", err)
+		}
+		handOn(t, name, k, w1, w2)
+	})
+
+	// The server stays down longer than the holder's lease can be trusted:
+	// the holder's Done closes; after the restart the waiters get the
+	// lock one at a time, in order.
+	t.Run("LongOutage", func(t *testing.T) {
+		name := "long/" + t.Name()
+		holder := newLocker(t, cli, &etcdlock.Options{SessionTTL: session})
+		k, w1, w2 := queue(t, cli, holder, name)
+		e.Kill(t)
+		waitDone(t, k, session+2*time.Second, "server down")
+		wantWaiting(t, w1, name)
+		e.Restart(t)
+		handOn(t, name, k, w1, w2)
+		if err := k.Release(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
+			t.Errorf("Release of the lock lost in the outage = %v, want ErrNotHeld", err)
+		}
+	})
+}
+
+// queue takes name with holder and queues two waiters on new Lockers.
+func queue(t *testing.T, cli *clientv3.Client, holder *dlock.Locker, name string) (*dlock.Lock, <-chan acquired, <-chan acquired) {
+	t.Helper()
+	k, err := holder.TryAcquire(t.Context(), name)
+	if err != nil {
+		t.Fatalf("TryAcquire(%q) = %v", name, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	w1 := acquireAsync(ctx, newLocker(t, cli, nil), name)
+	waitQueued(t, cli, name, 2)
+	w2 := acquireAsync(ctx, newLocker(t, cli, nil), name)
+	waitQueued(t, cli, name, 3)
+	return k, w1, w2
+}
+
+// handOn checks that the first waiter gets name (with a higher token than
+// k), then the second one, once the first releases.
+func handOn(t *testing.T, name string, k *dlock.Lock, w1, w2 <-chan acquired) {
+	t.Helper()
+	r1 := wantAcquired(t, w1, name, 20*time.Second)
+	if r1.k.Fence() <= k.Fence() {
+		t.Errorf("first waiter's Fence = %d, want > %d", r1.k.Fence(), k.Fence())
+	}
+	wantWaiting(t, w2, name)
+	if err := r1.k.Release(t.Context()); err != nil {
+		t.Errorf("first waiter's Release = %v", err)
+	}
+	r2 := wantAcquired(t, w2, name, 5*time.Second)
+	if r2.k.Fence() <= r1.k.Fence() {
+		t.Errorf("second waiter's Fence = %d, want > %d", r2.k.Fence(), r1.k.Fence())
+	}
+	if err := r2.k.Release(t.Context()); err != nil {
+		t.Errorf("second waiter's Release = %v", err)
+	}
+}

@@ -1,0 +1,239 @@
+package testserver
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// ZooKeeperTick is the tickTime of servers started by StartZooKeeper. The
+// server accepts session timeouts from 2 to 20 ticks (1 s to 10 s).
+const ZooKeeperTick = 500 * time.Millisecond
+
+// zkClasspath holds the Debian zookeeper package's jars and its log4j
+// configuration.
+const zkClasspath = "/usr/share/java/*:/etc/zookeeper/conf"
+
+// ZooKeeper is a standalone ZooKeeper server started by StartZooKeeper. Its
+// methods are safe for concurrent use.
+type ZooKeeper struct {
+	java string
+	dir  string // holds zoo.cfg, data/ and server.log; kept across restarts
+	port int    // kept across restarts
+
+	mu   sync.Mutex
+	proc *process
+}
+
+// StartZooKeeper starts a standalone ZooKeeper server (Debian's zookeeper
+// package, run with java) on a free loopback port, with its data in a
+// temporary directory, tickTime ZooKeeperTick, the admin server disabled and
+// the four-letter words ruok, conf, srvr and wchs allowed. It returns once the
+// server answers. The server is killed when the test ends. If java or the
+// ZooKeeper jars are missing, StartZooKeeper skips the test (see Need).
+//
+// A JVM takes a few seconds to start: share one server between the subtests
+// of a test function.
+func StartZooKeeper(t testing.TB) *ZooKeeper {
+	t.Helper()
+	java := Need(t, "java", "zookeeper")
+	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
+		if Require() {
+			t.Fatalf("ZooKeeper jars not found, but DLOCK_REQUIRE_SERVERS=1 demands real servers; install them with: apt-get install zookeeper")
+		}
+		t.Skipf("ZooKeeper jars not found (%v); run ./scripts/test (installs servers) or set DLOCK_REQUIRE_SERVERS=1", err)
+	}
+	z := &ZooKeeper{java: java, dir: t.TempDir()}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.startLocked(t)
+	t.Cleanup(func() {
+		z.mu.Lock()
+		defer z.mu.Unlock()
+		if err := z.proc.kill(); err != nil {
+			t.Errorf("stop zookeeper on %s: %v", z.addr(), err)
+		}
+	})
+	return z
+}
+
+// startLocked starts the server on z.port (a free port if 0) over the data
+// in z.dir. z.mu must be held.
+func (z *ZooKeeper) startLocked(t testing.TB) {
+	t.Helper()
+	data := filepath.Join(z.dir, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatalf("create zookeeper data directory: %v", err)
+	}
+	args := func(port int) []string {
+		cfg := filepath.Join(z.dir, "zoo.cfg")
+		conf := fmt.Sprintf(`tickTime=%d
+dataDir=%s
+clientPort=%d
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=ruok,conf,srvr,wchs
+maxClientCnxns=0
+`, ZooKeeperTick.Milliseconds(), data, port)
+		if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+			t.Fatalf("write zoo.cfg: %v", err)
+		}
+		return []string{
+			"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+			"-Dzookeeper.root.logger=INFO,CONSOLE",
+			"-Dzookeeper.log.dir=" + z.dir,
+			"-cp", zkClasspath,
+			"org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg,
+		}
+	}
+	probe := func(port, pid int) error { return probeZooKeeper(port, data) }
+	z.proc, z.port = launch(t, z.java, z.dir, z.port, false, args, probe)
+}
+
+// probeZooKeeper asks the server on port for its configuration ("conf")
+// and checks that it is the one serving dataDir.
+func probeZooKeeper(port int, dataDir string) error {
+	out, err := fourLetterWord(port, "conf")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(out, "dataDir="+dataDir) {
+		if strings.Contains(out, "not currently serving") {
+			return fmt.Errorf("zookeeper not serving yet")
+		}
+		return fmt.Errorf("127.0.0.1:%d is not the zookeeper serving %s: %q", port, dataDir, out)
+	}
+	return nil
+}
+
+func fourLetterWord(port int, cmd string) (string, error) {
+	conn, err := net.DialTimeout("tcp", zkAddr(port), time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(time.Second)); err != nil {
+		return "", err
+	}
+	if _, err := io.WriteString(conn, cmd); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(conn)
+	return string(b), err
+}
+
+func zkAddr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// Addr returns the server's address, "127.0.0.1:port". It stays the same
+// across Restart.
+func (z *ZooKeeper) Addr() string {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.addr()
+}
+
+func (z *ZooKeeper) addr() string { return zkAddr(z.port) }
+
+// Conn connects to the server with the given session timeout and returns
+// once the session is established. The connection logs nothing and is
+// closed when the test ends.
+func (z *ZooKeeper) Conn(t testing.TB, sessionTimeout time.Duration) *zk.Conn {
+	t.Helper()
+	c, events, err := zk.Connect([]string{z.Addr()}, sessionTimeout, zk.WithLogger(quietLogger{}))
+	if err != nil {
+		t.Fatalf("connect to zookeeper on %s: %v", z.Addr(), err)
+	}
+	t.Cleanup(c.Close)
+	timeout := time.After(startTimeout)
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				return c
+			}
+		case <-timeout:
+			t.Fatalf("no zookeeper session with %s within %v (state %v)", z.Addr(), startTimeout, c.State())
+		}
+	}
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(string, ...any) {}
+
+// Watches returns the number of watches the server has set (four-letter
+// word wchs).
+func (z *ZooKeeper) Watches(t testing.TB) int {
+	t.Helper()
+	out, err := fourLetterWord(z.port0(), "wchs")
+	if err != nil {
+		t.Fatalf("wchs on zookeeper %s: %v", z.Addr(), err)
+	}
+	_, after, ok := strings.Cut(out, "Total watches:")
+	n, err := strconv.Atoi(strings.TrimSpace(after))
+	if !ok || err != nil {
+		t.Fatalf("wchs on zookeeper %s answered %q", z.Addr(), out)
+	}
+	return n
+}
+
+func (z *ZooKeeper) port0() int {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.port
+}
+
+// Kill kills the server with SIGKILL and waits until it has exited. Killing
+// a server that is not running does nothing.
+func (z *ZooKeeper) Kill(t testing.TB) {
+	t.Helper()
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if err := z.proc.kill(); err != nil {
+		t.Fatalf("kill zookeeper on %s: %v", z.addr(), err)
+	}
+}
+
+// Pause stops the server with SIGSTOP: it answers nothing until Resume.
+func (z *ZooKeeper) Pause(t testing.TB) {
+	t.Helper()
+	z.signal(t, syscall.SIGSTOP)
+}
+
+// Resume continues a server stopped by Pause with SIGCONT.
+func (z *ZooKeeper) Resume(t testing.TB) {
+	t.Helper()
+	z.signal(t, syscall.SIGCONT)
+}
+
+func (z *ZooKeeper) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if err := z.proc.signal(sig); err != nil {
+		t.Fatalf("send %v to zookeeper on %s: %v", sig, z.addr(), err)
+	}
+}
+
+// Restart kills the server with SIGKILL if it is running and starts it
+// again on the same address over the same data, so znodes and sessions
+// survive. It returns once the server answers.
+func (z *ZooKeeper) Restart(t testing.TB) {
+	t.Helper()
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if err := z.proc.kill(); err != nil {
+		t.Fatalf("kill zookeeper on %s: %v", z.addr(), err)
+	}
+	z.startLocked(t)
+}

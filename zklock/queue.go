@@ -1,0 +1,313 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// seqLen is the width of the sequence number ZooKeeper appends to a
+// sequential child's name.
+const seqLen = 10
+
+// retryDelay is how long a waiter pauses after a transient error (the
+// connection is down) before reading its queue again.
+const retryDelay = 100 * time.Millisecond
+
+// wakeups counts the watch events that woke waiters, for tests.
+var wakeups atomic.Int64
+
+func isOwnedBy(child, owner string) bool {
+	return len(child) == len(owner)+1+seqLen && strings.HasPrefix(child, owner) && child[len(owner)] == '-'
+}
+
+func bySeq(a, b string) int { return strings.Compare(a[len(a)-seqLen:], b[len(b)-seqLen:]) }
+
+func (d *zkDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
+	if d.isClosed() {
+		return driver.Result{}, errClosed
+	}
+	d.mu.Lock()
+	held := d.leases[l.Owner]
+	d.mu.Unlock()
+	if held != nil {
+		// Held already: a retry whose first reply was lost.
+		err := d.refresh(ctx, l)
+		if err == nil {
+			return driver.Result{Acquired: true, Fence: held.fence}, nil
+		}
+		if !errors.Is(err, driver.ErrNotHeld) {
+			return driver.Result{}, err
+		}
+	}
+	parent := d.parent(l.Name)
+	path, err := d.enqueue(l, parent)
+	if err != nil {
+		return driver.Result{}, fmt.Errorf("zklock: acquire %q: %w", l.Name, err)
+	}
+	res, _, err := d.position(ctx, l, parent, path)
+	if err == nil && res.Acquired {
+		return res, nil
+	}
+	d.leave(path) // not first: leave no queue entry behind
+	if err != nil && !errors.Is(err, errGone) {
+		return driver.Result{}, fmt.Errorf("zklock: acquire %q: %w", l.Name, err)
+	}
+	return driver.Result{}, nil
+}
+
+func (d *zkDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Result, error) {
+	if d.isClosed() {
+		return driver.Result{}, errClosed
+	}
+	parent := d.parent(l.Name)
+	path := ""
+	for {
+		if path == "" {
+			p, err := d.enqueue(l, parent)
+			if err != nil {
+				if transient(err) && d.pause(ctx) {
+					continue
+				}
+				return driver.Result{}, d.queuedError(ctx, l, err)
+			}
+			path = p
+		}
+		if ctx.Err() != nil {
+			d.leave(path)
+			return driver.Result{}, d.queuedError(ctx, l, ctx.Err())
+		}
+		res, pred, err := d.position(ctx, l, parent, path)
+		switch {
+		case errors.Is(err, errGone):
+			path = "" // our child vanished with an expired session: queue again
+			continue
+		case err != nil:
+			if transient(err) && d.pause(ctx) {
+				continue
+			}
+			d.leave(path)
+			return driver.Result{}, d.queuedError(ctx, l, err)
+		case res.Acquired:
+			return res, nil
+		}
+		ev, err := d.watch(ctx, pred)
+		if err != nil {
+			if transient(err) && d.pause(ctx) {
+				continue
+			}
+			d.leave(path)
+			return driver.Result{}, d.queuedError(ctx, l, err)
+		}
+		if ev == nil {
+			continue // the predecessor is gone already
+		}
+		select {
+		case <-ev:
+			wakeups.Add(1)
+		case <-ctx.Done():
+			d.leave(path)
+			return driver.Result{}, d.queuedError(ctx, l, ctx.Err())
+		}
+	}
+}
+
+// queuedError wraps err, and ctx's error and cause if ctx ended (the core
+// cancels a queued wait with cause dlock.ErrClosed when its Locker closes).
+func (d *zkDriver) queuedError(ctx context.Context, l driver.Lease, err error) error {
+	cerr := ctx.Err()
+	if cerr == nil {
+		return fmt.Errorf("zklock: acquire %q: %w", l.Name, err)
+	}
+	if cause := context.Cause(ctx); cause != cerr {
+		cerr = fmt.Errorf("%w: %w", cause, cerr)
+	}
+	if errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("zklock: acquire %q: %w", l.Name, cerr)
+	}
+	return fmt.Errorf("zklock: acquire %q: %w: %w", l.Name, cerr, err)
+}
+
+// pause waits retryDelay and reports whether ctx is still alive.
+func (d *zkDriver) pause(ctx context.Context) bool {
+	t := time.NewTimer(retryDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+var errGone = errors.New("zklock: queued child gone")
+
+// enqueue creates the owner's ephemeral sequential child under parent, or
+// finds the one an attempt whose reply was lost created, and returns its
+// path. It is not cancellable: the zk client bounds it, and the caller
+// must learn the path to delete the child.
+func (d *zkDriver) enqueue(l driver.Lease, parent string) (string, error) {
+	prefix := parent + "/" + l.Owner + "-"
+	d.mu.Lock()
+	unsure := d.unsure[l.Owner]
+	d.mu.Unlock()
+	for attempt := 1; ; attempt++ {
+		if unsure {
+			// An earlier create's reply was lost: it may have been
+			// applied.
+			if path, ok := d.find(parent, l.Owner); ok {
+				d.setUnsure(l.Owner, false)
+				return path, nil
+			}
+		}
+		path, err := d.conn.Create(prefix, nil, zk.FlagEphemeralSequential, d.acl)
+		switch {
+		case err == nil:
+			d.setUnsure(l.Owner, false)
+			return path, nil
+		case errors.Is(err, zk.ErrNoNode) && attempt < 3:
+			if err := d.makeParents(parent); err != nil {
+				return "", err
+			}
+		case transient(err):
+			unsure = true
+			if attempt < 3 {
+				continue
+			}
+			d.setUnsure(l.Owner, true) // for the caller's next attempt
+			return "", err
+		default:
+			return "", err
+		}
+	}
+}
+
+// find returns the path of owner's child under parent, if it has one.
+func (d *zkDriver) find(parent, owner string) (string, bool) {
+	kids, _, err := d.conn.Children(parent)
+	if err != nil {
+		return "", false
+	}
+	for _, k := range kids {
+		if isOwnedBy(k, owner) {
+			return parent + "/" + k, true
+		}
+	}
+	return "", false
+}
+
+// setUnsure records whether owner may have a child whose create reply was
+// lost.
+func (d *zkDriver) setUnsure(owner string, unsure bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if unsure {
+		d.unsure[owner] = true
+	} else {
+		delete(d.unsure, owner)
+	}
+}
+
+// makeParents creates the missing znodes of path as containers.
+func (d *zkDriver) makeParents(path string) error {
+	for i := 1; i <= len(path); i++ {
+		if i < len(path) && path[i] != '/' {
+			continue
+		}
+		_, err := d.conn.CreateContainer(path[:i], nil, zk.FlagContainer, d.acl)
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create %s: %w", path[:i], err)
+		}
+	}
+	return nil
+}
+
+// position reads the queue under parent. If path heads it, it checks that
+// path is still owned by the connection's session and takes the lock.
+// Otherwise it returns the predecessor's path. It returns errGone if
+// path is not in the queue.
+func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path string) (driver.Result, string, error) {
+	// Read the child's stat alongside the queue, pipelined on the
+	// connection: it is needed if the child heads the queue.
+	type statResult struct {
+		ok   bool
+		stat *zk.Stat
+		err  error
+	}
+	statc := make(chan statResult, 1)
+	go func() { // exits when the bounded request returns
+		ok, st, err := d.exists(ctx, path)
+		statc <- statResult{ok, st, err}
+	}()
+	kids, err := d.children(ctx, parent)
+	own := <-statc
+	if errors.Is(err, zk.ErrNoNode) {
+		return driver.Result{}, "", errGone
+	}
+	if err != nil {
+		return driver.Result{}, "", err
+	}
+	kids = slices.DeleteFunc(kids, func(k string) bool { return len(k) <= seqLen })
+	slices.SortFunc(kids, bySeq)
+	child := path[strings.LastIndexByte(path, '/')+1:]
+	idx := slices.Index(kids, child)
+	if idx < 0 {
+		return driver.Result{}, "", errGone
+	}
+	for _, k := range kids {
+		if k != child && isOwnedBy(k, l.Owner) {
+			d.leave(parent + "/" + k) // a duplicate from a retried create
+		}
+	}
+	if idx > 0 {
+		return driver.Result{}, parent + "/" + kids[idx-1], nil
+	}
+	// Head of the queue: make sure the child is still ours before
+	// taking the lock (an expired session's child is on its way out).
+	ok, st := own.ok, own.stat
+	if own.err != nil {
+		return driver.Result{}, "", own.err
+	}
+	if !ok || st.EphemeralOwner != d.conn.SessionID() || d.conn.State() != zk.StateHasSession {
+		if ok {
+			d.leave(path)
+		}
+		return driver.Result{}, "", errGone
+	}
+	res, err := d.hold(l, path, st)
+	if err != nil {
+		d.leave(path)
+	}
+	return res, "", err
+}
+
+// watch sets a watch on the existence of path and returns its channel, or
+// nil if path does not exist.
+func (d *zkDriver) watch(ctx context.Context, path string) (<-chan zk.Event, error) {
+	return call(ctx, func() (<-chan zk.Event, error) {
+		ok, _, ev, err := d.conn.ExistsW(path)
+		if err != nil || !ok {
+			return nil, err
+		}
+		return ev, nil
+	})
+}
+
+// leave deletes a queued child with a fresh bounded context (the caller's
+// may have ended). If that fails, the child becomes an orphan, deleted
+// when the connection allows.
+func (d *zkDriver) leave(path string) {
+	ctx, cancel := cleanupContext()
+	defer cancel()
+	if err := d.delete(ctx, path); err != nil {
+		d.orphan(path)
+	}
+}

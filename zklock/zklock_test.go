@@ -1,0 +1,74 @@
+package zklock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/zklock"
+)
+
+// sessionTimeout is the session timeout of the connections the tests
+// share; the test server accepts 1 s to 10 s.
+const sessionTimeout = 4 * time.Second
+
+// harness returns a conformance Harness on the server behind conn. Every
+// Locker shares conn (and so its session), like the goroutines of one
+// service would.
+func harness(conn *zk.Conn) dlocktest.Harness {
+	return dlocktest.Harness{
+		NewLocker: func(t testing.TB) *dlock.Locker { return zklock.New(conn, nil) },
+		Expire: func(t testing.TB, name string) {
+			t.Helper()
+			deleteChildren(t, conn, zklock.Path("", name))
+		},
+		Ping: func(ctx context.Context) error { _, _, err := conn.Exists("/"); return err },
+		TTL:  time.Second,
+	}
+}
+
+// deleteChildren deletes every child of parent: the holder and waiters of
+// a lock.
+func deleteChildren(t testing.TB, conn *zk.Conn, parent string) {
+	t.Helper()
+	kids, _, err := conn.Children(parent)
+	if err != nil {
+		t.Fatalf("Children(%s) = %v", parent, err)
+	}
+	if len(kids) == 0 {
+		t.Fatalf("Children(%s) is empty, want the holder's child", parent)
+	}
+	for _, k := range kids {
+		if err := conn.Delete(parent+"/"+k, -1); err != nil {
+			t.Fatalf("Delete(%s/%s) = %v", parent, k, err)
+		}
+	}
+}
+
+func TestConformance(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	dlocktest.Run(t, harness(z.Conn(t, sessionTimeout)))
+}
+
+func BenchmarkZooKeeper(b *testing.B) {
+	z := testserver.StartZooKeeper(b)
+	dlocktest.RunBenchmarks(b, harness(z.Conn(b, sessionTimeout)))
+}
+
+func TestPath(t *testing.T) {
+	for _, c := range []struct{ root, name, want string }{
+		{"", "a", "/dlock/a"},
+		{"/x/", "a/b", "/x/a%2Fb"},
+		{"x", "{ü} .", "/x/%7B%C3%BC%7D%20%2E"},
+		{"/", "..", "/%2E%2E"},
+	} {
+		if got := zklock.Path(c.root, c.name); got != c.want {
+			t.Errorf("Path(%q, %q) = %q, want %q", c.root, c.name, got, c.want)
+		}
+	}
+}
