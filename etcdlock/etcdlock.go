@@ -97,6 +97,12 @@ type Options struct {
 // nil opts means defaults. A nil cli gets an error wrapping
 // dlock.ErrInvalid.
 func New(cli *clientv3.Client, opts *Options) (*dlock.Locker, error) {
+	return newLocker(cli, opts, false)
+}
+
+// newLocker is New; with ownClient set (Open made cli) the Locker's Close
+// closes cli.
+func newLocker(cli *clientv3.Client, opts *Options, ownClient bool) (*dlock.Locker, error) {
 	if cli == nil {
 		return nil, fmt.Errorf("etcdlock: new: nil *clientv3.Client: %w", dlock.ErrInvalid)
 	}
@@ -113,6 +119,7 @@ func New(cli *clientv3.Client, opts *Options) (*dlock.Locker, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &etcdDriver{
 		cli:        cli,
+		ownClient:  ownClient,
 		prefix:     o.Prefix,
 		sessionTTL: int64((o.SessionTTL + time.Second - 1) / time.Second),
 		ctx:        ctx,
@@ -146,6 +153,7 @@ var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
 // etcdDriver implements driver.Driver, Queuer and LossReporter.
 type etcdDriver struct {
 	cli        *clientv3.Client
+	ownClient  bool // made by Open: Close closes it
 	prefix     string
 	sessionTTL int64 // seconds
 
@@ -197,6 +205,9 @@ func (d *etcdDriver) Close() error {
 		}
 	}
 	d.reapOrphans(ctx)
+	if d.ownClient {
+		d.cli.Close()
+	}
 	return err
 }
 

@@ -109,6 +109,12 @@ type Options struct {
 // With a nil conn every call on the Locker fails with an error wrapping
 // dlock.ErrInvalid.
 func New(conn *zk.Conn, opts *Options) *dlock.Locker {
+	return newLocker(conn, opts, false)
+}
+
+// newLocker is New; with ownConn set (Open made conn) the Locker's Close
+// closes conn.
+func newLocker(conn *zk.Conn, opts *Options, ownConn bool) *dlock.Locker {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -122,6 +128,7 @@ func New(conn *zk.Conn, opts *Options) *dlock.Locker {
 	}
 	d := &zkDriver{
 		conn:    conn,
+		ownConn: ownConn,
 		root:    o.Root,
 		acl:     o.ACL,
 		suspend: max(o.SuspendTimeout, 0),
@@ -197,6 +204,7 @@ func (d invalidDriver) Close() error                                { return nil
 // zkDriver implements driver.Driver, Queuer and LossReporter.
 type zkDriver struct {
 	conn    *zk.Conn
+	ownConn bool // made by Open: Close closes it
 	root    string
 	acl     []zk.ACL
 	suspend time.Duration
@@ -242,6 +250,9 @@ func (d *zkDriver) Close() error {
 	}
 	d.bg.Wait()
 	close(d.losses)
+	if d.ownConn {
+		d.conn.Close()
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("zklock: close: %w", errs[0])
 	}
