@@ -3,7 +3,6 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
-	"syscall"
 	"testing"
 	"time"
 
@@ -124,9 +123,7 @@ func TestFaults(t *testing.T) {
 		waiter := newLocker(t, cli, nil)
 		got := acquireAsync(t.Context(), waiter, name)
 		wantWaiting(t, got, name)
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
+		cmd.Kill(t)
 		killed := time.Now()
 		r := wantAcquired(t, got, name, 2*session+5*time.Second)
 		d := r.at.Sub(killed)

@@ -63,7 +63,7 @@ func TestKilledHolderProcess(t *testing.T) {
 	client := r.Client(t)
 	const ttl = 2 * time.Second
 	name := "killed-holder"
-	w := testworker.Start(t, "hold", r.Addr(), name, ttl.String())
+	w := testworker.Start(t, "hold", "redis://"+r.Addr(), name, ttl.String())
 	w.Expect(t, "acquired", 30*time.Second)
 	w.Kill(t)
 	killed := time.Now()

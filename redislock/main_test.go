@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -18,30 +17,10 @@ import (
 
 func TestMain(m *testing.M) {
 	testworker.Run(map[string]testworker.Func{
-		"hold":  holdWorker,
+		"hold":  testworker.Hold,
 		"count": countWorker,
 	})
 	os.Exit(m.Run())
-}
-
-// holdWorker takes args[1] on the Redis at args[0] with TTL args[2],
-// prints "acquired FENCE" and holds it (renewed) until killed.
-func holdWorker(ctx context.Context, args []string) error {
-	ttl, err := time.ParseDuration(args[2])
-	if err != nil {
-		return err
-	}
-	client := redis.NewClient(&redis.Options{Addr: args[0]})
-	defer client.Close()
-	l := redislock.New(client, nil)
-	defer l.Close()
-	k, err := l.Acquire(ctx, args[1], dlock.WithTTL(ttl))
-	if err != nil {
-		return err
-	}
-	fmt.Printf("acquired %d\n", k.Fence())
-	<-ctx.Done()
-	return k.Release(context.Background())
 }
 
 // countWorker runs args[2] goroutines on the Redis at args[0], each doing

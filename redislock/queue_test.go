@@ -128,7 +128,7 @@ func TestCrashedWaiterIsSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := testworker.Start(t, "hold", r.Addr(), name, ttl.String())
+	w := testworker.Start(t, "hold", "redis://"+r.Addr(), name, ttl.String())
 	eventually(t, "worker queued", func() bool { return queueLen(t, client, name) == 1 })
 	live := make(chan acquiredAt, 1)
 	go func() {

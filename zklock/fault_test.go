@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -286,9 +285,7 @@ func TestFaults(t *testing.T) {
 		waiter := newLocker(t, conn)
 		got := acquireAsync(t.Context(), waiter, name)
 		wantWaiting(t, got, name)
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
+		cmd.Kill(t)
 		killed := time.Now()
 		r := wantAcquired(t, got, name, 2*faultSession+5*time.Second)
 		d := r.at.Sub(killed)
@@ -362,3 +359,7 @@ func TestFaults(t *testing.T) {
 		}
 	})
 }
+
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}

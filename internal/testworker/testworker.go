@@ -13,11 +13,14 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dlock-go/dlock"
 )
 
 const (
@@ -180,4 +183,42 @@ func isDone(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// Hold is a worker for any backend: args are a store URL (its backend
+// must be imported by the test package), a lock name and a TTL. It takes
+// the lock (renewed), prints "acquired FENCE" and holds it until killed or
+// signalled.
+func Hold(ctx context.Context, args []string) error {
+	if len(args) != 3 {
+		return fmt.Errorf("hold: want STORE NAME TTL, got %q", args)
+	}
+	ttl, err := time.ParseDuration(args[2])
+	if err != nil {
+		return err
+	}
+	l, err := dlock.Open(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	k, err := l.Acquire(ctx, args[1], dlock.WithTTL(ttl))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("acquired %d\n", k.Fence())
+	<-ctx.Done()
+	return k.Release(context.Background())
+}
+
+// StartHolder starts a Hold worker and returns it once it holds the lock,
+// with the lock's fencing token.
+func StartHolder(t testing.TB, store, name string, ttl time.Duration) (*Process, uint64) {
+	t.Helper()
+	p := Start(t, "hold", store, name, ttl.String())
+	f, err := strconv.ParseUint(p.Expect(t, "acquired", 30*time.Second), 10, 64)
+	if err != nil {
+		t.Fatalf("worker hold: bad fencing token: %v", err)
+	}
+	return p, f
 }
