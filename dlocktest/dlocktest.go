@@ -42,6 +42,12 @@ type Harness struct {
 	// to report costs as multiples of a round trip.
 	Ping func(ctx context.Context) error
 
+	// Queued returns how many owners wait in the store's queue for name,
+	// not counting the holder. Optional: set it for backends that queue
+	// waiters fairly, and the suite checks they are served in arrival
+	// order.
+	Queued func(t testing.TB, name string) int
+
 	// TTL is the short lease used by tests that wait for expiry or
 	// renewal. It must be at least dlock.MinTTL. Default: 1s.
 	TTL time.Duration
@@ -66,6 +72,7 @@ var properties = []property{
 	{"ReleaseTwice", "a second Release of the same handle returns ErrNotHeld and frees nothing", testReleaseTwice},
 	{"AcquireWokenPromptly", "a waiter in Acquire is woken promptly when the holder releases, not after a poll interval or the lease", testAcquireWoken},
 	{"AcquireHonoursContext", "a cancelled or timed-out Acquire returns promptly with ctx's error and leaves nothing behind", testAcquireContext},
+	{"Fairness", "waiters on different Lockers get the lock in the order they queued (skipped for backends without a queue)", testFairness},
 	{"MutualExclusion", "many goroutines on several Lockers doing read-modify-write under one name never overlap and lose no update", testMutualExclusion},
 	{"NamesIndependent", "locks on different names do not interfere, including names that differ only by special characters", testNamesIndependent},
 	{"Reentrancy", "Acquire with a held lock's Context re-enters (same token), is counted, and only the last Release frees the name", testReentrancy},

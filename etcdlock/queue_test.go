@@ -2,7 +2,6 @@ package etcdlock_test
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -33,46 +32,6 @@ func waitQueued(t *testing.T, cli *clientv3.Client, name string, n int64) {
 func TestQueue(t *testing.T) {
 	e := testserver.StartEtcd(t)
 	cli := e.Client(t)
-
-	// Waiters on separate Lockers acquire in the order they queued.
-	t.Run("Fairness", func(t *testing.T) {
-		const waiters = 8
-		name := "fairness/" + t.Name()
-		holder := newLocker(t, cli, nil)
-		k, err := holder.TryAcquire(t.Context(), name)
-		if err != nil {
-			t.Fatalf("TryAcquire(%q) = %v", name, err)
-		}
-		var (
-			mu    sync.Mutex
-			order []int
-			wg    sync.WaitGroup
-		)
-		for i := range waiters {
-			l := newLocker(t, cli, nil)
-			wg.Go(func() {
-				k, err := l.Acquire(t.Context(), name)
-				if err != nil {
-					t.Errorf("waiter %d: Acquire(%q) = %v", i, name, err)
-					return
-				}
-				mu.Lock()
-				order = append(order, i)
-				mu.Unlock()
-				if err := k.Release(t.Context()); err != nil {
-					t.Errorf("waiter %d: Release = %v", i, err)
-				}
-			})
-			waitQueued(t, cli, name, int64(i+2)) // waiter i is in the queue before i+1 starts
-		}
-		if err := k.Release(t.Context()); err != nil {
-			t.Fatalf("Release(%q) = %v", name, err)
-		}
-		wg.Wait()
-		if want := []int{0, 1, 2, 3, 4, 5, 6, 7}; !slices.Equal(order, want) {
-			t.Errorf("waiters acquired in order %v, want arrival order %v", order, want)
-		}
-	})
 
 	// A release wakes the next waiter only: with 100 waiters, handing the
 	// lock down the whole queue takes 100 delete events, not 100*99/2.

@@ -2,7 +2,6 @@ package redislock_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,44 +23,6 @@ func queueLen(t *testing.T, client *redis.Client, name string) int64 {
 		t.Fatalf("LLEN = %v", err)
 	}
 	return n
-}
-
-func TestWaitersAcquireInArrivalOrder(t *testing.T) {
-	r := testserver.StartRedis(t)
-	client := r.Client(t)
-	const name, waiters = "fifo", 8
-	k, err := newLocker(t, client).Acquire(t.Context(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu    sync.Mutex
-		order []int
-		wg    sync.WaitGroup
-	)
-	for i := range waiters {
-		l := newLocker(t, client)
-		wg.Go(func() {
-			w, err := l.Acquire(t.Context(), name)
-			if err != nil {
-				t.Errorf("waiter %d: Acquire = %v", i, err)
-				return
-			}
-			mu.Lock()
-			order = append(order, i)
-			mu.Unlock()
-			time.Sleep(5 * time.Millisecond)
-			w.Release(t.Context())
-		})
-		eventually(t, fmt.Sprintf("waiter %d queued", i), func() bool { return queueLen(t, client, name) == int64(i+1) })
-	}
-	mustRelease(t, k)
-	wg.Wait()
-	for i, w := range order {
-		if w != i {
-			t.Fatalf("waiters acquired in order %v, want arrival order 0..%d", order, waiters-1)
-		}
-	}
 }
 
 // commandCalls sums the calls of the named commands in INFO commandstats.

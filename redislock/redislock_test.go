@@ -25,7 +25,10 @@ func harness(client redis.UniversalClient) dlocktest.Harness {
 			}
 		},
 		Ping: func(ctx context.Context) error { return client.Ping(ctx).Err() },
-		TTL:  time.Second,
+		Queued: func(t testing.TB, name string) int {
+			return int(client.LLen(t.Context(), redislock.Key("", name)+":q").Val())
+		},
+		TTL: time.Second,
 	}
 }
 

@@ -3,7 +3,6 @@ package zklock_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -59,46 +58,6 @@ func newLocker(t *testing.T, conn *zk.Conn) *dlock.Locker {
 func TestQueue(t *testing.T) {
 	z := testserver.StartZooKeeper(t)
 	conn := z.Conn(t, sessionTimeout)
-
-	// Waiters on separate Lockers acquire in the order they queued.
-	t.Run("Fairness", func(t *testing.T) {
-		const waiters = 8
-		name := "fairness/" + t.Name()
-		holder := newLocker(t, conn)
-		k, err := holder.TryAcquire(t.Context(), name)
-		if err != nil {
-			t.Fatalf("TryAcquire(%q) = %v", name, err)
-		}
-		var (
-			mu    sync.Mutex
-			order []int
-			wg    sync.WaitGroup
-		)
-		for i := range waiters {
-			l := newLocker(t, conn)
-			wg.Go(func() {
-				k, err := l.Acquire(t.Context(), name)
-				if err != nil {
-					t.Errorf("waiter %d: Acquire(%q) = %v", i, name, err)
-					return
-				}
-				mu.Lock()
-				order = append(order, i)
-				mu.Unlock()
-				if err := k.Release(t.Context()); err != nil {
-					t.Errorf("waiter %d: Release = %v", i, err)
-				}
-			})
-			waitQueued(t, conn, name, i+2) // waiter i is in the queue before i+1 starts
-		}
-		if err := k.Release(t.Context()); err != nil {
-			t.Fatalf("Release(%q) = %v", name, err)
-		}
-		wg.Wait()
-		if want := []int{0, 1, 2, 3, 4, 5, 6, 7}; !slices.Equal(order, want) {
-			t.Errorf("waiters acquired in order %v, want arrival order %v", order, want)
-		}
-	})
 
 	// A release wakes the next waiter only: with 100 waiters, handing the
 	// lock down the whole queue takes 100 watch events, not 100*99/2.

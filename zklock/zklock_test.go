@@ -22,6 +22,13 @@ const sessionTimeout = 4 * time.Second
 // service would.
 func harness(conn *zk.Conn) dlocktest.Harness {
 	return dlocktest.Harness{
+		Queued: func(t testing.TB, name string) int {
+			kids, _, err := conn.Children(zklock.Path("", name))
+			if err != nil {
+				return 0
+			}
+			return max(len(kids)-1, 0)
+		},
 		NewLocker: func(t testing.TB) *dlock.Locker { return zklock.New(conn, nil) },
 		Expire: func(t testing.TB, name string) {
 			t.Helper()

@@ -1,0 +1,51 @@
+package dlocktest
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+func testFairness(t *testing.T, h Harness) {
+	if h.Queued == nil {
+		t.Skip("Harness.Queued is nil: the backend does not queue waiters")
+	}
+	const waiters = 6
+	name := uniqueName(t, "")
+	k := mustAcquire(t, newLocker(t, h), t.Context(), name)
+	var (
+		mu    sync.Mutex
+		order []int
+		wg    sync.WaitGroup
+	)
+	for i := range waiters {
+		l := newLocker(t, h)
+		wg.Go(func() {
+			k, err := l.Acquire(t.Context(), name)
+			if err != nil {
+				t.Errorf("waiter %d: Acquire(%q) = %v, want a lock", i, name, err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			if err := k.Release(t.Context()); err != nil {
+				t.Errorf("waiter %d: Release(%q) = %v, want nil", i, name, err)
+			}
+		})
+		// Waiter i is in line before waiter i+1 starts.
+		deadline := time.Now().Add(10 * time.Second)
+		for h.Queued(t, name) != i+1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("Queued(%q) = %d after 10s, want %d", name, h.Queued(t, name), i+1)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	mustRelease(t, k)
+	wg.Wait()
+	if want := []int{0, 1, 2, 3, 4, 5}; !slices.Equal(order, want) {
+		t.Errorf("waiters acquired in order %v, want arrival order %v", order, want)
+	}
+}
