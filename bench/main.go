@@ -1,0 +1,275 @@
+// Command bench runs dlock's Redis backend side by side with redsync v4,
+// bsm/redislock and a hand-written SET NX PX lock against a redis-server
+// it starts itself, interleaving the libraries round by round, and writes
+// REPORT.md with tables and SVG charts. See README.md.
+//
+//	cd bench && go run . -out results          # about 4 minutes
+//	cd bench && go run . -quick -out results   # under a minute
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+type config struct {
+	out           string
+	redisServer   string
+	rounds        int
+	uncontended   time.Duration
+	distinct      time.Duration
+	goroutines    int
+	hot           time.Duration
+	hotGoroutines int
+	hold          time.Duration
+	ttl           time.Duration
+	memLocks      int
+	memRounds     int
+	quick         bool
+}
+
+func main() {
+	if os.Getenv(workerEnv) != "" {
+		if err := workerMain(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	var c config
+	flag.StringVar(&c.out, "out", "results", "directory for REPORT.md and the SVG charts")
+	flag.StringVar(&c.redisServer, "redis-server", "redis-server", "redis-server binary")
+	flag.IntVar(&c.rounds, "rounds", 6, "rounds; each runs every library once per scenario, interleaved")
+	flag.DurationVar(&c.uncontended, "uncontended", time.Second, "scenario 1 duration per library per round")
+	flag.DurationVar(&c.distinct, "distinct", time.Second, "scenario 2 duration per library per round")
+	flag.IntVar(&c.goroutines, "goroutines", 64, "scenario 2 goroutines (distinct names)")
+	flag.DurationVar(&c.hot, "hot", 2*time.Second, "scenario 3 duration per library per round")
+	flag.IntVar(&c.hotGoroutines, "hot-goroutines", 16, "scenario 3 goroutines, split over 2 processes")
+	flag.DurationVar(&c.hold, "hold", 100*time.Microsecond, "scenario 3 critical section (busy wait)")
+	flag.DurationVar(&c.ttl, "ttl", defaultLibsTTL, "lease of every lock in scenarios 1-3")
+	flag.IntVar(&c.memLocks, "mem-locks", 100_000, "scenario 4 held locks")
+	flag.IntVar(&c.memRounds, "mem-rounds", 3, "scenario 4 rounds")
+	flag.BoolVar(&c.quick, "quick", false, "smoke run of under a minute: 3 rounds, short durations, 20k held locks once (explicit flags win)")
+	flag.Parse()
+	if c.quick {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		quick := map[string]func(){
+			"rounds":      func() { c.rounds = 3 },
+			"uncontended": func() { c.uncontended = 250 * time.Millisecond },
+			"distinct":    func() { c.distinct = 250 * time.Millisecond },
+			"hot":         func() { c.hot = time.Second },
+			"mem-locks":   func() { c.memLocks = 20_000 },
+			"mem-rounds":  func() { c.memRounds = 1 },
+		}
+		for name, f := range quick {
+			if !set[name] {
+				f()
+			}
+		}
+	}
+	if c.rounds < 1 || c.hotGoroutines < 2 || c.goroutines < 1 || c.memLocks < 1 {
+		fmt.Fprintln(os.Stderr, "bench: rounds, goroutines and mem-locks must be positive, hot-goroutines at least 2")
+		os.Exit(2)
+	}
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// bench is one run: the server, the worker process, and the figures.
+type bench struct {
+	cfg    config
+	addr   string
+	admin  *redis.Client // INFO, FLUSHALL; not counted by trips
+	worker *worker
+	start  time.Time
+
+	s1, s2, s3, s4 figures
+	s1Samples      map[string][]int64 // latencies pooled over rounds (charts)
+	s3Waits        map[string][]int64 // completed waits pooled over rounds
+	s3Censored     map[string][]int64
+	s3Cmds         map[string]cmdStats // last round's command breakdown
+	s3LastN        map[string]int      // last round's acquisitions, all of them
+	s3Trips        map[string]cmdStats // last round's client requests by command
+	s3Overlaps     map[string]int
+
+	mu     sync.Mutex
+	errors []string
+}
+
+func (b *bench) errorf(format string, args ...any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	msg := fmt.Sprintf(format, args...)
+	if len(b.errors) < 50 {
+		b.errors = append(b.errors, msg)
+	}
+	fmt.Fprintln(os.Stderr, "bench:", msg)
+}
+
+// The libraries per scenario, in the order they run within a round.
+var (
+	s1Libs = []string{keyHand, keyDlock, keyRedsync, keyBsm}
+	s2Libs = []string{keyHand, keyDlock, keyRedsync, keyBsm}
+	s3Libs = []string{keyHand, keyDlock, keyRedsync, keyRedsync1ms, keyBsm, keyBsm1ms}
+	s4Libs = []string{keyHand, keyDlock, keyRedsync, keyBsm}
+)
+
+func run(c config) error {
+	srv, err := startRedis(c.redisServer)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	// Ctrl-C: kill the server (the worker dies with its stdin).
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt)
+	go func() { // exits with the process
+		<-sig
+		srv.stop()
+		os.Exit(130)
+	}()
+
+	w, err := startWorker()
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	b := &bench{
+		cfg: c, addr: srv.addr, worker: w, start: time.Now(),
+		admin: redis.NewClient(&redis.Options{Addr: srv.addr}),
+		s1:    figures{}, s2: figures{}, s3: figures{}, s4: figures{},
+		s1Samples: map[string][]int64{}, s3Waits: map[string][]int64{},
+		s3Censored: map[string][]int64{}, s3Cmds: map[string]cmdStats{}, s3LastN: map[string]int{}, s3Trips: map[string]cmdStats{}, s3Overlaps: map[string]int{},
+	}
+	defer b.admin.Close()
+	libs := allLibs()
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "[%5.1fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
+	}
+	progress("redis-server on %s; %d rounds", srv.addr, c.rounds)
+
+	for round := range c.rounds {
+		progress("round %d/%d: uncontended", round+1, c.rounds)
+		b.roundUncontended(libs, round)
+		progress("round %d/%d: 64 goroutines, distinct names", round+1, c.rounds)
+		for _, k := range s2Libs {
+			ops, tr, err := b.distinct(libs[k], round)
+			if err != nil {
+				b.errorf("distinct %s round %d: %v", k, round, err)
+				continue
+			}
+			b.s2.add(k, mOps, ops)
+			b.s2.addCost(k, tr)
+		}
+		for _, k := range s2Libs {
+			if hand := b.s2[keyHand][mOps]; len(hand) == round+1 && len(b.s2[k][mOps]) == round+1 {
+				b.s2.add(k, mRatio, b.s2[k][mOps][round]/hand[round])
+			}
+		}
+		progress("round %d/%d: hot name, %d goroutines in 2 processes", round+1, c.rounds, c.hotGoroutines)
+		for _, k := range s3Libs {
+			b.roundHot(libs[k], round)
+		}
+	}
+	for r := range c.memRounds {
+		progress("memory %d/%d: %d held locks per library", r+1, c.memRounds, c.memLocks)
+		for _, k := range s4Libs {
+			per, err := b.memory(libs[k])
+			if err != nil {
+				b.errorf("memory %s: %v", k, err)
+				continue
+			}
+			b.s4.add(k, mBytes, per)
+		}
+	}
+	progress("writing %s", filepath.Join(c.out, "REPORT.md"))
+	return b.writeReport(srv, libs)
+}
+
+// roundUncontended runs scenario 1 once per library, each right after a
+// PING loop of half its duration: the ratio uses that adjacent PING mean,
+// so that load drifting during the round hits both alike.
+func (b *bench) roundUncontended(libs map[string]lib, round int) {
+	var pings []int64
+	var pc []cost
+	for _, k := range s1Libs {
+		ping, c, err := b.pingLoop()
+		if err != nil {
+			b.errorf("ping round %d: %v", round, err)
+			continue
+		}
+		pings = append(pings, ping...)
+		pc = append(pc, c)
+		lat, tr, err := b.uncontended(libs[k], round)
+		if err != nil {
+			b.errorf("uncontended %s round %d: %v", k, round, err)
+			continue
+		}
+		m := mean(lat)
+		b.s1.add(k, mP50, float64(percentile(lat, 50)))
+		b.s1.add(k, mP99, float64(percentile(lat, 99)))
+		b.s1.add(k, mMean, m)
+		b.s1.add(k, mRatio, m/(2*mean(ping)))
+		b.s1.addCost(k, tr)
+		b.s1Samples[k] = append(b.s1Samples[k], lat...)
+	}
+	if len(pings) == 0 {
+		return
+	}
+	slices.Sort(pings)
+	b.s1.add("ping", mP50, float64(percentile(pings, 50)))
+	b.s1.add("ping", mP99, float64(percentile(pings, 99)))
+	b.s1.add("ping", mMean, mean(pings))
+	var sum cost
+	for _, c := range pc {
+		sum.trips += c.trips / float64(len(pc))
+		sum.clientCPU += c.clientCPU / float64(len(pc))
+		sum.serverCPU += c.serverCPU / float64(len(pc))
+	}
+	b.s1.addCost("ping", sum)
+}
+
+func (b *bench) roundHot(l lib, round int) {
+	f, cmds, by, err := b.hot(l, round)
+	if err != nil {
+		b.errorf("hot %s round %d: %v", l.key, round, err)
+		return
+	}
+	k := l.key
+	b.s3.add(k, mOps, f.rate)
+	b.s3.add(k, mWaitP50, float64(percentile(f.waits, 50)))
+	b.s3.add(k, mWaitP99, float64(percentile(f.waits, 99)))
+	b.s3.add(k, mWaitMax, float64(f.waitMax))
+	if len(f.handoffs) > 0 {
+		b.s3.add(k, mHandP50, float64(percentile(f.handoffs, 50)))
+		b.s3.add(k, mHandP99, float64(percentile(f.handoffs, 99)))
+	}
+	b.s3.add(k, mSelf, f.selfReacquire)
+	b.s3.add(k, mJain, f.jain)
+	b.s3.add(k, mCmds, f.cmdsPerAcq)
+	b.s3.add(k, mTrips, f.rtPerAcq)
+	b.s3.add(k, mCliCPU, f.clientCPU)
+	b.s3.add(k, mSrvCPU, f.serverCPU)
+	b.s3.add(k, mGiveUps, float64(f.giveUps))
+	b.s3.add(k, mCensor, float64(len(f.censored)))
+	b.s3Waits[k] = append(b.s3Waits[k], f.waits...)
+	b.s3Censored[k] = append(b.s3Censored[k], f.censored...)
+	b.s3Cmds[k] = cmds
+	b.s3Trips[k] = by
+	b.s3LastN[k] = f.total
+	b.s3Overlaps[k] += f.overlaps
+	if f.overlaps > 0 {
+		b.errorf("hot %s round %d: %d acquisitions began before the previous holder called release (mutual exclusion broken?)", k, round, f.overlaps)
+	}
+}

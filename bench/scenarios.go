@@ -1,0 +1,348 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// figures holds one scenario's numbers: library key -> metric -> one value
+// per round.
+type figures map[string]map[string][]float64
+
+func (f figures) add(lib, metric string, v float64) {
+	if f[lib] == nil {
+		f[lib] = make(map[string][]float64)
+	}
+	f[lib][metric] = append(f[lib][metric], v)
+}
+
+func (f figures) addCost(lib string, c cost) {
+	f.add(lib, mOpTrips, c.trips)
+	f.add(lib, mCliCPU, c.clientCPU)
+	f.add(lib, mSrvCPU, c.serverCPU)
+}
+
+func (f figures) get(lib, metric string) spread { return spreadOf(f[lib][metric]) }
+
+// Metric names.
+const (
+	mP50     = "p50"
+	mP99     = "p99"
+	mMean    = "mean"
+	mRatio   = "ratio"
+	mOps     = "ops"
+	mWaitP50 = "wait_p50"
+	mWaitP99 = "wait_p99"
+	mWaitMax = "wait_max"
+	mHandP50 = "handoff_p50"
+	mHandP99 = "handoff_p99"
+	mSelf    = "self"
+	mJain    = "jain"
+	mCmds    = "cmds"
+	mTrips   = "trips"
+	mOpTrips = "op_trips"
+	mCliCPU  = "client_cpu"
+	mSrvCPU  = "server_cpu"
+	mGiveUps = "giveups"
+	mCensor  = "censored"
+	mBytes   = "bytes"
+)
+
+const warmOps = 200
+
+// cost is what operations cost on average besides time: round trips, and
+// CPU of this process and of redis-server, in ns.
+type cost struct{ trips, clientCPU, serverCPU float64 }
+
+// meter measures a cost from its creation to done.
+type meter struct {
+	b      *bench
+	trips  int64
+	client time.Duration
+	server time.Duration
+}
+
+func (b *bench) meter() *meter {
+	srv, _ := serverCPU(context.Background(), b.admin)
+	return &meter{b: b, trips: trips.n.Load(), client: selfCPU(), server: srv}
+}
+
+// done returns the cost per operation of ops operations.
+func (m *meter) done(ops int64) cost {
+	srv, _ := serverCPU(context.Background(), m.b.admin)
+	n := float64(max(ops, 1))
+	return cost{
+		trips:     float64(trips.n.Load()-m.trips) / n,
+		clientCPU: float64(selfCPU()-m.client) / n,
+		serverCPU: float64(srv-m.server) / n,
+	}
+}
+
+// uncontended runs scenario 1 for l: one goroutine, acquire+release of one
+// name, for d. It returns every operation's latency in ns and the cost
+// per operation.
+func (b *bench) uncontended(l lib, round int) ([]int64, cost, error) {
+	lk, err := l.open(b.addr, b.cfg.ttl)
+	if err != nil {
+		return nil, cost{}, err
+	}
+	defer lk.close()
+	ctx := context.Background()
+	name := fmt.Sprintf("s1:%s:%d", l.key, round)
+	op := func() error {
+		unlock, err := lk.lock(ctx, name)
+		if err != nil {
+			return err
+		}
+		return unlock(ctx)
+	}
+	var m *meter
+	lat, err := timeLoop(b.cfg.uncontended, op, func() { m = b.meter() })
+	if err != nil {
+		return nil, cost{}, err
+	}
+	return lat, m.done(int64(len(lat))), nil
+}
+
+// pingLoop measures single PINGs for half scenario 1's duration: its
+// floor.
+func (b *bench) pingLoop() ([]int64, cost, error) {
+	c := newClient(b.addr)
+	defer c.Close()
+	ctx := context.Background()
+	var m *meter
+	lat, err := timeLoop(b.cfg.uncontended/2, func() error { return c.Ping(ctx).Err() }, func() { m = b.meter() })
+	if err != nil {
+		return nil, cost{}, err
+	}
+	return lat, m.done(int64(len(lat))), nil
+}
+
+// timeLoop runs op warmOps times unmeasured, calls measure, runs op for
+// d, and returns the latencies, sorted.
+func timeLoop(d time.Duration, op func() error, measure func()) ([]int64, error) {
+	for range warmOps {
+		if err := op(); err != nil {
+			return nil, err
+		}
+	}
+	measure()
+	lat := make([]int64, 0, 1<<16)
+	end := time.Now().Add(d)
+	for {
+		t := time.Now()
+		if !t.Before(end) {
+			break
+		}
+		if err := op(); err != nil {
+			return nil, err
+		}
+		lat = append(lat, time.Since(t).Nanoseconds())
+	}
+	slices.Sort(lat)
+	return lat, nil
+}
+
+// distinct runs scenario 2 for l: b.cfg.goroutines goroutines sharing one
+// client, each on its own name, acquire+release in a loop. It returns
+// operations per second over the measured window, after a warm-up, and
+// the cost per operation over the whole run.
+func (b *bench) distinct(l lib, round int) (float64, cost, error) {
+	lk, err := l.open(b.addr, b.cfg.ttl)
+	if err != nil {
+		return 0, cost{}, err
+	}
+	defer lk.close()
+	warm := min(b.cfg.distinct/4, 250*time.Millisecond)
+	t0 := time.Now()
+	from, to := t0.Add(warm), t0.Add(warm+b.cfg.distinct)
+	m := b.meter()
+	var (
+		ops   atomic.Int64
+		all   atomic.Int64
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		first error
+	)
+	for g := range b.cfg.goroutines {
+		name := fmt.Sprintf("s2:%s:%d:%d", l.key, round, g)
+		wg.Go(func() {
+			ctx := context.Background()
+			for {
+				unlock, err := lk.lock(ctx, name)
+				if err == nil {
+					err = unlock(ctx)
+				}
+				if err != nil {
+					errMu.Lock()
+					first = cmpErr(first, err)
+					errMu.Unlock()
+					return
+				}
+				all.Add(1)
+				now := time.Now()
+				if !now.Before(to) {
+					return
+				}
+				if !now.Before(from) {
+					ops.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return 0, cost{}, first
+	}
+	return float64(ops.Load()) / b.cfg.distinct.Seconds(), m.done(all.Load()), nil
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// hot runs scenario 3 for l: one name, b.cfg.hotGoroutines goroutines,
+// half in this process and half in the worker process.
+func (b *bench) hot(l lib, round int) (hotFigures, cmdStats, cmdStats, error) {
+	ctx := context.Background()
+	name := fmt.Sprintf("s3:%s:%d", l.key, round)
+	before, err := readCmdStats(ctx, b.admin)
+	if err != nil {
+		return hotFigures{}, nil, nil, err
+	}
+	srv0, err := serverCPU(ctx, b.admin)
+	if err != nil {
+		return hotFigures{}, nil, nil, err
+	}
+	start := time.Now().Add(300 * time.Millisecond) // time for the worker to open its client
+	stop := start.Add(b.cfg.hot)
+	local := b.cfg.hotGoroutines / 2
+	job := hotJob{
+		Lib: l.key, Addr: b.addr, Name: name,
+		Goroutines: local, FirstOwner: 0,
+		StartNs: start.UnixNano(), StopNs: stop.UnixNano(),
+		Hold: b.cfg.hold, TTL: b.cfg.ttl,
+	}
+	remote := job
+	remote.Goroutines, remote.FirstOwner = b.cfg.hotGoroutines-local, local
+	var (
+		other    hotHalf
+		otherErr error
+		wg       sync.WaitGroup
+	)
+	wg.Go(func() { other, otherErr = b.worker.run(remote) })
+	mine := runHot(job)
+	wg.Wait()
+	if otherErr != nil {
+		return hotFigures{}, nil, nil, otherErr
+	}
+	srv1, err := serverCPU(ctx, b.admin)
+	if err != nil {
+		return hotFigures{}, nil, nil, err
+	}
+	after, err := readCmdStats(ctx, b.admin)
+	if err != nil {
+		return hotFigures{}, nil, nil, err
+	}
+	for _, e := range append(mine.Errors, other.Errors...) {
+		b.errorf("hot %s round %d: %s", l.key, round, e)
+	}
+	d := after.delta(before)
+	f := computeHot([]hotHalf{mine, other}, b.cfg.hotGoroutines, job.StartNs, job.StopNs, d)
+	if f.total > 0 {
+		f.serverCPU = float64(srv1-srv0) / float64(f.total)
+	}
+	by := mine.TripsBy.sub(cmdStats{}, false)
+	for k, v := range other.TripsBy {
+		by[k] += v
+	}
+	return f, d, by, nil
+}
+
+// memory runs scenario 4 for l: the growth of used_memory while n
+// distinct locks are held, per lock.
+func (b *bench) memory(l lib) (float64, error) {
+	ctx := context.Background()
+	const long = time.Hour // no lease runs out, no renewal comes due
+	lk, err := l.open(b.addr, long)
+	if err != nil {
+		return 0, err
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			lk.close()
+		}
+	}()
+	const workers = 16
+	// Warm up: open the pool's connections and load scripts, then forget.
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Go(func() {
+			for i := range 10 {
+				if unlock, err := lk.lock(ctx, fmt.Sprintf("warm:%d:%d", g, i)); err == nil {
+					unlock(ctx)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := b.admin.FlushAll(ctx).Err(); err != nil {
+		return 0, err
+	}
+	before, err := usedMemory(ctx, b.admin)
+	if err != nil {
+		return 0, err
+	}
+	var (
+		next  atomic.Int64
+		errMu sync.Mutex
+		first error
+	)
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(b.cfg.memLocks) {
+					return
+				}
+				if _, err := lk.lock(ctx, fmt.Sprintf("mem:%07d", i)); err != nil {
+					errMu.Lock()
+					first = cmpErr(first, err)
+					errMu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return 0, first
+	}
+	after, err := usedMemory(ctx, b.admin)
+	if err != nil {
+		return 0, err
+	}
+	keys, err := b.admin.DBSize(ctx).Result()
+	if err != nil {
+		return 0, err
+	}
+	if keys != int64(b.cfg.memLocks) {
+		b.errorf("memory %s: %d keys for %d held locks", l.key, keys, b.cfg.memLocks)
+	}
+	// dlock: Close releases what it holds (one round trip per lock);
+	// flushing first makes those releases find nothing.
+	if err := b.admin.FlushAll(ctx).Err(); err != nil {
+		return 0, err
+	}
+	closed = true
+	lk.close()
+	return float64(after-before) / float64(b.cfg.memLocks), nil
+}

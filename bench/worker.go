@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+)
+
+// workerEnv, when set, makes the benchmark binary a worker: it reads
+// hotJobs as JSON lines on stdin, runs each, and writes each hotHalf as a
+// JSON line on stdout, until stdin closes.
+const workerEnv = "DLOCK_BENCH_WORKER"
+
+func workerMain() error {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	out := json.NewEncoder(os.Stdout)
+	for in.Scan() {
+		var job hotJob
+		if err := json.Unmarshal(in.Bytes(), &job); err != nil {
+			return fmt.Errorf("worker: bad job: %w", err)
+		}
+		if err := out.Encode(runHot(job)); err != nil {
+			return fmt.Errorf("worker: write result: %w", err)
+		}
+	}
+	return in.Err()
+}
+
+// worker is the second process of the hot-name scenario: this binary,
+// re-executed with workerEnv set. Its owner is the bench; close ends it.
+type worker struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *json.Decoder
+	mu  sync.Mutex
+}
+
+func startWorker() (*worker, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), workerEnv+"=1")
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the bench
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start worker process: %w", err)
+	}
+	return &worker{cmd: cmd, in: in, out: json.NewDecoder(bufio.NewReader(out))}, nil
+}
+
+// run sends job to the worker and waits for its half.
+func (w *worker) run(job hotJob) (hotHalf, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b, err := json.Marshal(job)
+	if err != nil {
+		return hotHalf{}, err
+	}
+	if _, err := w.in.Write(append(b, '\n')); err != nil {
+		return hotHalf{}, fmt.Errorf("send job to worker: %w", err)
+	}
+	var h hotHalf
+	if err := w.out.Decode(&h); err != nil {
+		return hotHalf{}, fmt.Errorf("read worker result: %w", err)
+	}
+	return h, nil
+}
+
+// close ends the worker: it exits when its stdin closes.
+func (w *worker) close() error {
+	w.in.Close()
+	return w.cmd.Wait()
+}
