@@ -26,9 +26,9 @@ type Locker struct {
 	id       string
 	seq      atomic.Uint64
 
-	closingCtx context.Context    // done once Close begins
-	closeNow   context.CancelFunc // begins Close: wakes waiters, stops the keeper
-	closing    <-chan struct{}    // closingCtx.Done()
+	closingCtx context.Context         // done once Close begins
+	closeNow   context.CancelCauseFunc // begins Close (cause ErrClosed): wakes waiters, stops the keeper
+	closing    <-chan struct{}         // closingCtx.Done()
 	bg         sync.WaitGroup
 
 	mu          sync.Mutex
@@ -52,7 +52,7 @@ func New(drv driver.Driver, cfg *Config) *Locker {
 		held:        make(map[*held]struct{}),
 		waiters:     make(map[string]map[chan struct{}]struct{}),
 	}
-	l.closingCtx, l.closeNow = context.WithCancel(context.Background())
+	l.closingCtx, l.closeNow = context.WithCancelCause(context.Background())
 	l.closing = l.closingCtx.Done()
 	l.notifier, _ = drv.(driver.Notifier)
 	l.queuer, _ = drv.(driver.Queuer)
@@ -161,11 +161,23 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait b
 
 // acquireQueued waits in the store's own fair queue.
 func (l *Locker) acquireQueued(ctx context.Context, own *owner, lease driver.Lease, renew bool) (*Lock, error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(l.closingCtx, func() { cancel(ErrClosed) })
-	defer stop()
-	res, err := callGrace(l, ctx, queueLeaveGrace, func() (driver.Result, error) { return l.queuer.AcquireQueued(ctx, lease) }, l.abandonLate(lease))
+	var (
+		res driver.Result
+		err error
+	)
+	if ctx.Done() == nil {
+		// Only Close can end this wait: run the step inline (no goroutine
+		// hop) with a context that Close cancels.
+		ctx = closedBy{l.closingCtx, ctx}
+		res, err = l.queuer.AcquireQueued(ctx, lease)
+	} else {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		stop := context.AfterFunc(l.closingCtx, func() { cancel(ErrClosed) })
+		defer stop()
+		res, err = callGrace(l, ctx, queueLeaveGrace, func() (driver.Result, error) { return l.queuer.AcquireQueued(ctx, lease) }, l.abandonLate(lease))
+	}
 	start := res.LeaseStart
 	if start.IsZero() {
 		start = time.Now() // Queuer promises the lease lasts TTL from its return
@@ -178,6 +190,24 @@ func (l *Locker) acquireQueued(ctx context.Context, own *owner, lease driver.Lea
 		return nil, l.acquireError(ctx, lease.Name, err)
 	}
 	return l.register(own, lease, res.Fence, start, renew)
+}
+
+// closedBy is a context that ends when the Locker closes and carries the
+// values of the caller's context, which cannot end.
+type closedBy struct {
+	context.Context // the Locker's closingCtx
+	values          context.Context
+}
+
+// Value answers from the Locker's context first, so that the context
+// package sees closedBy as a child of it (no watcher goroutine for
+// contexts derived from it, and context.Cause is ErrClosed), and from the
+// caller's context for everything else.
+func (c closedBy) Value(key any) any {
+	if v := c.Context.Value(key); v != nil {
+		return v
+	}
+	return c.values.Value(key)
 }
 
 func (l *Locker) acquireError(ctx context.Context, name string, err error) error {
@@ -301,7 +331,7 @@ func (l *Locker) Close() error {
 		l.forget(h, closed)
 	}
 	l.mu.Unlock()
-	l.closeNow()
+	l.closeNow(ErrClosed)
 
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
