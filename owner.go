@@ -3,8 +3,9 @@ package dlock
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
+	"encoding/base64"
 	"fmt"
+	"strconv"
 )
 
 // owner is a logical lock owner: the chain of nested acquisitions that
@@ -26,24 +27,22 @@ func ownerFrom(ctx context.Context, l *Locker) *owner {
 	return o
 }
 
-// newLockerID returns 128 random bits in hex: the Locker's part of every
-// owner string it sends to the server.
+// newLockerID returns 128 random bits in unpadded base64url (22
+// characters): the Locker's part of every owner string it sends to the
+// server.
 func newLockerID() string {
 	var b [16]byte
 	rand.Read(b[:]) // never returns an error (crypto/rand documents this)
-	return hex.EncodeToString(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // ownerString is the server-side owner of one acquisition: the Locker's
-// random identity and a per-acquisition sequence number, fixed width.
+// random identity, ':', and a per-acquisition sequence number in base 36.
+// It is short because stores keep it with every held lock.
 func (l *Locker) ownerString() string {
-	b := make([]byte, 0, len(l.id)+17)
+	b := make([]byte, 0, len(l.id)+8)
 	b = append(append(b, l.id...), ':')
-	n := l.seq.Add(1)
-	for shift := 60; shift >= 0; shift -= 4 {
-		b = append(b, "0123456789abcdef"[n>>uint(shift)&0xf])
-	}
-	return string(b)
+	return string(strconv.AppendUint(b, l.seq.Add(1), 36))
 }
 
 // quote formats a name for error messages, shortening very long ones.

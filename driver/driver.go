@@ -20,9 +20,10 @@ var ErrNotHeld = errors.New("driver: lock not held by owner")
 // Lease names one acquisition: the lock name, the owner string that the
 // server compares on every step, and the lease length.
 //
-// Owner is unique per acquisition: "<locker id>:<acquisition number>", both
-// lowercase hex, the Locker id 128 random bits and the same for every lease
-// of one Locker. A driver stores and compares it; it may use the Locker id
+// Owner is unique per acquisition: "<locker id>:<acquisition number>", the
+// Locker id 128 random bits in unpadded base64url (22 characters of
+// [A-Za-z0-9_-]) and the same for every lease of one Locker, the number in
+// base 36. A driver stores and compares it; it may use the Locker id
 // to address the Locker (a notification channel of its own, say).
 type Lease struct {
 	Name  string

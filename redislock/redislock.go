@@ -299,14 +299,30 @@ func (d *redisDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 }
 
 func (d *redisDriver) Release(ctx context.Context, l driver.Lease) error {
-	n, err := releaseScript.Run(ctx, d.c, d.keys(l.Name), l.Owner, ms(TombstoneTTL), d.channelPrefix()).Int64()
-	switch {
-	case err != nil:
+	reply, err := releaseScript.Run(ctx, d.c, d.keys(l.Name), l.Owner, ms(TombstoneTTL), d.channelPrefix()).Result()
+	if err != nil {
 		return fmt.Errorf("redislock: release %q: %w", l.Name, err)
-	case n == 0:
+	}
+	vals, held := reply.([]any)
+	if !held {
 		return fmt.Errorf("redislock: release %q: %w", l.Name, driver.ErrNotHeld)
 	}
+	if len(vals) == 3 {
+		// Handed to a waiter. If it waits in this Locker, tell it now
+		// rather than after the pub/sub message's trip.
+		next, _ := vals[1].(string)
+		fence, err := strconv.ParseUint(fmt.Sprint(vals[2]), 10, 64)
+		if sameLocker(next, l.Owner) && err == nil {
+			d.grants.send(next, grant{fence: fence})
+		}
+	}
 	return nil
+}
+
+// sameLocker reports whether two owner strings belong to one Locker.
+func sameLocker(a, b string) bool {
+	i, j := strings.IndexByte(a, ':'), strings.IndexByte(b, ':')
+	return i > 0 && i == j && a[:i] == b[:j]
 }
 
 func (d *redisDriver) Close() error {

@@ -15,22 +15,26 @@ import "github.com/redis/go-redis/v9"
 // first live one on the server, in the same script, and its Locker is told
 // on the channel ARGV chanp .. <locker id> with payload owner|fence.
 
-// common holds the Lua helpers every script shares.
+// common holds the Lua helpers every script shares. The server's TIME is
+// read only when needed: for the first token of a name whose tombstone is
+// gone, and for queue deadlines when someone waits.
 const common = `
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local function fence_after(nowus, last)
-  if nowus <= last then nowus = last + 1 end
-  return string.format('%.0f', nowus)
+local function fence_after(last)
+  if last > 0 then return string.format('%.0f', last + 1) end
+  return string.format('%.0f', now_us())
 end
 local function put(K, owner, fence, meta, ttl)
   local val = owner .. '|' .. fence
   if meta ~= '' then val = val .. '|' .. meta end
   redis.call('SET', K, val, 'PX', ttl)
 end
-local function next_live(Q, E, nowms)
+local function next_live(Q, E)
+  if redis.call('EXISTS', Q) == 0 then return nil end
+  local nowms = math.floor(now_us() / 1000)
   while true do
     local h = redis.call('LINDEX', Q, 0)
     if not h then return nil end
@@ -43,22 +47,25 @@ local function next_live(Q, E, nowms)
     redis.call('HDEL', E, h)
   end
 end
-local function grant_next(K, Q, E, nowus, last, chanp)
-  local h, ttl, meta = next_live(Q, E, math.floor(nowus / 1000))
+local function grant_next(K, Q, E, last, chanp)
+  local h, ttl, meta = next_live(Q, E)
   if not h then return nil end
   redis.call('LPOP', Q)
   redis.call('HDEL', E, h)
-  local f = fence_after(nowus, last)
+  local f = fence_after(last)
   put(K, h, f, meta, ttl)
   redis.call('PUBLISH', chanp .. string.match(h, '^[^:]*'), h .. '|' .. f)
-  return tonumber(ttl)
+  return h, f, tonumber(ttl)
 end
 local function free(K, Q, E, last, tomb, chanp)
-  if not grant_next(K, Q, E, now_us(), last, chanp) then
+  local h, f = grant_next(K, Q, E, last, chanp)
+  if not h then
     redis.call('SET', K, '|' .. string.format('%.0f', last), 'PX', tomb)
   end
+  return h, f
 end
-local function enqueue(Q, E, owner, ttl, meta, nowms, keep)
+local function enqueue(Q, E, owner, ttl, meta, keep)
+  local nowms = math.floor(now_us() / 1000)
   if redis.call('HSET', E, owner, ttl .. '|' .. (nowms + keep) .. '|' .. meta) == 1 then
     redis.call('RPUSH', Q, owner)
   end
@@ -79,8 +86,6 @@ end
 var acquireScript = redis.NewScript(common + `
 local K, Q, E = KEYS[1], KEYS[2], KEYS[3]
 local owner, ttl, meta, queue, keep, chanp = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1', tonumber(ARGV[5]), ARGV[6]
-local nowus = now_us()
-local nowms = math.floor(nowus / 1000)
 local v = redis.call('GET', K)
 local last = 0
 if v then
@@ -91,22 +96,22 @@ if v then
     return {1, f}
   end
   if o ~= '' then
-    if queue then enqueue(Q, E, owner, ttl, meta, nowms, keep) end
+    if queue then enqueue(Q, E, owner, ttl, meta, keep) end
     return {0, redis.call('PTTL', K)}
   end
   last = tonumber(f)
 end
-local h = next_live(Q, E, nowms)
+local h = next_live(Q, E)
 if h and h ~= owner then
-  local gttl = grant_next(K, Q, E, nowus, last, chanp)
-  if queue then enqueue(Q, E, owner, ttl, meta, nowms, keep) end
+  local _, _, gttl = grant_next(K, Q, E, last, chanp)
+  if queue then enqueue(Q, E, owner, ttl, meta, keep) end
   return {0, gttl}
 end
 if h then
   redis.call('LPOP', Q)
   redis.call('HDEL', E, owner)
 end
-local f = fence_after(nowus, last)
+local f = fence_after(last)
 put(K, owner, f, meta, ttl)
 return {1, f}
 `)
@@ -130,13 +135,17 @@ return 1
 // releaseScript: KEYS K, Q, E; ARGV owner, tombstone ms, chanp. Takes
 // owner out of the queue, and if it holds the lock, frees it: hands it to
 // the first live waiter, or leaves a tombstone keeping the fence. Returns
-// 1 if owner held the lock.
+// 0 if owner did not hold the lock, else {1} or, if it was handed on,
+// {1, new owner, fence}.
 var releaseScript = redis.NewScript(common + `
-redis.call('LREM', KEYS[2], 1, ARGV[1])
-redis.call('HDEL', KEYS[3], ARGV[1])
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('LREM', KEYS[2], 1, ARGV[1])
+  redis.call('HDEL', KEYS[3], ARGV[1])
+end
 ` + ownerMatches + `
-free(KEYS[1], KEYS[2], KEYS[3], tonumber(string.match(v, '^[^|]*|(%d+)')), ARGV[2], ARGV[3])
-return 1
+local h, f = free(KEYS[1], KEYS[2], KEYS[3], tonumber(string.match(v, '^[^|]*|(%d+)')), ARGV[2], ARGV[3])
+if h then return {1, h, f} end
+return {1}
 `)
 
 // forceReleaseScript: KEYS K, Q, E; ARGV tombstone ms, chanp. Frees the
@@ -144,6 +153,6 @@ return 1
 var forceReleaseScript = redis.NewScript(common + `
 local v = redis.call('GET', KEYS[1])
 if not v or string.sub(v, 1, 1) == '|' then return 0 end
-free(KEYS[1], KEYS[2], KEYS[3], tonumber(string.match(v, '^[^|]*|(%d+)')), ARGV[1], ARGV[2])
+local h = free(KEYS[1], KEYS[2], KEYS[3], tonumber(string.match(v, '^[^|]*|(%d+)')), ARGV[1], ARGV[2])
 return 1
 `)
