@@ -116,6 +116,7 @@ func newLocker(client redis.UniversalClient, opts *Options, ownClient bool) *dlo
 	}
 	d := &redisDriver{c: client, prefix: o.Prefix, ownClient: ownClient}
 	d.grants = newGrants(client, d.channelPrefix())
+	d.batch = newBatcher(client)
 	return dlock.New(d, &dlock.Config{MaxRetryInterval: o.MaxRetryInterval})
 }
 
@@ -134,6 +135,7 @@ type redisDriver struct {
 	c         redis.UniversalClient
 	prefix    string
 	grants    *grants
+	batch     *batcher
 	ownClient bool // made by Open: Close closes it
 }
 
@@ -169,7 +171,7 @@ func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue bool) (
 		q = "1"
 	}
 	keep := 3 * heartbeat(l.TTL)
-	vals, err := acquireScript.Run(ctx, d.c, d.keys(l.Name), l.Owner, ms(l.TTL), l.Metadata, q, ms(keep), d.channelPrefix()).Slice()
+	vals, err := d.batch.run(ctx, acquireScript, d.keys(l.Name), l.Owner, ms(l.TTL), l.Metadata, q, ms(keep), d.channelPrefix()).Slice()
 	if err != nil {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
 	}
@@ -299,7 +301,7 @@ func (d *redisDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 }
 
 func (d *redisDriver) Release(ctx context.Context, l driver.Lease) error {
-	reply, err := releaseScript.Run(ctx, d.c, d.keys(l.Name), l.Owner, ms(TombstoneTTL), d.channelPrefix()).Result()
+	reply, err := d.batch.run(ctx, releaseScript, d.keys(l.Name), l.Owner, ms(TombstoneTTL), d.channelPrefix()).Result()
 	if err != nil {
 		return fmt.Errorf("redislock: release %q: %w", l.Name, err)
 	}
