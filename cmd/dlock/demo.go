@@ -142,7 +142,7 @@ func demoPhase(ctx context.Context, store string, o demoOptions, fenced bool) (*
 	if err != nil {
 		return nil, err
 	}
-	r.stock, r.elapsed, r.locked = o.stock, elapsed, !o.noLock
+	r.stock, r.elapsed, r.locked, r.procs = o.stock, elapsed, !o.noLock, o.procs
 	if r.left, err = sh.read(); err != nil {
 		return nil, err
 	}
@@ -216,6 +216,7 @@ type section struct {
 
 type demoResult struct {
 	stock, sold, left, rejected int
+	procs                       int
 	perWorker                   map[int]int
 	elapsed                     time.Duration
 	locked                      bool
@@ -288,10 +289,8 @@ func (r *demoResult) print(w io.Writer) {
 		fmt.Fprintf(w, "  rejected     %d stale writes (fencing token older than the storage had seen)\n", r.rejected)
 	}
 	var per []string
-	for wk := range len(r.perWorker) + 1 {
-		if n, ok := r.perWorker[wk]; ok {
-			per = append(per, fmt.Sprintf("w%d=%d", wk, n))
-		}
+	for wk := range r.procs {
+		per = append(per, fmt.Sprintf("w%d=%d", wk, r.perWorker[wk]))
 	}
 	fmt.Fprintf(w, "  per worker   %s\n", strings.Join(per, " "))
 	fmt.Fprintf(w, "  throughput   %.0f orders/s (%v)\n", float64(r.sold)/r.elapsed.Seconds(), r.elapsed.Round(time.Millisecond))

@@ -33,3 +33,7 @@ func testDemo(t *testing.T, store []string) {
 func TestDemoOnRedis(t *testing.T) {
 	testDemo(t, []string{"--store", redisStore(t)})
 }
+
+func TestDemoOnDefaultStore(t *testing.T) {
+	testDemo(t, nil)
+}

@@ -8,12 +8,16 @@ import (
 	"path/filepath"
 	"strings"
 
+	_ "github.com/go-sql-driver/mysql" // database/sql drivers for sqllock's URLs
+	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/spf13/cobra"
+	_ "modernc.org/sqlite"
 
 	"github.com/dlock-go/dlock"
 	_ "github.com/dlock-go/dlock/etcdlock"
 	_ "github.com/dlock-go/dlock/memlock"
 	_ "github.com/dlock-go/dlock/redislock"
+	_ "github.com/dlock-go/dlock/sqllock"
 	_ "github.com/dlock-go/dlock/zklock"
 )
 

@@ -68,6 +68,24 @@ func TestRunNeverOverlaps(t *testing.T) {
 	}
 }
 
+func TestRunOnDefaultStore(t *testing.T) {
+	c := dlockCmd(t, "run", "--try", "job", "--", "sh", "-c", `echo "$DLOCK_FENCE"`)
+	r := run(t, c)
+	wantCode(t, r, 0, "run on the default store")
+	var state string
+	for _, kv := range c.Env {
+		if v, ok := strings.CutPrefix(kv, "XDG_STATE_HOME="); ok {
+			state = v
+		}
+	}
+	if _, err := os.Stat(filepath.Join(state, "dlock", "locks.db")); err != nil {
+		t.Errorf("no SQLite store in $XDG_STATE_HOME/dlock: %v", err)
+	}
+	if strings.TrimSpace(r.stdout) == "" {
+		t.Errorf("the command saw no DLOCK_FENCE")
+	}
+}
+
 func TestRunTryWhileHeld(t *testing.T) {
 	store := redisStore(t)
 	l := openLocker(t, store)

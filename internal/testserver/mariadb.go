@@ -1,0 +1,200 @@
+package testserver
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// MariaDB is a mariadbd process started by StartMariaDB. Its methods are
+// meant to be called from the test goroutine, but they are safe for
+// concurrent use.
+type MariaDB struct {
+	bin  string // path of mariadbd
+	dir  string // holds data/, the socket and server.log; kept across restarts
+	port int    // kept across restarts
+
+	mu   sync.Mutex
+	proc *process
+}
+
+// mariaDBName is the database StartMariaDB creates and DSN names.
+const mariaDBName = "dlock"
+
+// StartMariaDB initialises a MariaDB data directory in a new temporary
+// directory, starts mariadbd on a free loopback port with user root and an
+// empty password, creates the database "dlock", and returns once the
+// server answers. The server is killed and its directory removed when the
+// test ends. If mariadbd is not installed, StartMariaDB skips the test
+// (see Need).
+func StartMariaDB(t testing.TB) *MariaDB {
+	t.Helper()
+	bin := Need(t, "mariadbd", "mariadb-server")
+	install := Need(t, "mariadb-install-db", "mariadb-server")
+	// Not t.TempDir: the socket path must stay short.
+	dir, err := os.MkdirTemp("", "dlock-mariadb-")
+	if err != nil {
+		t.Fatalf("create mariadb directory: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) }) // runs after the kill below
+	out, err := exec.Command(install, "--no-defaults", "--user=root",
+		"--datadir="+filepath.Join(dir, "data"),
+		"--auth-root-authentication-method=normal").CombinedOutput()
+	if err != nil {
+		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	}
+	m := &MariaDB{bin: bin, dir: dir}
+	m.mu.Lock()
+	m.startLocked(t)
+	m.mu.Unlock()
+	t.Cleanup(func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if err := m.proc.kill(); err != nil {
+			t.Errorf("stop mariadbd on port %d: %v", m.port, err)
+		}
+	})
+	db, err := sql.Open("mysql", m.dsn(""))
+	if err != nil {
+		t.Fatalf("open mariadb: %v", err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(context.Background(), "CREATE DATABASE IF NOT EXISTS "+mariaDBName); err != nil {
+		t.Fatalf("create database %s: %v", mariaDBName, err)
+	}
+	return m
+}
+
+// startLocked starts mariadbd on m.dir's data, on m.port if it is set.
+// m.mu must be held.
+func (m *MariaDB) startLocked(t testing.TB) {
+	t.Helper()
+	data := filepath.Join(m.dir, "data")
+	args := func(port int) []string {
+		return []string{
+			"--no-defaults", "--user=root",
+			"--datadir=" + data,
+			"--port=" + strconv.Itoa(port),
+			"--bind-address=127.0.0.1",
+			"--socket=" + filepath.Join(m.dir, "sock"),
+			"--pid-file=" + filepath.Join(m.dir, "mariadbd.pid"),
+			"--innodb-flush-log-at-trx-commit=2",
+			"--innodb-buffer-pool-size=64M",
+			"--skip-name-resolve=0",
+		}
+	}
+	probe := func(port, pid int) error { return probeMariaDB(port, data) }
+	m.proc, m.port = launch(t, m.bin, m.dir, m.port, false, args, probe)
+}
+
+// probeMariaDB connects to 127.0.0.1:port and checks that the server is
+// the one serving data, not another that happens to use the port.
+func probeMariaDB(port int, data string) error {
+	db, err := sql.Open("mysql", mariaDSN(port, "")+"?timeout=1s&readTimeout=1s")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var got string
+	if err := db.QueryRowContext(ctx, "SELECT @@datadir").Scan(&got); err != nil {
+		return err
+	}
+	if filepath.Clean(got) != filepath.Clean(data) {
+		return fmt.Errorf("127.0.0.1:%d serves %s, not %s", port, got, data)
+	}
+	return nil
+}
+
+func mariaDSN(port int, db string) string {
+	c := mysql.NewConfig()
+	c.User = "root"
+	c.Net = "tcp"
+	c.Addr = redisAddr(port)
+	c.DBName = db
+	return strings.TrimSuffix(c.FormatDSN(), "?")
+}
+
+// DSN returns a github.com/go-sql-driver/mysql data source name for the
+// database "dlock" as root. It stays the same across Restart.
+func (m *MariaDB) DSN() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dsn(mariaDBName)
+}
+
+func (m *MariaDB) dsn(db string) string { return mariaDSN(m.port, db) }
+
+// DB returns a new *sql.DB for DSN, closed when the test ends.
+func (m *MariaDB) DB(t testing.TB) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", m.DSN())
+	if err != nil {
+		t.Fatalf("open %s: %v", m.DSN(), err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Kill kills the server with SIGKILL and waits until it has exited.
+// Killing a server that is not running does nothing.
+func (m *MariaDB) Kill(t testing.TB) {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.proc.kill(); err != nil {
+		t.Fatalf("kill mariadbd on port %d: %v", m.port, err)
+	}
+}
+
+// Pause stops the server with SIGSTOP. It keeps accepting TCP connections
+// (the kernel queues them) but answers nothing until Resume.
+func (m *MariaDB) Pause(t testing.TB) {
+	t.Helper()
+	m.signal(t, syscall.SIGSTOP)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := waitStopped(m.proc.pid()); err != nil {
+		t.Fatalf("pause mariadbd on port %d: %v", m.port, err)
+	}
+}
+
+// Resume continues a server stopped by Pause with SIGCONT.
+func (m *MariaDB) Resume(t testing.TB) {
+	t.Helper()
+	m.signal(t, syscall.SIGCONT)
+}
+
+func (m *MariaDB) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.proc.signal(sig); err != nil {
+		t.Fatalf("send %v to mariadbd on port %d: %v", sig, m.port, err)
+	}
+}
+
+// Restart kills the server with SIGKILL if it is running and starts it
+// again on the same address and the same data, as after a crash: what
+// was committed is kept. It returns once the server answers.
+func (m *MariaDB) Restart(t testing.TB) {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.proc.kill(); err != nil {
+		t.Fatalf("kill mariadbd on port %d: %v", m.port, err)
+	}
+	m.startLocked(t)
+}

@@ -1,0 +1,315 @@
+package testserver
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers driver "pgx"
+)
+
+// Postgres is a PostgreSQL server started by StartPostgres. Its methods
+// are meant to be called from the test goroutine, but they are safe for
+// concurrent use.
+type Postgres struct {
+	bin    string   // path of postgres
+	prefix []string // runs a command as user postgres when the test runs as root
+	dir    string   // holds data/, the socket and server.log; kept across restarts
+	port   int      // kept across restarts
+
+	mu   sync.Mutex
+	proc *process // the postmaster; its backends are its children
+}
+
+// StartPostgres initialises a PostgreSQL cluster in a new temporary
+// directory (initdb, user postgres, trust authentication, without fsync),
+// starts postgres on a free loopback port, and returns once the server
+// answers. When the test runs as root, the server runs as the system user
+// postgres, since PostgreSQL refuses root. The server and its backends are
+// killed and the directory removed when the test ends. If PostgreSQL is
+// not installed, StartPostgres skips the test (see Need).
+func StartPostgres(t testing.TB) *Postgres {
+	t.Helper()
+	p := &Postgres{bin: postgresBin(t, "postgres")}
+	initdb := postgresBin(t, "initdb")
+	// Not t.TempDir: its parents are private to root, and the socket path
+	// must stay short.
+	dir, err := os.MkdirTemp("", "dlock-postgres-")
+	if err != nil {
+		t.Fatalf("create postgres directory: %v", err)
+	}
+	p.dir = dir
+	t.Cleanup(func() { os.RemoveAll(dir) }) // runs after the kill below
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatalf("PostgreSQL refuses to run as root and there is no user postgres: %v", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(dir, uid, gid); err != nil {
+			t.Fatalf("chown %s: %v", dir, err)
+		}
+		p.prefix = []string{Need(t, "setpriv", "util-linux"), "--reuid=postgres", "--regid=postgres", "--init-groups", "--"}
+	}
+	cmd := append(slices.Clone(p.prefix), initdb, "-D", filepath.Join(dir, "data"),
+		"-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C")
+	out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	p.mu.Lock()
+	p.startLocked(t)
+	p.mu.Unlock()
+	t.Cleanup(func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if err := p.killLocked(); err != nil {
+			t.Errorf("stop postgres on port %d: %v", p.port, err)
+		}
+	})
+	return p
+}
+
+// postgresBin returns the path of a PostgreSQL program: from PATH, or
+// else from the newest /usr/lib/postgresql/*/bin, as Debian installs it.
+func postgresBin(t testing.TB, name string) string {
+	t.Helper()
+	if path, err := exec.LookPath(name); err == nil {
+		return path
+	}
+	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/" + name)
+	slices.SortFunc(found, func(a, b string) int { return pgVersion(a) - pgVersion(b) })
+	if len(found) > 0 {
+		return found[len(found)-1]
+	}
+	return Need(t, name, "postgresql")
+}
+
+func pgVersion(path string) int {
+	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(path))))
+	return v
+}
+
+// startLocked starts postgres on p.dir's data, on p.port if it is set.
+// p.mu must be held.
+func (p *Postgres) startLocked(t testing.TB) {
+	t.Helper()
+	data := filepath.Join(p.dir, "data")
+	args := func(port int) []string {
+		return append(slices.Clone(p.prefix[min(1, len(p.prefix)):]), p.bin,
+			"-D", data,
+			"-p", strconv.Itoa(port),
+			"-k", p.dir,
+			"-c", "listen_addresses=127.0.0.1",
+			"-c", "fsync=off",
+			"-c", "full_page_writes=off",
+			"-c", "max_connections=300",
+		)
+	}
+	bin := p.bin
+	if len(p.prefix) > 0 {
+		bin = p.prefix[0]
+	}
+	probe := func(port, pid int) error { return probePostgres(port, data) }
+	p.proc, p.port = launch(t, bin, p.dir, p.port, false, args, probe)
+}
+
+// probePostgres connects to 127.0.0.1:port and checks that the server is
+// the one serving data.
+func probePostgres(port int, data string) error {
+	db, err := sql.Open("pgx", postgresDSN(port)+"&connect_timeout=1")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var got string
+	if err := db.QueryRowContext(ctx, "SHOW data_directory").Scan(&got); err != nil {
+		return err
+	}
+	if filepath.Clean(got) != filepath.Clean(data) {
+		return fmt.Errorf("127.0.0.1:%d serves %s, not %s", port, got, data)
+	}
+	return nil
+}
+
+func postgresDSN(port int) string {
+	return "postgres://postgres@" + redisAddr(port) + "/postgres?sslmode=disable"
+}
+
+// DSN returns a github.com/jackc/pgx/v5/stdlib data source name (a URL)
+// for the database "postgres" as user postgres. It stays the same across
+// Restart.
+func (p *Postgres) DSN() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return postgresDSN(p.port)
+}
+
+// DB returns a new *sql.DB (driver "pgx") for DSN, closed when the test
+// ends.
+func (p *Postgres) DB(t testing.TB) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", p.DSN())
+	if err != nil {
+		t.Fatalf("open %s: %v", p.DSN(), err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Kill kills the postmaster and its backends with SIGKILL and waits until
+// the postmaster has exited. Killing a server that is not running does
+// nothing.
+func (p *Postgres) Kill(t testing.TB) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.killLocked(); err != nil {
+		t.Fatalf("kill postgres on port %d: %v", p.port, err)
+	}
+}
+
+func (p *Postgres) killLocked() error {
+	if p.proc.exited() {
+		return nil
+	}
+	// Stop the postmaster first so that it forks no new backend, then
+	// kill the backends (each is its own process group) and the
+	// postmaster.
+	p.proc.signal(syscall.SIGSTOP)
+	for _, pid := range descendants(p.proc.pid()) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return p.proc.kill()
+}
+
+// Pause stops the postmaster and every backend with SIGSTOP: open
+// connections stay open but nothing is answered until Resume.
+func (p *Postgres) Pause(t testing.TB) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.proc.signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("send SIGSTOP to postgres on port %d: %v", p.port, err)
+	}
+	pids := append([]int{p.proc.pid()}, descendants(p.proc.pid())...)
+	for _, pid := range pids[1:] {
+		syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	if err := waitStopped(pids...); err != nil {
+		t.Fatalf("pause postgres on port %d: %v", p.port, err)
+	}
+}
+
+// Resume continues a server stopped by Pause with SIGCONT.
+func (p *Postgres) Resume(t testing.TB) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pid := range descendants(p.proc.pid()) {
+		syscall.Kill(pid, syscall.SIGCONT)
+	}
+	if err := p.proc.signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("send SIGCONT to postgres on port %d: %v", p.port, err)
+	}
+}
+
+// Restart kills the server with SIGKILL if it is running and starts it
+// again on the same address and the same data, as after a crash: what
+// was committed is kept. It returns once the server answers.
+func (p *Postgres) Restart(t testing.TB) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.killLocked(); err != nil {
+		t.Fatalf("kill postgres on port %d: %v", p.port, err)
+	}
+	p.startLocked(t)
+}
+
+// waitStopped waits until every thread of every process in pids is
+// stopped, so that Pause returns only once the server answers nothing.
+// Processes that have exited are ignored.
+func waitStopped(pids ...int) error {
+	deadline := time.Now().Add(killTimeout)
+	for _, pid := range pids {
+		for !stopped(pid) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("process %d not stopped %v after SIGSTOP", pid, killTimeout)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// stopped reports whether every thread of pid is stopped (or pid is
+// gone).
+func stopped(pid int) bool {
+	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+	if err != nil {
+		return true
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", task.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) > 0 && fields[0] != "T" && fields[0] != "t" && fields[0] != "Z" && fields[0] != "X" {
+			return false
+		}
+	}
+	return true
+}
+
+// descendants returns the pids of root's children, grandchildren and so
+// on, read from /proc.
+func descendants(root int) []int {
+	entries, _ := os.ReadDir("/proc")
+	children := make(map[int][]int)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may contain spaces and ')'.
+		s := string(stat)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(fields[1])
+		children[ppid] = append(children[ppid], pid)
+	}
+	var out []int
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, c := range children[pid] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}

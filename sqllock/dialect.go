@@ -1,0 +1,123 @@
+package sqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Dialect selects the SQL a Locker speaks. The *sql.DB must be opened with
+// the matching driver.
+type Dialect int
+
+const (
+	// MySQL is MySQL 8 or MariaDB 10.3 and later (tested on MariaDB 10.11), through
+	// github.com/go-sql-driver/mysql.
+	MySQL Dialect = iota + 1
+	// PostgreSQL is PostgreSQL 9.5 and later (tested on 15), through
+	// github.com/jackc/pgx/v5/stdlib.
+	PostgreSQL
+	// SQLite is SQLite 3.35 and later, through modernc.org/sqlite.
+	SQLite
+)
+
+// String returns the dialect's name.
+func (d Dialect) String() string {
+	switch d {
+	case MySQL:
+		return "mysql"
+	case PostgreSQL:
+		return "postgresql"
+	case SQLite:
+		return "sqlite"
+	}
+	return "invalid dialect"
+}
+
+// queries are one dialect's steps on one table. Each is one statement (or
+// two where noted) run on the pool.
+type queries struct {
+	migrate      func(ctx context.Context, db *sql.DB) error
+	acquire      func(ctx context.Context, db querier, l driver.Lease) (driver.Result, error)
+	refresh      func(ctx context.Context, db querier, ls []driver.Lease) (map[leaseKey]bool, error)
+	release      func(ctx context.Context, db querier, name, owner string) (bool, error)
+	forceRelease func(ctx context.Context, db querier, name string) (bool, error)
+	cleanup      func(ctx context.Context, db querier, retention time.Duration, limit int) (int64, error)
+	holders      func(ctx context.Context, db querier) ([]Holder, error)
+}
+
+var builders = map[Dialect]func(table string) *queries{
+	MySQL:      mysqlQueries,
+	PostgreSQL: postgresQueries,
+	SQLite:     sqliteQueries,
+}
+
+// retryable reports whether err is a rolled-back transaction that can be
+// run again as it was.
+func retryable(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1213 // ER_LOCK_DEADLOCK
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "40001" || pe.Code == "40P01" // serialization failure, deadlock
+	}
+	return false
+}
+
+// micros converts d to whole microseconds, the unit of every duration
+// passed to the database.
+func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// fromMicros converts microseconds from the database to a Duration,
+// clamping negative values to 0.
+func fromMicros(us int64) time.Duration {
+	return time.Duration(max(us, 0)) * time.Microsecond
+}
+
+// heldSet reads (name, owner) rows into a set.
+func heldSet(rows *sql.Rows) (map[leaseKey]bool, error) {
+	defer rows.Close()
+	held := make(map[leaseKey]bool)
+	for rows.Next() {
+		var name, owner []byte
+		if err := rows.Scan(&name, &owner); err != nil {
+			return nil, err
+		}
+		held[leaseKey{string(name), string(owner)}] = true
+	}
+	return held, rows.Err()
+}
+
+// readHolders reads (name, owner, fence, remaining µs) rows.
+func readHolders(rows *sql.Rows) ([]Holder, error) {
+	defer rows.Close()
+	var hs []Holder
+	for rows.Next() {
+		var (
+			name, owner, meta []byte
+			fence, us         int64
+		)
+		if err := rows.Scan(&name, &owner, &fence, &us, &meta); err != nil {
+			return nil, err
+		}
+		hs = append(hs, Holder{Name: string(name), Owner: string(owner), Fence: uint64(fence), Remaining: fromMicros(us), Metadata: string(meta)})
+	}
+	return hs, rows.Err()
+}
+
+// affected returns whether res changed a row.
+func affected(res sql.Result, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}

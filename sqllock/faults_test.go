@@ -1,0 +1,331 @@
+package sqllock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/sqllock"
+)
+
+// server is what the fault tests do to a database server.
+type server interface {
+	Pause(t testing.TB)
+	Resume(t testing.TB)
+	Restart(t testing.TB)
+}
+
+// testServerPaused holds a lock while the server is stopped with SIGSTOP:
+// Done must close before the lease ends in the database, which the row
+// shows once the server runs again; and new locks work after Resume.
+func testServerPaused(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) {
+	const ttl = 4 * time.Second
+	l := newLocker(t, db, d, nil)
+	name := uniqueName(t)
+	k := mustAcquire(t, l, name, dlock.WithTTL(ttl))
+
+	s.Pause(t)
+	paused := time.Now()
+	select {
+	case <-k.Done():
+	case <-time.After(ttl + 5*time.Second):
+		s.Resume(t)
+		t.Fatalf("Done of %q not closed %v after the server was paused", name, time.Since(paused))
+	}
+	closedAfter := time.Since(paused)
+	s.Resume(t)
+	if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrLost) {
+		t.Errorf("Cause(Context()) = %v, want ErrLost", cause)
+	}
+
+	// The database has not ended the lease yet: Done closed first.
+	var h *sqllock.Holder
+	eventually(t, 10*time.Second, "Holders after Resume", func(ctx context.Context) error {
+		hs, err := sqllock.Holders(ctx, db, d, "")
+		for _, x := range hs {
+			if x.Name == name {
+				h = &x
+			}
+		}
+		return err
+	})
+	if h == nil || h.Fence != k.Fence() {
+		t.Fatalf("Holders() entry for %q right after Done closed (%v after Pause) = %+v, want this lock's token %d with time left: the database lease ended before Done closed",
+			name, closedAfter, h, k.Fence())
+	}
+	t.Logf("Done closed %v after Pause; the database lease had %v left", closedAfter, h.Remaining)
+
+	// New locks work after Resume, and the lost name is free once its
+	// lease ends.
+	other := newLocker(t, db, d, nil)
+	eventually(t, 10*time.Second, "TryAcquire after Resume", func(ctx context.Context) error {
+		k, err := other.TryAcquire(ctx, uniqueName(t))
+		if err == nil {
+			k.Release(ctx)
+		}
+		return err
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), ttl+10*time.Second)
+	defer cancel()
+	k2, err := other.Acquire(ctx, name)
+	if err != nil {
+		t.Fatalf("Acquire(%q) after its lost lease = %v, want a lock", name, err)
+	}
+	if k2.Fence() <= k.Fence() {
+		t.Errorf("Fence after the lost lease = %d, want > %d", k2.Fence(), k.Fence())
+	}
+	k2.Release(t.Context())
+}
+
+// testServerRestarted holds a lock while the server is killed and started
+// again on the same data: either Done closes, or the lock is still held
+// consistently; new locks work afterwards.
+func testServerRestarted(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) {
+	const ttl = 2 * time.Second
+	l := newLocker(t, db, d, nil)
+	other := newLocker(t, db, d, nil)
+	name := uniqueName(t)
+	k := mustAcquire(t, l, name, dlock.WithTTL(ttl))
+	s.Restart(t)
+	select {
+	case <-k.Done():
+		t.Logf("Done closed across the restart (%v)", context.Cause(k.Context()))
+	case <-time.After(3 * ttl):
+		// Renewed across the restart: still ours, and nobody else's.
+		var h *sqllock.Holder
+		eventually(t, 10*time.Second, "Holders after Restart", func(ctx context.Context) error {
+			hs, err := sqllock.Holders(ctx, db, d, "")
+			for _, x := range hs {
+				if x.Name == name {
+					h = &x
+				}
+			}
+			return err
+		})
+		if isClosed(k.Done()) {
+			break
+		}
+		if h == nil || h.Fence != k.Fence() {
+			t.Fatalf("lock %q open after a restart, but Holders() shows %+v, want token %d", name, h, k.Fence())
+		}
+		wantNotAcquired(t, other, name)
+		if err := k.Release(t.Context()); err != nil {
+			t.Errorf("Release(%q) after a restart = %v, want nil", name, err)
+		}
+		t.Log("lock renewed across the restart")
+	}
+	eventually(t, 10*time.Second, "TryAcquire after Restart", func(ctx context.Context) error {
+		k, err := other.TryAcquire(ctx, uniqueName(t))
+		if err == nil {
+			k.Release(ctx)
+		}
+		return err
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), ttl+10*time.Second)
+	defer cancel()
+	k2, err := other.Acquire(ctx, name)
+	if err != nil {
+		t.Fatalf("Acquire(%q) after Restart = %v, want a lock", name, err)
+	}
+	if k2.Fence() <= k.Fence() {
+		t.Errorf("Fence after Restart = %d, want > %d", k2.Fence(), k.Fence())
+	}
+	k2.Release(t.Context())
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// testListenerReconnects checks that a waiter that relies on NOTIFY (its
+// fallback is a minute) is still woken by a release after the server
+// restarted under its listening connection.
+func testListenerReconnects(t *testing.T, p *testserver.Postgres, db *sql.DB) {
+	a := newLocker(t, db, sqllock.PostgreSQL, nil)
+	b := newLocker(t, db, sqllock.PostgreSQL, &sqllock.Options{MaxRetryInterval: time.Minute})
+	name := uniqueName(t)
+	k := mustAcquire(t, a, name, dlock.WithTTL(30*time.Second))
+	got := make(chan *dlock.Lock, 1)
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			// An attempt that meets a connection broken by the restart
+			// fails; wait again.
+			if k, err := b.Acquire(ctx, name); err == nil {
+				got <- k
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		close(got)
+	})
+	time.Sleep(300 * time.Millisecond) // let b wait
+	p.Restart(t)
+	time.Sleep(500 * time.Millisecond) // let b's listener reconnect
+	eventually(t, 10*time.Second, "Release after Restart", func(ctx context.Context) error { return k.Release(ctx) })
+	released := time.Now()
+	select {
+	case k2 := <-got:
+		if k2 == nil {
+			t.Fatalf("waiting Acquire(%q) gave up", name)
+		}
+		t.Logf("woken %v after Release", time.Since(released))
+		k2.Release(t.Context())
+	case <-time.After(10 * time.Second):
+		t.Fatalf("waiter on %q not woken 10s after Release that followed a restart", name)
+	}
+}
+
+func dialectArg(d sqllock.Dialect) string { return d.String() }
+
+// testKilledHolder kills -9 a process holding a lock: another process
+// gets the lock once the lease ends in the database, not before.
+func testKilledHolder(t *testing.T, db *sql.DB, d sqllock.Dialect, dsn string) {
+	const ttl = 2 * time.Second
+	name := uniqueName(t)
+	w := startWorker(t, "hold", dialectArg(d), dsn, name, ttl.String())
+	line := w.line(t)
+	fence, err := strconv.ParseUint(strings.TrimPrefix(line, "held "), 10, 64)
+	if err != nil {
+		t.Fatalf("worker printed %q, want held FENCE", line)
+	}
+	w.kill(t)
+	l := newLocker(t, db, d, nil)
+	wantNotAcquired(t, l, name)
+	before := time.Now()
+	h := holder(t, db, d, "", name)
+	if h == nil || h.Fence != fence {
+		t.Fatalf("Holders() entry for %q after its holder was killed = %+v, want token %d", name, h, fence)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), h.Remaining+10*time.Second)
+	defer cancel()
+	k, err := l.Acquire(ctx, name)
+	if err != nil {
+		t.Fatalf("Acquire(%q) after its holder was killed = %v, want a lock", name, err)
+	}
+	took := time.Since(before)
+	t.Logf("taken %v after the kill; the lease had %v left", took, h.Remaining)
+	if took < h.Remaining-5*time.Millisecond {
+		t.Errorf("Acquire(%q) succeeded %v after the kill, before the lease's %v ran out", name, took, h.Remaining)
+	}
+	if k.Fence() <= fence {
+		t.Errorf("Fence = %d, want > %d", k.Fence(), fence)
+	}
+	k.Release(t.Context())
+}
+
+// testProcesses runs worker processes that increment a counter file under
+// one lock on a shared SQLite file: the count must be exact, and no worker
+// may find another inside.
+func testProcesses(t *testing.T, dsn string) {
+	const procs, iterations = 4, 30
+	name := uniqueName(t)
+	counter := filepath.Join(t.TempDir(), "counter")
+	var ws []*worker
+	for range procs {
+		ws = append(ws, startWorker(t, "count", "sqlite", dsn, name, counter, strconv.Itoa(iterations)))
+	}
+	for _, w := range ws {
+		w.wait(t)
+	}
+	data, err := os.ReadFile(counter)
+	if err != nil {
+		t.Fatalf("read counter: %v", err)
+	}
+	if got := strings.TrimSpace(string(data)); got != strconv.Itoa(procs*iterations) {
+		t.Errorf("counter = %s, want %d", got, procs*iterations)
+	}
+}
+
+// testListenerLostNotification breaks the listening connection of a waiter
+// (its fallback is a minute) and releases before it can reconnect: the
+// notification is lost, so the reconnection must wake the waiter.
+func testListenerLostNotification(t *testing.T, db *sql.DB) {
+	a := newLocker(t, db, sqllock.PostgreSQL, nil)
+	b := newLocker(t, db, sqllock.PostgreSQL, &sqllock.Options{MaxRetryInterval: time.Minute})
+	name := uniqueName(t)
+	k := mustAcquire(t, a, name, dlock.WithTTL(30*time.Second))
+	got := acquireAsync(t, b, name)
+	time.Sleep(300 * time.Millisecond) // let b wait
+	var n int
+	err := db.QueryRowContext(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE query = 'LISTEN "`+sqllock.DefaultTable+`"' AND pid <> pg_backend_pid()`).Scan(&n)
+	if err != nil || n != 1 {
+		t.Fatalf("terminate the listening backend: %d terminated, %v; want 1, nil", n, err)
+	}
+	if err := k.Release(t.Context()); err != nil {
+		t.Fatalf("Release(%q) = %v", name, err)
+	}
+	released := time.Now()
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("waiting Acquire(%q) = %v, want a lock", name, r.err)
+		}
+		t.Logf("woken %v after Release", time.Since(released))
+		r.k.Release(t.Context())
+	case <-time.After(10 * time.Second):
+		t.Fatalf("waiter on %q not woken 10s after a Release its listener missed", name)
+	}
+}
+
+type acquired struct {
+	k   *dlock.Lock
+	err error
+}
+
+func acquireAsync(t *testing.T, l *dlock.Locker, name string) <-chan acquired {
+	ch := make(chan acquired, 1)
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	wg.Go(func() {
+		defer cancel()
+		k, err := l.Acquire(ctx, name)
+		ch <- acquired{k, err}
+	})
+	return ch
+}
+
+// testPoolOfOne checks that waiting does not take a connection from the
+// pool: with a pool of one connection, a waiter on PostgreSQL still gets
+// the name when its holder releases.
+func testPoolOfOne(t *testing.T, p *testserver.Postgres) {
+	db := p.DB(t)
+	db.SetMaxOpenConns(1)
+	a := newLocker(t, db, sqllock.PostgreSQL, nil)
+	b := newLocker(t, db, sqllock.PostgreSQL, nil)
+	name := uniqueName(t)
+	k := mustAcquire(t, a, name)
+	got := acquireAsync(t, b, name)
+	time.Sleep(300 * time.Millisecond) // let b wait
+	if err := k.Release(t.Context()); err != nil {
+		t.Fatalf("Release(%q) = %v", name, err)
+	}
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("waiting Acquire(%q) = %v, want a lock", name, r.err)
+		}
+		r.k.Release(t.Context())
+	case <-time.After(10 * time.Second):
+		t.Fatalf("waiter on %q not woken 10s after Release", name)
+	}
+}

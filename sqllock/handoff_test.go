@@ -1,0 +1,71 @@
+package sqllock_test
+
+import (
+	"database/sql"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/sqllock"
+)
+
+// holdTime is how long the holder keeps the lock in the long-hold handoff
+// benchmarks: longer than DefaultPollInterval, so a polling waiter has
+// backed off to its longest wait.
+const holdTime = 300 * time.Millisecond
+
+// benchLongHoldHandoff measures the time from Release returning to the
+// waiter's Acquire returning when the waiter has waited holdTime, the case
+// where polling and notifications differ.
+func benchLongHoldHandoff(b *testing.B, db *sql.DB, d sqllock.Dialect) {
+	holder := sqllock.New(db, d, nil)
+	defer holder.Close()
+	waiter := sqllock.New(db, d, nil)
+	defer waiter.Close()
+	name := uniqueName(b)
+	ctx := b.Context()
+	var ds []time.Duration
+	for b.Loop() {
+		k, err := holder.Acquire(ctx, name)
+		if err != nil {
+			b.Fatalf("Acquire(%q) = %v", name, err)
+		}
+		type result struct {
+			at  time.Time
+			err error
+		}
+		got := make(chan result, 1)
+		go func() {
+			k, err := waiter.Acquire(ctx, name)
+			at := time.Now()
+			if err == nil {
+				err = k.Release(ctx)
+			}
+			got <- result{at, err}
+		}()
+		time.Sleep(holdTime)
+		if err := k.Release(ctx); err != nil {
+			b.Fatalf("Release(%q) = %v", name, err)
+		}
+		released := time.Now()
+		r := <-got
+		if r.err != nil {
+			b.Fatalf("waiter: %v", r.err)
+		}
+		ds = append(ds, r.at.Sub(released))
+	}
+	slices.Sort(ds)
+	b.ReportMetric(float64(ds[len(ds)/2].Nanoseconds()), "handoff-p50-ns")
+	b.ReportMetric(float64(ds[min(len(ds)-1, len(ds)*99/100)].Nanoseconds()), "handoff-p99-ns")
+}
+
+func BenchmarkLongHoldHandoff(b *testing.B) {
+	b.Run("MariaDB", func(b *testing.B) {
+		benchLongHoldHandoff(b, testserver.StartMariaDB(b).DB(b), sqllock.MySQL)
+	})
+	b.Run("Postgres", func(b *testing.B) {
+		benchLongHoldHandoff(b, testserver.StartPostgres(b).DB(b), sqllock.PostgreSQL)
+	})
+	b.Run("SQLite", func(b *testing.B) { benchLongHoldHandoff(b, newSQLite(b), sqllock.SQLite) })
+}

@@ -1,0 +1,249 @@
+package sqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// pgDriver adds LISTEN/NOTIFY wake-ups to the PostgreSQL driver.
+type pgDriver struct {
+	*sqlDriver
+	lis *listener
+}
+
+func (d *pgDriver) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	w, stop, err := d.lis.watch(ctx, name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqllock: watch %q: %w", name, err)
+	}
+	return w, stop, nil
+}
+
+func (d *pgDriver) Close() error {
+	d.lis.close()
+	return d.sqlDriver.Close()
+}
+
+var _ driver.Notifier = (*pgDriver)(nil)
+
+const (
+	// listenTimeout bounds how long Watch waits for LISTEN to be active;
+	// past it the waiter polls instead.
+	listenTimeout = 2 * time.Second
+	// maxReconnectDelay bounds the wait between attempts to reopen the
+	// listening connection.
+	maxReconnectDelay = 2 * time.Second
+)
+
+// listener holds one connection, with the settings of the pool's, that
+// LISTENs on the table's channel, and wakes the watchers of the names that
+// notifications carry. Its goroutine, started by the first watch, owns the
+// connection; it exits when close cancels its context.
+type listener struct {
+	db      *sql.DB
+	channel string
+	cfg     *pgx.ConnConfig // the pool's connection settings; used by the goroutine only
+
+	mu       sync.Mutex
+	closed   bool
+	cancel   context.CancelFunc // stops the goroutine; nil until started
+	done     chan struct{}      // closed when the goroutine has exited
+	ready    chan struct{}      // closed while LISTEN is active; replaced when the connection breaks
+	sessions int                // connections on which LISTEN succeeded
+	watchers map[string]map[chan struct{}]struct{}
+}
+
+func newListener(db *sql.DB, channel string) *listener {
+	return &listener{
+		db:       db,
+		channel:  channel,
+		ready:    make(chan struct{}),
+		watchers: make(map[string]map[chan struct{}]struct{}),
+	}
+}
+
+func (l *listener) watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	w := make(chan struct{}, 1)
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, nil, errors.New("listener closed")
+	}
+	if l.cancel == nil {
+		lctx, cancel := context.WithCancel(context.Background())
+		l.cancel, l.done = cancel, make(chan struct{})
+		go l.run(lctx) // exits when close calls l.cancel
+	}
+	m := l.watchers[name]
+	if m == nil {
+		m = make(map[chan struct{}]struct{})
+		l.watchers[name] = m
+	}
+	m[w] = struct{}{}
+	ready := l.ready
+	l.mu.Unlock()
+
+	stop := func() { l.unwatch(name, w) }
+	t := time.NewTimer(listenTimeout)
+	defer t.Stop()
+	select {
+	case <-ready:
+		return w, stop, nil
+	case <-t.C:
+		stop()
+		return nil, nil, fmt.Errorf("LISTEN not active after %v", listenTimeout)
+	case <-ctx.Done():
+		stop()
+		return nil, nil, ctx.Err()
+	}
+}
+
+func (l *listener) unwatch(name string, w chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.watchers[name], w)
+	if len(l.watchers[name]) == 0 {
+		delete(l.watchers, name)
+	}
+}
+
+// run keeps a listening connection open until ctx ends, reconnecting with
+// backoff when it breaks.
+func (l *listener) run(ctx context.Context) {
+	defer close(l.done)
+	delay := 50 * time.Millisecond
+	for {
+		if l.session(ctx) {
+			delay = 50 * time.Millisecond
+		}
+		l.mu.Lock()
+		select {
+		case <-l.ready:
+			l.ready = make(chan struct{})
+		default:
+		}
+		l.mu.Unlock()
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		delay = min(2*delay, maxReconnectDelay)
+	}
+}
+
+// session opens a connection, LISTENs, and delivers notifications until
+// the connection breaks or ctx ends. It reports whether LISTEN succeeded.
+//
+// The connection is the listener's own, opened with the configuration of
+// the pool's connections (address, credentials, TLS) rather than taken
+// from the pool: database/sql locks a connection for as long as Conn.Raw
+// runs, and a Stmt.Close anywhere on the pool that needs that connection
+// would block until the Locker closed.
+func (l *listener) session(ctx context.Context) (listened bool) {
+	if l.cfg == nil {
+		cfg, err := l.config(ctx)
+		if err != nil {
+			return false
+		}
+		l.cfg = cfg
+	}
+	pc, err := pgx.ConnectConfig(ctx, l.cfg.Copy())
+	if err != nil {
+		return false
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		pc.Close(cctx)
+	}()
+	if _, err := pc.Exec(ctx, `LISTEN "`+l.channel+`"`); err != nil {
+		return false
+	}
+	l.listening()
+	for {
+		n, err := pc.WaitForNotification(ctx)
+		if err != nil {
+			return true
+		}
+		l.notify(n.Payload)
+	}
+}
+
+// closeTimeout bounds the goodbye to the server when the listening
+// connection closes.
+const closeTimeout = time.Second
+
+// config returns the configuration of the pool's pgx connections.
+func (l *listener) config(ctx context.Context) (*pgx.ConnConfig, error) {
+	conn, err := l.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var cfg *pgx.ConnConfig
+	err = conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("not a pgx connection (%T)", dc)
+		}
+		cfg = sc.Conn().Config()
+		// The copy still delivers notifications to the pool
+		// connection's buffer; pgx installs its own when nil.
+		cfg.OnNotification = nil
+		return nil
+	})
+	return cfg, err
+}
+
+// listening marks LISTEN active. After a reconnection it wakes every
+// watcher, since notifications may have been lost meanwhile.
+func (l *listener) listening() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	close(l.ready)
+	l.sessions++
+	if l.sessions > 1 {
+		for _, m := range l.watchers {
+			wake(m)
+		}
+	}
+}
+
+func (l *listener) notify(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	wake(l.watchers[name])
+}
+
+func wake(m map[chan struct{}]struct{}) {
+	for w := range m {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (l *listener) close() error {
+	l.mu.Lock()
+	l.closed = true
+	cancel, done := l.cancel, l.done
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	return nil
+}

@@ -1,0 +1,243 @@
+package sqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+)
+
+const (
+	// DefaultTable is Options.Table's default.
+	DefaultTable = "dlock_locks"
+
+	// DefaultPollInterval is Options.MaxRetryInterval's default for MySQL
+	// and SQLite, whose waiters poll.
+	DefaultPollInterval = 250 * time.Millisecond
+
+	// DefaultIdleRetention is Options.IdleRetention's default.
+	DefaultIdleRetention = time.Hour
+
+	// CleanupInterval is how often, at most, a Locker deletes idle rows.
+	CleanupInterval = time.Minute
+
+	// cleanupBatch bounds the rows one cleanup deletes.
+	cleanupBatch = 100
+
+	// refreshBatch bounds the leases one refresh statement carries.
+	refreshBatch = 200
+)
+
+// Options configures a SQL Locker. A nil *Options means defaults.
+type Options struct {
+	// Table is the lease table's name: a plain identifier of letters,
+	// digits and underscores, not starting with a digit, at most 63
+	// bytes. On PostgreSQL it also names the NOTIFY channel.
+	// Default: DefaultTable.
+	Table string
+
+	// MaxRetryInterval bounds how long a waiter waits before trying
+	// again when nothing wakes it (a waiter never waits longer than the
+	// holder's remaining lease either). Default: DefaultPollInterval for
+	// MySQL and SQLite, dlock.DefaultMaxRetryInterval for PostgreSQL.
+	MaxRetryInterval time.Duration
+
+	// IdleRetention is how long a free or expired row is kept before a
+	// cleanup may delete it. Fencing tokens of a name whose row was
+	// deleted stay increasing unless the database's clock steps back by
+	// more than this. Default: DefaultIdleRetention.
+	IdleRetention time.Duration
+}
+
+// New returns a Locker on the lease table of db, which must be opened
+// with the driver for dialect. The Locker does not close db. A nil opts
+// means defaults. An invalid dialect, table name or a nil db makes every
+// acquisition fail with an error wrapping dlock.ErrInvalid.
+func New(db *sql.DB, dialect Dialect, opts *Options) *dlock.Locker {
+	return newLocker(db, dialect, opts, false)
+}
+
+// newLocker is New; with ownDB set (Open made db) the Locker's Close closes
+// db.
+func newLocker(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) *dlock.Locker {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Table == "" {
+		o.Table = DefaultTable
+	}
+	if o.IdleRetention <= 0 {
+		o.IdleRetention = DefaultIdleRetention
+	}
+	if o.MaxRetryInterval <= 0 && dialect != PostgreSQL {
+		o.MaxRetryInterval = DefaultPollInterval
+	}
+	d := &sqlDriver{db: db, ownDB: ownDB, stmts: newStmtCache(db), table: o.Table, retention: o.IdleRetention}
+	d.q, d.err = prepare(db, dialect, o.Table)
+	cfg := &dlock.Config{MaxRetryInterval: o.MaxRetryInterval}
+	if dialect == PostgreSQL && d.err == nil {
+		return dlock.New(&pgDriver{sqlDriver: d, lis: newListener(db, o.Table)}, cfg)
+	}
+	return dlock.New(d, cfg)
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// prepare validates the arguments and returns dialect's statements for
+// table.
+func prepare(db *sql.DB, dialect Dialect, table string) (*queries, error) {
+	if table == "" {
+		table = DefaultTable
+	}
+	if db == nil {
+		return nil, fmt.Errorf("sqllock: nil *sql.DB: %w", dlock.ErrInvalid)
+	}
+	if !identifier.MatchString(table) {
+		return nil, fmt.Errorf("sqllock: table name %q is not a plain identifier: %w", table, dlock.ErrInvalid)
+	}
+	build := builders[dialect]
+	if build == nil {
+		return nil, fmt.Errorf("sqllock: unknown dialect %d: %w", int(dialect), dlock.ErrInvalid)
+	}
+	return build(table), nil
+}
+
+// sqlDriver implements driver.Driver for every dialect; pgDriver adds
+// LISTEN/NOTIFY wake-ups.
+type sqlDriver struct {
+	db        *sql.DB
+	ownDB     bool       // made by Open: Close closes it
+	stmts     *stmtCache // db with this Locker's prepared statements
+	table     string
+	retention time.Duration
+	q         *queries
+	err       error // configuration error, wrapping dlock.ErrInvalid
+
+	mu          sync.Mutex
+	migrated    bool      // the table is known to exist
+	nextCleanup time.Time // earliest time of the next cleanup
+}
+
+// ensure creates the table once per Locker; a failure is retried on the
+// next call.
+func (d *sqlDriver) ensure(ctx context.Context) error {
+	if d.err != nil {
+		return d.err
+	}
+	d.mu.Lock()
+	done := d.migrated
+	d.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := d.q.migrate(ctx, d.db); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.migrated = true
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *sqlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
+	if err := d.ensure(ctx); err != nil {
+		return driver.Result{}, fmt.Errorf("sqllock: acquire %q: %w", l.Name, err)
+	}
+	res, err := retry(ctx, func() (driver.Result, error) { return d.q.acquire(ctx, d.stmts, l) })
+	if err != nil {
+		return driver.Result{}, fmt.Errorf("sqllock: acquire %q: %w", l.Name, err)
+	}
+	d.maybeCleanup(ctx)
+	return res, nil
+}
+
+// maybeCleanup deletes a bounded number of idle rows if none was deleted
+// by this Locker within CleanupInterval. Errors are ignored: the next
+// cleanup tries again.
+func (d *sqlDriver) maybeCleanup(ctx context.Context) {
+	now := time.Now()
+	d.mu.Lock()
+	due := !now.Before(d.nextCleanup)
+	if due {
+		d.nextCleanup = now.Add(CleanupInterval)
+	}
+	d.mu.Unlock()
+	if due {
+		_, _ = retry(ctx, func() (int64, error) { return d.q.cleanup(ctx, d.stmts, d.retention, cleanupBatch) })
+	}
+}
+
+func (d *sqlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
+	errs := make([]error, len(ls))
+	for start := 0; start < len(ls); start += refreshBatch {
+		chunk := ls[start:min(start+refreshBatch, len(ls))]
+		var held map[leaseKey]bool
+		err := d.err
+		if err == nil {
+			held, err = retry(ctx, func() (map[leaseKey]bool, error) { return d.q.refresh(ctx, d.stmts, chunk) })
+		}
+		for i, l := range chunk {
+			switch {
+			case err != nil:
+				errs[start+i] = fmt.Errorf("sqllock: refresh %q: %w", l.Name, err)
+			case !held[leaseKey{l.Name, l.Owner}]:
+				errs[start+i] = fmt.Errorf("sqllock: refresh %q: %w", l.Name, driver.ErrNotHeld)
+			}
+		}
+	}
+	return errs
+}
+
+func (d *sqlDriver) Release(ctx context.Context, l driver.Lease) error {
+	if d.err != nil {
+		return fmt.Errorf("sqllock: release %q: %w", l.Name, d.err)
+	}
+	ok, err := retry(ctx, func() (bool, error) { return d.q.release(ctx, d.stmts, l.Name, l.Owner) })
+	switch {
+	case err != nil:
+		return fmt.Errorf("sqllock: release %q: %w", l.Name, err)
+	case !ok:
+		return fmt.Errorf("sqllock: release %q: %w", l.Name, driver.ErrNotHeld)
+	}
+	return nil
+}
+
+func (d *sqlDriver) Close() error {
+	err := d.stmts.close()
+	if d.ownDB {
+		err = errors.Join(err, d.db.Close())
+	}
+	if err != nil {
+		return fmt.Errorf("sqllock: close: %w", err)
+	}
+	return nil
+}
+
+// leaseKey identifies a lease in refresh results.
+type leaseKey struct{ name, owner string }
+
+// retryAttempts bounds how often a step rolled back by a deadlock is run
+// again.
+const retryAttempts = 5
+
+// retry runs f again, a few times, while it fails with an error the
+// database reports as a rolled-back transaction that is safe to retry
+// (a MySQL deadlock, a PostgreSQL serialization failure).
+func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	for attempt := 1; ; attempt++ {
+		v, err := f()
+		if err == nil || attempt == retryAttempts || !retryable(err) || ctx.Err() != nil {
+			return v, err
+		}
+	}
+}
+
+// errNoRow reports a missing row where one must exist.
+var errNoRow = errors.New("no row")

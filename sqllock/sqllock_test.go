@@ -1,0 +1,146 @@
+package sqllock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite" // registers driver "sqlite"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/sqllock"
+)
+
+func TestMain(m *testing.M) {
+	runWorker() // returns at once unless this process is a worker
+	os.Exit(m.Run())
+}
+
+// harness returns a conformance Harness on db. Every Locker shares db, like
+// the goroutines of one service would.
+func harness(db *sql.DB, dialect sqllock.Dialect) dlocktest.Harness {
+	return dlocktest.Harness{
+		NewLocker: func(t testing.TB) *dlock.Locker { return sqllock.New(db, dialect, nil) },
+		Expire: func(t testing.TB, name string) {
+			t.Helper()
+			if err := sqllock.ForceRelease(t.Context(), db, dialect, "", name); err != nil {
+				t.Fatalf("ForceRelease(%q) = %v, want nil", name, err)
+			}
+		},
+		Ping: func(ctx context.Context) error {
+			var one int
+			return db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+		},
+		TTL: time.Second,
+	}
+}
+
+// sqliteDSN is the data source name the package documents for SQLite.
+func sqliteDSN(path string) string {
+	return "file:" + path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+}
+
+// openSQLite opens the SQLite database at path, closed when the test ends.
+func openSQLite(t testing.TB, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", sqliteDSN(path))
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func newSQLite(t testing.TB) *sql.DB {
+	t.Helper()
+	return openSQLite(t, filepath.Join(t.TempDir(), "locks.db"))
+}
+
+// Each dialect's tests share one server (or database file), started once:
+// the conformance suite first, then the other properties, then the faults
+// that pause or restart the server. They do not run in parallel: the
+// conformance suite checks that Close leaves no goroutine behind.
+
+func TestMariaDB(t *testing.T) {
+	m := testserver.StartMariaDB(t)
+	db := m.DB(t)
+	t.Run("Conformance", func(t *testing.T) { dlocktest.Run(t, harness(db, sqllock.MySQL)) })
+	testProperties(t, db, sqllock.MySQL, m.DSN())
+	t.Run("OpenURL", func(t *testing.T) { testOpenURL(t, mysqlURL(t, m.DSN()), sqllock.New(db, sqllock.MySQL, nil)) })
+	t.Run("ServerPaused", func(t *testing.T) { testServerPaused(t, m, db, sqllock.MySQL) })
+	t.Run("ServerRestarted", func(t *testing.T) { testServerRestarted(t, m, db, sqllock.MySQL) })
+}
+
+func TestPostgres(t *testing.T) {
+	p := testserver.StartPostgres(t)
+	db := p.DB(t)
+	t.Run("Conformance", func(t *testing.T) { dlocktest.Run(t, harness(db, sqllock.PostgreSQL)) })
+	testProperties(t, db, sqllock.PostgreSQL, p.DSN())
+	t.Run("OpenURL", func(t *testing.T) { testOpenURL(t, p.DSN(), sqllock.New(db, sqllock.PostgreSQL, nil)) })
+	t.Run("ServerPaused", func(t *testing.T) { testServerPaused(t, p, db, sqllock.PostgreSQL) })
+	t.Run("ServerRestarted", func(t *testing.T) { testServerRestarted(t, p, db, sqllock.PostgreSQL) })
+	t.Run("ListenerReconnects", func(t *testing.T) { testListenerReconnects(t, p, db) })
+	t.Run("ListenerLostNotification", func(t *testing.T) { testListenerLostNotification(t, db) })
+	t.Run("PoolOfOne", func(t *testing.T) { testPoolOfOne(t, p) })
+}
+
+func TestSQLite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "locks.db")
+	db := openSQLite(t, path)
+	t.Run("Conformance", func(t *testing.T) { dlocktest.Run(t, harness(db, sqllock.SQLite)) })
+	testProperties(t, db, sqllock.SQLite, sqliteDSN(path))
+	t.Run("OpenURL", func(t *testing.T) { testOpenURL(t, "sqlite://"+path, sqllock.New(db, sqllock.SQLite, nil)) })
+	t.Run("Processes", func(t *testing.T) { testProcesses(t, sqliteDSN(path)) })
+}
+
+// testProperties runs the properties beyond the conformance suite that
+// hold on every dialect.
+func testProperties(t *testing.T, db *sql.DB, d sqllock.Dialect, dsn string) {
+	t.Run("HostileNames", func(t *testing.T) { testHostileNames(t, db, d) })
+	t.Run("BadTable", func(t *testing.T) { testBadTable(t, db, d) })
+	t.Run("HoldersAndForceRelease", func(t *testing.T) { testHolders(t, db, d) })
+	t.Run("CustomTable", func(t *testing.T) { testCustomTable(t, db, d) })
+	t.Run("CleanupKeepsFencing", func(t *testing.T) { testCleanup(t, db, d) })
+	t.Run("KilledHolder", func(t *testing.T) { testKilledHolder(t, db, d, dsn) })
+}
+
+func BenchmarkMariaDB(b *testing.B) {
+	m := testserver.StartMariaDB(b)
+	dlocktest.RunBenchmarks(b, harness(m.DB(b), sqllock.MySQL))
+}
+
+func BenchmarkPostgres(b *testing.B) {
+	p := testserver.StartPostgres(b)
+	dlocktest.RunBenchmarks(b, harness(p.DB(b), sqllock.PostgreSQL))
+}
+
+func BenchmarkSQLite(b *testing.B) {
+	dlocktest.RunBenchmarks(b, harness(newSQLite(b), sqllock.SQLite))
+}
+
+// mustAcquire takes name on l or fails the test.
+func mustAcquire(t *testing.T, l *dlock.Locker, name string, opts ...dlock.Option) *dlock.Lock {
+	t.Helper()
+	k, err := l.TryAcquire(t.Context(), name, opts...)
+	if err != nil {
+		t.Fatalf("TryAcquire(%q) = %v, want a lock", name, err)
+	}
+	return k
+}
+
+func wantNotAcquired(t *testing.T, l *dlock.Locker, name string) {
+	t.Helper()
+	k, err := l.TryAcquire(t.Context(), name)
+	if !errors.Is(err, dlock.ErrNotAcquired) {
+		if k != nil {
+			k.Release(t.Context())
+		}
+		t.Fatalf("TryAcquire(%q) = %v, want ErrNotAcquired", name, err)
+	}
+}
