@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,8 +23,7 @@ type Etcd struct {
 	port int    // client port, kept across restarts
 	peer int    // peer port, kept across restarts
 
-	mu   sync.Mutex
-	proc *process
+	server
 }
 
 // StartEtcd starts a single-member etcd server (Debian's etcd-server
@@ -37,6 +34,7 @@ type Etcd struct {
 func StartEtcd(t testing.TB) *Etcd {
 	t.Helper()
 	e := &Etcd{bin: Need(t, "etcd", "etcd-server"), dir: t.TempDir()}
+	e.server = server{name: "etcd", where: e.addr, start: e.startLocked}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.startLocked(t)
@@ -143,49 +141,4 @@ func (e *Etcd) Watchers(t testing.TB) int {
 		t.Fatalf("etcd metrics lack %s", strings.TrimSpace(metric))
 	}
 	return int(n)
-}
-
-// Kill kills the server with SIGKILL and waits until it has exited. Killing
-// a server that is not running does nothing.
-func (e *Etcd) Kill(t testing.TB) {
-	t.Helper()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err := e.proc.kill(); err != nil {
-		t.Fatalf("kill etcd on %s: %v", e.addr(), err)
-	}
-}
-
-// Pause stops the server with SIGSTOP: it answers nothing until Resume.
-func (e *Etcd) Pause(t testing.TB) {
-	t.Helper()
-	e.signal(t, syscall.SIGSTOP)
-}
-
-// Resume continues a server stopped by Pause with SIGCONT.
-func (e *Etcd) Resume(t testing.TB) {
-	t.Helper()
-	e.signal(t, syscall.SIGCONT)
-}
-
-func (e *Etcd) signal(t testing.TB, sig syscall.Signal) {
-	t.Helper()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err := e.proc.signal(sig); err != nil {
-		t.Fatalf("send %v to etcd on %s: %v", sig, e.addr(), err)
-	}
-}
-
-// Restart kills the server with SIGKILL if it is running and starts it
-// again on the same addresses over the same data, so keys and leases
-// survive. It returns once the server is healthy.
-func (e *Etcd) Restart(t testing.TB) {
-	t.Helper()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err := e.proc.kill(); err != nil {
-		t.Fatalf("kill etcd on %s: %v", e.addr(), err)
-	}
-	e.startLocked(t)
 }

@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,8 +23,7 @@ type MariaDB struct {
 	dir  string // holds data/, the socket and server.log; kept across restarts
 	port int    // kept across restarts
 
-	mu   sync.Mutex
-	proc *process
+	server
 }
 
 // mariaDBName is the database StartMariaDB creates and DSN names.
@@ -55,6 +52,7 @@ func StartMariaDB(t testing.TB) *MariaDB {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
 	m := &MariaDB{bin: bin, dir: dir}
+	m.server = server{name: "mariadbd", where: func() string { return redisAddr(m.port) }, start: m.startLocked}
 	m.mu.Lock()
 	m.startLocked(t)
 	m.mu.Unlock()
@@ -146,55 +144,4 @@ func (m *MariaDB) DB(t testing.TB) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
-}
-
-// Kill kills the server with SIGKILL and waits until it has exited.
-// Killing a server that is not running does nothing.
-func (m *MariaDB) Kill(t testing.TB) {
-	t.Helper()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.proc.kill(); err != nil {
-		t.Fatalf("kill mariadbd on port %d: %v", m.port, err)
-	}
-}
-
-// Pause stops the server with SIGSTOP. It keeps accepting TCP connections
-// (the kernel queues them) but answers nothing until Resume.
-func (m *MariaDB) Pause(t testing.TB) {
-	t.Helper()
-	m.signal(t, syscall.SIGSTOP)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := waitStopped(m.proc.pid()); err != nil {
-		t.Fatalf("pause mariadbd on port %d: %v", m.port, err)
-	}
-}
-
-// Resume continues a server stopped by Pause with SIGCONT.
-func (m *MariaDB) Resume(t testing.TB) {
-	t.Helper()
-	m.signal(t, syscall.SIGCONT)
-}
-
-func (m *MariaDB) signal(t testing.TB, sig syscall.Signal) {
-	t.Helper()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.proc.signal(sig); err != nil {
-		t.Fatalf("send %v to mariadbd on port %d: %v", sig, m.port, err)
-	}
-}
-
-// Restart kills the server with SIGKILL if it is running and starts it
-// again on the same address and the same data, as after a crash: what
-// was committed is kept. It returns once the server answers.
-func (m *MariaDB) Restart(t testing.TB) {
-	t.Helper()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.proc.kill(); err != nil {
-		t.Fatalf("kill mariadbd on port %d: %v", m.port, err)
-	}
-	m.startLocked(t)
 }

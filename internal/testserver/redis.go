@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,9 +23,8 @@ type Redis struct {
 	dir  string // temporary directory holding one subdirectory per run
 	port int    // kept across restarts
 
-	mu   sync.Mutex
-	runs int      // number of times the server has been started
-	proc *process // the current (or last) server process
+	server
+	runs int // number of times the server has been started
 }
 
 // StartRedis starts a standalone redis-server without persistence on a free
@@ -37,6 +34,7 @@ type Redis struct {
 func StartRedis(t testing.TB) *Redis {
 	t.Helper()
 	r := &Redis{bin: Need(t, "redis-server", "redis-server"), dir: t.TempDir()}
+	r.server = server{name: "redis-server", where: r.addr, start: r.startLocked}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.startLocked(t)
@@ -72,51 +70,6 @@ func (r *Redis) Addr() string {
 }
 
 func (r *Redis) addr() string { return redisAddr(r.port) }
-
-// Kill kills the server with SIGKILL and waits until it has exited. Killing
-// a server that is not running does nothing.
-func (r *Redis) Kill(t testing.TB) {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.proc.kill(); err != nil {
-		t.Fatalf("kill redis-server on %s: %v", r.addr(), err)
-	}
-}
-
-// Pause stops the server with SIGSTOP. It keeps accepting TCP connections
-// (the kernel queues them) but answers nothing until Resume.
-func (r *Redis) Pause(t testing.TB) {
-	t.Helper()
-	r.signal(t, syscall.SIGSTOP)
-}
-
-// Resume continues a server stopped by Pause with SIGCONT.
-func (r *Redis) Resume(t testing.TB) {
-	t.Helper()
-	r.signal(t, syscall.SIGCONT)
-}
-
-func (r *Redis) signal(t testing.TB, sig syscall.Signal) {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.proc.signal(sig); err != nil {
-		t.Fatalf("send %v to redis-server on %s: %v", sig, r.addr(), err)
-	}
-}
-
-// Restart kills the server with SIGKILL if it is running and starts a new,
-// empty one on the same address. It returns once the new server answers PING.
-func (r *Redis) Restart(t testing.TB) {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.proc.kill(); err != nil {
-		t.Fatalf("kill redis-server on %s: %v", r.addr(), err)
-	}
-	r.startLocked(t)
-}
 
 // Client returns a new go-redis client for the server, closed when the test
 // ends.

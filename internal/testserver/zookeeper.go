@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,8 +29,7 @@ type ZooKeeper struct {
 	dir  string // holds zoo.cfg, data/ and server.log; kept across restarts
 	port int    // kept across restarts
 
-	mu   sync.Mutex
-	proc *process
+	server
 }
 
 // StartZooKeeper starts a standalone ZooKeeper server (Debian's zookeeper
@@ -54,6 +51,7 @@ func StartZooKeeper(t testing.TB) *ZooKeeper {
 		t.Skipf("ZooKeeper jars not found (%v); run ./scripts/test (installs servers) or set DLOCK_REQUIRE_SERVERS=1", err)
 	}
 	z := &ZooKeeper{java: java, dir: t.TempDir()}
+	z.server = server{name: "zookeeper", where: z.addr, start: z.startLocked}
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	z.startLocked(t)
@@ -191,49 +189,4 @@ func (z *ZooKeeper) port0() int {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	return z.port
-}
-
-// Kill kills the server with SIGKILL and waits until it has exited. Killing
-// a server that is not running does nothing.
-func (z *ZooKeeper) Kill(t testing.TB) {
-	t.Helper()
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	if err := z.proc.kill(); err != nil {
-		t.Fatalf("kill zookeeper on %s: %v", z.addr(), err)
-	}
-}
-
-// Pause stops the server with SIGSTOP: it answers nothing until Resume.
-func (z *ZooKeeper) Pause(t testing.TB) {
-	t.Helper()
-	z.signal(t, syscall.SIGSTOP)
-}
-
-// Resume continues a server stopped by Pause with SIGCONT.
-func (z *ZooKeeper) Resume(t testing.TB) {
-	t.Helper()
-	z.signal(t, syscall.SIGCONT)
-}
-
-func (z *ZooKeeper) signal(t testing.TB, sig syscall.Signal) {
-	t.Helper()
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	if err := z.proc.signal(sig); err != nil {
-		t.Fatalf("send %v to zookeeper on %s: %v", sig, z.addr(), err)
-	}
-}
-
-// Restart kills the server with SIGKILL if it is running and starts it
-// again on the same address over the same data, so znodes and sessions
-// survive. It returns once the server answers.
-func (z *ZooKeeper) Restart(t testing.TB) {
-	t.Helper()
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	if err := z.proc.kill(); err != nil {
-		t.Fatalf("kill zookeeper on %s: %v", z.addr(), err)
-	}
-	z.startLocked(t)
 }
