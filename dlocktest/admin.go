@@ -50,7 +50,7 @@ func testForceRelease(t *testing.T, h Harness) {
 	a, b, admin := newLocker(t, h), newLocker(t, h), newLocker(t, h)
 	name := uniqueName(t, "")
 	k := mustAcquire(t, a, t.Context(), name, dlock.WithTTL(h.ttl()))
-	got := acquireAsync(t.Context(), b, name)
+	got := AcquireAsync(t.Context(), b, name)
 	held, err := admin.ForceRelease(t.Context(), name)
 	if errors.Is(err, dlock.ErrUnsupported) {
 		t.Skipf("ForceRelease: %v", err)
@@ -61,13 +61,13 @@ func testForceRelease(t *testing.T, h Harness) {
 	waitClosed(t, k.Done(), h.ttl()+slack, "holder's Done after ForceRelease")
 	select {
 	case r := <-got:
-		if r.err != nil {
-			t.Fatalf("waiting Acquire(%q) after ForceRelease = %v, want a lock", name, r.err)
+		if r.Err != nil {
+			t.Fatalf("waiting Acquire(%q) after ForceRelease = %v, want a lock", name, r.Err)
 		}
-		if r.k.Fence() <= k.Fence() {
-			t.Errorf("Fence after ForceRelease = %d, want > %d", r.k.Fence(), k.Fence())
+		if r.Lock.Fence() <= k.Fence() {
+			t.Errorf("Fence after ForceRelease = %d, want > %d", r.Lock.Fence(), k.Fence())
 		}
-		mustRelease(t, r.k)
+		mustRelease(t, r.Lock)
 	case <-time.After(h.ttl() + slack):
 		t.Fatalf("waiter not woken %v after ForceRelease", h.ttl()+slack)
 	}

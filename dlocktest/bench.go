@@ -109,7 +109,7 @@ func benchHandoff(b *testing.B, h Harness) {
 		if err != nil {
 			b.Fatalf("Acquire(%q) = %v", name, err)
 		}
-		got := acquireAsync(ctx, waiter, name)
+		got := AcquireAsync(ctx, waiter, name)
 		// Let the waiter fail its first attempt and start waiting.
 		time.Sleep(2 * time.Millisecond)
 		if err := k.Release(ctx); err != nil {
@@ -117,11 +117,11 @@ func benchHandoff(b *testing.B, h Harness) {
 		}
 		released := time.Now()
 		r := <-got
-		if r.err != nil {
-			b.Fatalf("waiting Acquire(%q) = %v", name, r.err)
+		if r.Err != nil {
+			b.Fatalf("waiting Acquire(%q) = %v", name, r.Err)
 		}
-		handoffs = append(handoffs, r.at.Sub(released))
-		if err := r.k.Release(ctx); err != nil {
+		handoffs = append(handoffs, r.At.Sub(released))
+		if err := r.Lock.Release(ctx); err != nil {
 			b.Fatalf("Release(%q) = %v", name, err)
 		}
 	}

@@ -25,18 +25,18 @@ func testClose(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("re-entering Acquire(%q) = %v, want a lock", name, err)
 	}
-	got := acquireAsync(t.Context(), l, waited)
+	got := AcquireAsync(t.Context(), l, waited)
 	// A context that cannot end: only Close stops this wait.
-	gotBackground := acquireAsync(context.Background(), l, waited)
+	gotBackground := AcquireAsync(context.Background(), l, waited)
 	time.Sleep(100 * time.Millisecond) // let the waiters subscribe
 	if err := l.Close(); err != nil {
 		t.Fatalf("Close() = %v, want nil", err)
 	}
-	for _, got := range []<-chan acquired{got, gotBackground} {
+	for _, got := range []<-chan Acquired{got, gotBackground} {
 		select {
 		case r := <-got:
-			if !errors.Is(r.err, dlock.ErrClosed) {
-				t.Fatalf("Acquire(%q) waiting across Close = %v, want ErrClosed", waited, r.err)
+			if !errors.Is(r.Err, dlock.ErrClosed) {
+				t.Fatalf("Acquire(%q) waiting across Close = %v, want ErrClosed", waited, r.Err)
 			}
 		case <-time.After(promptly):
 			t.Fatalf("Acquire(%q) still waiting %v after Close", waited, promptly)

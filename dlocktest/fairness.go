@@ -46,6 +46,6 @@ func testFairness(t *testing.T, h Harness) {
 	mustRelease(t, k)
 	wg.Wait()
 	if want := []int{0, 1, 2, 3, 4, 5}; !slices.Equal(order, want) {
-		t.Errorf("waiters acquired in order %v, want arrival order %v", order, want)
+		t.Errorf("waiters Acquired in order %v, want arrival order %v", order, want)
 	}
 }

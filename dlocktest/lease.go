@@ -19,7 +19,7 @@ func testLeaseExpires(t *testing.T, h Harness) {
 	start := time.Now()
 	k := mustAcquire(t, a, t.Context(), name, dlock.WithTTL(ttl), dlock.WithoutRenewal())
 	wantNotAcquired(t, b, name)
-	got := acquireAsync(t.Context(), b, name)
+	got := AcquireAsync(t.Context(), b, name)
 	waitClosed(t, k.Done(), ttl+slack, "Done of a WithoutRenewal lock")
 	lostAt := time.Now()
 	if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrLost) {
@@ -27,18 +27,18 @@ func testLeaseExpires(t *testing.T, h Harness) {
 	}
 	select {
 	case r := <-got:
-		if r.err != nil {
-			t.Fatalf("Acquire(%q) after expiry = %v, want a lock", name, r.err)
+		if r.Err != nil {
+			t.Fatalf("Acquire(%q) after expiry = %v, want a lock", name, r.Err)
 		}
-		if r.at.Before(lostAt) {
-			t.Fatalf("another owner acquired %v before the holder's Done closed", lostAt.Sub(r.at))
+		if r.At.Before(lostAt) {
+			t.Fatalf("another owner acquired %v before the holder's Done closed", lostAt.Sub(r.At))
 		}
 		// The server lease started after start, so it cannot end before
 		// start+ttl; allow the store's millisecond rounding.
-		if d := r.at.Sub(start); d < ttl-5*time.Millisecond {
+		if d := r.At.Sub(start); d < ttl-5*time.Millisecond {
 			t.Fatalf("another owner acquired %v after the acquisition, before the %v lease ended", d, ttl)
 		}
-		mustRelease(t, r.k)
+		mustRelease(t, r.Lock)
 	case <-time.After(ttl + slack):
 		t.Fatalf("Acquire(%q) still waiting %v after the lease ended", name, ttl+slack)
 	}
@@ -51,21 +51,21 @@ func testRenewal(t *testing.T, h Harness) {
 	a, b := newLocker(t, h), newLocker(t, h)
 	name, ttl := uniqueName(t, ""), h.ttl()
 	k := mustAcquire(t, a, t.Context(), name, dlock.WithTTL(ttl))
-	got := acquireAsync(t.Context(), b, name)
+	got := AcquireAsync(t.Context(), b, name)
 	select {
 	case <-k.Done():
 		t.Fatalf("Done of an auto-renewed lock closed (%v), want held", context.Cause(k.Context()))
 	case r := <-got:
-		t.Fatalf("Acquire(%q) by another owner returned (%v) while the lock was renewed", name, r.err)
+		t.Fatalf("Acquire(%q) by another owner returned (%v) while the lock was renewed", name, r.Err)
 	case <-time.After(3 * ttl):
 	}
 	mustRelease(t, k)
 	select {
 	case r := <-got:
-		if r.err != nil {
-			t.Fatalf("Acquire(%q) = %v, want a lock", name, r.err)
+		if r.Err != nil {
+			t.Fatalf("Acquire(%q) = %v, want a lock", name, r.Err)
 		}
-		mustRelease(t, r.k)
+		mustRelease(t, r.Lock)
 	case <-time.After(promptly):
 		t.Fatalf("Acquire(%q) still waiting %v after Release", name, promptly)
 	}

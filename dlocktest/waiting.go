@@ -14,44 +14,75 @@ import (
 // dlock.DefaultMaxRetryInterval, the fallback of a lost wake-up.
 const promptly = time.Second
 
-type acquired struct {
-	k   *dlock.Lock
-	err error
-	at  time.Time
+// Acquired is the outcome of an Acquire started by AcquireAsync.
+type Acquired struct {
+	Lock *dlock.Lock
+	Err  error
+	At   time.Time // when Acquire returned
 }
 
-func acquireAsync(ctx context.Context, l *dlock.Locker, name string, opts ...dlock.Option) <-chan acquired {
-	ch := make(chan acquired, 1)
-	go func() {
+// AcquireAsync runs l.Acquire in a goroutine and delivers its outcome on
+// the returned channel. Tests of backends use it with WantWaiting and
+// WantAcquired.
+func AcquireAsync(ctx context.Context, l *dlock.Locker, name string, opts ...dlock.Option) <-chan Acquired {
+	ch := make(chan Acquired, 1)
+	go func() { // exits when Acquire returns
 		k, err := l.Acquire(ctx, name, opts...)
-		ch <- acquired{k, err, time.Now()}
+		ch <- Acquired{k, err, time.Now()}
 	}()
 	return ch
+}
+
+// WantWaiting fails the test if the Acquire behind got returns within
+// 300 ms: it should be waiting for another owner.
+func WantWaiting(t testing.TB, got <-chan Acquired, name string) {
+	t.Helper()
+	select {
+	case r := <-got:
+		t.Fatalf("Acquire(%q) returned (%v) while another owner held it", name, r.Err)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// WantAcquired waits up to limit for the Acquire behind got to return a
+// lock, and fails the test if it does not.
+func WantAcquired(t testing.TB, got <-chan Acquired, name string, limit time.Duration) Acquired {
+	t.Helper()
+	select {
+	case r := <-got:
+		if r.Err != nil {
+			t.Fatalf("Acquire(%q) = %v, want a lock", name, r.Err)
+		}
+		return r
+	case <-time.After(limit):
+		t.Fatalf("Acquire(%q) still waiting after %v", name, limit)
+		return Acquired{}
+	}
 }
 
 func testAcquireWoken(t *testing.T, h Harness) {
 	a, b := newLocker(t, h), newLocker(t, h)
 	name := uniqueName(t, "")
 	k := mustAcquire(t, a, t.Context(), name) // default 30 s lease
-	got := acquireAsync(t.Context(), b, name)
+	got := AcquireAsync(t.Context(), b, name)
 	time.Sleep(200 * time.Millisecond) // let b reach its wait
 	select {
 	case r := <-got:
-		t.Fatalf("Acquire(%q) returned (%v) while another owner held it", name, r.err)
+		t.Fatalf("Acquire(%q) returned (%v) while another owner held it", name, r.Err)
 	default:
 	}
 	mustRelease(t, k)
 	released := time.Now()
 	select {
 	case r := <-got:
-		if r.err != nil {
-			t.Fatalf("Acquire(%q) = %v, want a lock", name, r.err)
+		if r.Err != nil {
+			t.Fatalf("Acquire(%q) = %v, want a lock", name, r.Err)
 		}
-		t.Logf("woken %v after Release returned", r.at.Sub(released))
-		if r.k.Fence() <= k.Fence() {
-			t.Errorf("waiter's Fence = %d, want > %d", r.k.Fence(), k.Fence())
+		t.Logf("woken %v after Release returned", r.At.Sub(released))
+		if r.Lock.Fence() <= k.Fence() {
+			t.Errorf("waiter's Fence = %d, want > %d", r.Lock.Fence(), k.Fence())
 		}
-		mustRelease(t, r.k)
+		mustRelease(t, r.Lock)
 	case <-time.After(promptly):
 		t.Fatalf("Acquire(%q) still waiting %v after Release, want woken promptly", name, promptly)
 	}
@@ -77,16 +108,16 @@ func testAcquireContext(t *testing.T, h Harness) {
 	}
 
 	ctx, cancel = context.WithCancel(t.Context())
-	got := acquireAsync(ctx, b, name)
+	got := AcquireAsync(ctx, b, name)
 	time.Sleep(100 * time.Millisecond)
 	cancel()
 	cancelled := time.Now()
 	select {
 	case r := <-got:
-		if !errors.Is(r.err, context.Canceled) {
-			t.Fatalf("cancelled Acquire(%q) = %v, want context.Canceled", name, r.err)
+		if !errors.Is(r.Err, context.Canceled) {
+			t.Fatalf("cancelled Acquire(%q) = %v, want context.Canceled", name, r.Err)
 		}
-		if d := r.at.Sub(cancelled); d > promptly {
+		if d := r.At.Sub(cancelled); d > promptly {
 			t.Fatalf("cancelled Acquire(%q) returned %v after cancel, want promptly", name, d)
 		}
 	case <-time.After(promptly):

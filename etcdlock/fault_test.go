@@ -9,47 +9,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/etcdlock"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
-
-type acquired struct {
-	k   *dlock.Lock
-	err error
-	at  time.Time
-}
-
-func acquireAsync(ctx context.Context, l *dlock.Locker, name string) <-chan acquired {
-	ch := make(chan acquired, 1)
-	go func() {
-		k, err := l.Acquire(ctx, name)
-		ch <- acquired{k, err, time.Now()}
-	}()
-	return ch
-}
-
-func wantWaiting(t *testing.T, got <-chan acquired, name string) {
-	t.Helper()
-	select {
-	case r := <-got:
-		t.Fatalf("Acquire(%q) returned (%v) while another owner held it", name, r.err)
-	case <-time.After(300 * time.Millisecond):
-	}
-}
-
-func wantAcquired(t *testing.T, got <-chan acquired, name string, limit time.Duration) acquired {
-	t.Helper()
-	select {
-	case r := <-got:
-		if r.err != nil {
-			t.Fatalf("Acquire(%q) = %v, want a lock", name, r.err)
-		}
-		return r
-	case <-time.After(limit):
-		t.Fatalf("Acquire(%q) still waiting after %v", name, limit)
-		return acquired{}
-	}
-}
 
 func waitDone(t *testing.T, k *dlock.Lock, limit time.Duration, what string) {
 	t.Helper()
@@ -89,20 +52,20 @@ func TestFaults(t *testing.T) {
 		if err != nil {
 			t.Fatalf("TryAcquire(%q) = %v", name, err)
 		}
-		got := acquireAsync(t.Context(), waiter, name)
-		wantWaiting(t, got, name)
+		got := dlocktest.AcquireAsync(t.Context(), waiter, name)
+		dlocktest.WantWaiting(t, got, name)
 		if _, err := cli.Revoke(t.Context(), holderLease(t, cli, name)); err != nil {
 			t.Fatalf("Revoke = %v", err)
 		}
-		r := wantAcquired(t, got, name, 5*time.Second)
-		if r.k.Fence() <= k.Fence() {
-			t.Errorf("waiter's Fence = %d, want > %d", r.k.Fence(), k.Fence())
+		r := dlocktest.WantAcquired(t, got, name, 5*time.Second)
+		if r.Lock.Fence() <= k.Fence() {
+			t.Errorf("waiter's Fence = %d, want > %d", r.Lock.Fence(), k.Fence())
 		}
 		waitDone(t, k, session/3+2*time.Second, "after the lease was revoked")
 		if err := k.Release(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
 			t.Errorf("Release of the lost lock = %v, want ErrNotHeld", err)
 		}
-		if err := r.k.Release(t.Context()); err != nil {
+		if err := r.Lock.Release(t.Context()); err != nil {
 			t.Errorf("waiter's Release = %v", err)
 		}
 		// The holder's Locker works again, on a new lease.
@@ -121,22 +84,22 @@ func TestFaults(t *testing.T) {
 		name := "killed/" + t.Name()
 		cmd, fence := startHolder(t, e.Addr(), name, session)
 		waiter := newLocker(t, cli, nil)
-		got := acquireAsync(t.Context(), waiter, name)
-		wantWaiting(t, got, name)
+		got := dlocktest.AcquireAsync(t.Context(), waiter, name)
+		dlocktest.WantWaiting(t, got, name)
 		cmd.Kill(t)
 		killed := time.Now()
-		r := wantAcquired(t, got, name, 2*session+5*time.Second)
-		d := r.at.Sub(killed)
+		r := dlocktest.WantAcquired(t, got, name, 2*session+5*time.Second)
+		d := r.At.Sub(killed)
 		t.Logf("the waiter acquired %v after the holder was killed (lease TTL %v)", d, session)
 		// The holder renewed its lease at most a third of its TTL before
 		// the kill.
 		if d < session/2 {
 			t.Errorf("the waiter acquired %v after the kill, before the holder's %v lease can have expired", d, session)
 		}
-		if r.k.Fence() <= fence {
-			t.Errorf("waiter's Fence = %d, want > %d", r.k.Fence(), fence)
+		if r.Lock.Fence() <= fence {
+			t.Errorf("waiter's Fence = %d, want > %d", r.Lock.Fence(), fence)
 		}
-		if err := r.k.Release(t.Context()); err != nil {
+		if err := r.Lock.Release(t.Context()); err != nil {
 			t.Errorf("Release = %v", err)
 		}
 	})
@@ -151,7 +114,7 @@ func TestFaults(t *testing.T) {
 		e.Kill(t)
 		time.Sleep(500 * time.Millisecond)
 		e.Restart(t)
-		wantWaiting(t, w1, name)
+		dlocktest.WantWaiting(t, w1, name)
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			err := k.Refresh(t.Context())
@@ -178,7 +141,7 @@ func TestFaults(t *testing.T) {
 		k, w1, w2 := queue(t, cli, holder, name)
 		e.Kill(t)
 		waitDone(t, k, session+2*time.Second, "server down")
-		wantWaiting(t, w1, name)
+		dlocktest.WantWaiting(t, w1, name)
 		e.Restart(t)
 		handOn(t, name, k, w1, w2)
 		if err := k.Release(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
@@ -188,7 +151,7 @@ func TestFaults(t *testing.T) {
 }
 
 // queue takes name with holder and queues two waiters on new Lockers.
-func queue(t *testing.T, cli *clientv3.Client, holder *dlock.Locker, name string) (*dlock.Lock, <-chan acquired, <-chan acquired) {
+func queue(t *testing.T, cli *clientv3.Client, holder *dlock.Locker, name string) (*dlock.Lock, <-chan dlocktest.Acquired, <-chan dlocktest.Acquired) {
 	t.Helper()
 	k, err := holder.TryAcquire(t.Context(), name)
 	if err != nil {
@@ -196,30 +159,30 @@ func queue(t *testing.T, cli *clientv3.Client, holder *dlock.Locker, name string
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	t.Cleanup(cancel)
-	w1 := acquireAsync(ctx, newLocker(t, cli, nil), name)
+	w1 := dlocktest.AcquireAsync(ctx, newLocker(t, cli, nil), name)
 	waitQueued(t, cli, name, 2)
-	w2 := acquireAsync(ctx, newLocker(t, cli, nil), name)
+	w2 := dlocktest.AcquireAsync(ctx, newLocker(t, cli, nil), name)
 	waitQueued(t, cli, name, 3)
 	return k, w1, w2
 }
 
 // handOn checks that the first waiter gets name (with a higher token than
 // k), then the second one, once the first releases.
-func handOn(t *testing.T, name string, k *dlock.Lock, w1, w2 <-chan acquired) {
+func handOn(t *testing.T, name string, k *dlock.Lock, w1, w2 <-chan dlocktest.Acquired) {
 	t.Helper()
-	r1 := wantAcquired(t, w1, name, 20*time.Second)
-	if r1.k.Fence() <= k.Fence() {
-		t.Errorf("first waiter's Fence = %d, want > %d", r1.k.Fence(), k.Fence())
+	r1 := dlocktest.WantAcquired(t, w1, name, 20*time.Second)
+	if r1.Lock.Fence() <= k.Fence() {
+		t.Errorf("first waiter's Fence = %d, want > %d", r1.Lock.Fence(), k.Fence())
 	}
-	wantWaiting(t, w2, name)
-	if err := r1.k.Release(t.Context()); err != nil {
+	dlocktest.WantWaiting(t, w2, name)
+	if err := r1.Lock.Release(t.Context()); err != nil {
 		t.Errorf("first waiter's Release = %v", err)
 	}
-	r2 := wantAcquired(t, w2, name, 5*time.Second)
-	if r2.k.Fence() <= r1.k.Fence() {
-		t.Errorf("second waiter's Fence = %d, want > %d", r2.k.Fence(), r1.k.Fence())
+	r2 := dlocktest.WantAcquired(t, w2, name, 5*time.Second)
+	if r2.Lock.Fence() <= r1.Lock.Fence() {
+		t.Errorf("second waiter's Fence = %d, want > %d", r2.Lock.Fence(), r1.Lock.Fence())
 	}
-	if err := r2.k.Release(t.Context()); err != nil {
+	if err := r2.Lock.Release(t.Context()); err != nil {
 		t.Errorf("second waiter's Release = %v", err)
 	}
 }

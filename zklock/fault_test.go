@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/zklock"
 )
@@ -18,44 +19,6 @@ import (
 // faultSession is the session timeout of the connections whose sessions
 // the fault tests let expire.
 const faultSession = 2 * time.Second
-
-type acquired struct {
-	k   *dlock.Lock
-	err error
-	at  time.Time
-}
-
-func acquireAsync(ctx context.Context, l *dlock.Locker, name string) <-chan acquired {
-	ch := make(chan acquired, 1)
-	go func() {
-		k, err := l.Acquire(ctx, name)
-		ch <- acquired{k, err, time.Now()}
-	}()
-	return ch
-}
-
-func wantWaiting(t *testing.T, got <-chan acquired, name string) {
-	t.Helper()
-	select {
-	case r := <-got:
-		t.Fatalf("Acquire(%q) returned (%v) while another owner held it", name, r.err)
-	case <-time.After(300 * time.Millisecond):
-	}
-}
-
-func wantAcquired(t *testing.T, got <-chan acquired, name string, limit time.Duration) acquired {
-	t.Helper()
-	select {
-	case r := <-got:
-		if r.err != nil {
-			t.Fatalf("Acquire(%q) = %v, want a lock", name, r.err)
-		}
-		return r
-	case <-time.After(limit):
-		t.Fatalf("Acquire(%q) still waiting after %v", name, limit)
-		return acquired{}
-	}
-}
 
 // freezer makes the connections it dialled silent: while frozen, their
 // writes are dropped, their reads deliver nothing, and new dials fail, as
@@ -181,8 +144,8 @@ func TestFaults(t *testing.T) {
 		if err != nil {
 			t.Fatalf("TryAcquire(%q) = %v", name, err)
 		}
-		got := acquireAsync(t.Context(), waiter, name)
-		wantWaiting(t, got, name)
+		got := dlocktest.AcquireAsync(t.Context(), waiter, name)
+		dlocktest.WantWaiting(t, got, name)
 		session := hconn.SessionID()
 		f.set(true)
 		frozen := time.Now()
@@ -195,19 +158,19 @@ func TestFaults(t *testing.T) {
 		if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrLost) {
 			t.Errorf("context.Cause = %v, want ErrLost", cause)
 		}
-		r := wantAcquired(t, got, name, faultSession+5*time.Second)
-		t.Logf("Done closed %v and the waiter acquired %v after the partition", lostAt.Sub(frozen), r.at.Sub(frozen))
-		if r.at.Before(lostAt) {
-			t.Errorf("the waiter acquired %v before the holder's Done closed", lostAt.Sub(r.at))
+		r := dlocktest.WantAcquired(t, got, name, faultSession+5*time.Second)
+		t.Logf("Done closed %v and the waiter acquired %v after the partition", lostAt.Sub(frozen), r.At.Sub(frozen))
+		if r.At.Before(lostAt) {
+			t.Errorf("the waiter acquired %v before the holder's Done closed", lostAt.Sub(r.At))
 		}
-		if r.k.Fence() <= k.Fence() {
-			t.Errorf("waiter's Fence = %d, want > %d", r.k.Fence(), k.Fence())
+		if r.Lock.Fence() <= k.Fence() {
+			t.Errorf("waiter's Fence = %d, want > %d", r.Lock.Fence(), k.Fence())
 		}
 		f.set(false)
 		if err := k.Release(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
 			t.Errorf("Release of the lost lock = %v, want ErrNotHeld", err)
 		}
-		if err := r.k.Release(t.Context()); err != nil {
+		if err := r.Lock.Release(t.Context()); err != nil {
 			t.Errorf("waiter's Release = %v", err)
 		}
 		// The holder's connection gets a new session and works again.
@@ -283,22 +246,22 @@ func TestFaults(t *testing.T) {
 		name := "killed/" + t.Name()
 		cmd, fence := startHolder(t, z.Addr(), name, faultSession)
 		waiter := newLocker(t, conn)
-		got := acquireAsync(t.Context(), waiter, name)
-		wantWaiting(t, got, name)
+		got := dlocktest.AcquireAsync(t.Context(), waiter, name)
+		dlocktest.WantWaiting(t, got, name)
 		cmd.Kill(t)
 		killed := time.Now()
-		r := wantAcquired(t, got, name, 2*faultSession+5*time.Second)
-		d := r.at.Sub(killed)
+		r := dlocktest.WantAcquired(t, got, name, 2*faultSession+5*time.Second)
+		d := r.At.Sub(killed)
 		t.Logf("the waiter acquired %v after the holder was killed (session timeout %v)", d, faultSession)
 		// The server last heard from the holder at most a third of the
 		// session timeout (its ping interval) before the kill.
 		if d < faultSession/2 {
 			t.Errorf("the waiter acquired %v after the kill, before the holder's %v session can have expired", d, faultSession)
 		}
-		if r.k.Fence() <= fence {
-			t.Errorf("waiter's Fence = %d, want > %d", r.k.Fence(), fence)
+		if r.Lock.Fence() <= fence {
+			t.Errorf("waiter's Fence = %d, want > %d", r.Lock.Fence(), fence)
 		}
-		if err := r.k.Release(t.Context()); err != nil {
+		if err := r.Lock.Release(t.Context()); err != nil {
 			t.Errorf("Release = %v", err)
 		}
 	})
@@ -319,9 +282,9 @@ func TestFaults(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
-		got1 := acquireAsync(ctx, lockers[1], name)
+		got1 := dlocktest.AcquireAsync(ctx, lockers[1], name)
 		waitQueued(t, conn, name, 2)
-		got2 := acquireAsync(ctx, lockers[2], name)
+		got2 := dlocktest.AcquireAsync(ctx, lockers[2], name)
 		waitQueued(t, conn, name, 3)
 
 		z.Kill(t)
@@ -333,25 +296,25 @@ func TestFaults(t *testing.T) {
 			t.Fatalf("holder's Done still open 3s after the server was killed")
 		}
 		lostAt := time.Now()
-		wantWaiting(t, got1, name)
+		dlocktest.WantWaiting(t, got1, name)
 		z.Restart(t)
 
-		r1 := wantAcquired(t, got1, name, 20*time.Second)
-		if r1.at.Before(lostAt) {
+		r1 := dlocktest.WantAcquired(t, got1, name, 20*time.Second)
+		if r1.At.Before(lostAt) {
 			t.Errorf("first waiter acquired before the holder's Done closed")
 		}
-		if r1.k.Fence() <= k.Fence() {
-			t.Errorf("first waiter's Fence = %d, want > %d", r1.k.Fence(), k.Fence())
+		if r1.Lock.Fence() <= k.Fence() {
+			t.Errorf("first waiter's Fence = %d, want > %d", r1.Lock.Fence(), k.Fence())
 		}
-		wantWaiting(t, got2, name)
-		if err := r1.k.Release(t.Context()); err != nil {
+		dlocktest.WantWaiting(t, got2, name)
+		if err := r1.Lock.Release(t.Context()); err != nil {
 			t.Errorf("first waiter's Release = %v", err)
 		}
-		r2 := wantAcquired(t, got2, name, 5*time.Second)
-		if r2.k.Fence() <= r1.k.Fence() {
-			t.Errorf("second waiter's Fence = %d, want > %d", r2.k.Fence(), r1.k.Fence())
+		r2 := dlocktest.WantAcquired(t, got2, name, 5*time.Second)
+		if r2.Lock.Fence() <= r1.Lock.Fence() {
+			t.Errorf("second waiter's Fence = %d, want > %d", r2.Lock.Fence(), r1.Lock.Fence())
 		}
-		if err := r2.k.Release(t.Context()); err != nil {
+		if err := r2.Lock.Release(t.Context()); err != nil {
 			t.Errorf("second waiter's Release = %v", err)
 		}
 		if err := k.Release(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
