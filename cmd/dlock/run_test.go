@@ -222,3 +222,30 @@ func waitFile(t *testing.T, path, want string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestRunForwardsSignals(t *testing.T) {
+	store := redisStore(t)
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log")
+	// The command reports SIGTERM and exits 3.
+	script := `trap 'echo term >> "$1"; exit 3' TERM; echo started >> "$1"; while true; do sleep 0.05; done`
+	c := dlockCmd(t, "run", "--store", store, "forwarded", "--", "sh", "-c", script, "sh", log)
+	done := start(t, c)
+	waitFile(t, log, "started")
+	if err := c.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		wantCode(t, r, 3, "run whose command exits 3 on the forwarded SIGTERM")
+	case <-time.After(30 * time.Second):
+		t.Fatal("run still going 30s after SIGTERM")
+	}
+	waitFile(t, log, "term")
+	// The lock was released when the command exited.
+	k, err := openLocker(t, store).TryAcquire(t.Context(), "forwarded")
+	if err != nil {
+		t.Fatalf("TryAcquire after run = %v, want the lock released", err)
+	}
+	k.Release(t.Context())
+}
