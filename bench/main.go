@@ -88,11 +88,13 @@ func main() {
 
 // bench is one run: the server, the worker process, and the figures.
 type bench struct {
-	cfg    config
-	addr   string
-	admin  *redis.Client // INFO, FLUSHALL; not counted by trips
-	worker *worker
-	start  time.Time
+	backends    []backendBench // scenario 5
+	backendsErr error
+	cfg         config
+	addr        string
+	admin       *redis.Client // INFO, FLUSHALL; not counted by trips
+	worker      *worker
+	start       time.Time
 
 	s1, s2, s3, s4 figures
 	s1Samples      map[string][]int64 // latencies pooled over rounds (charts)
@@ -193,6 +195,11 @@ func run(c config) error {
 			b.s4.add(k, mBytes, per)
 		}
 	}
+	progress("other backends: go test -bench, %s", b.backendsBenchtime())
+	b.backends, b.backendsErr = otherBackends(b.backendsBenchtime())
+	if b.backendsErr != nil {
+		b.errorf("other backends: %v", b.backendsErr)
+	}
 	progress("writing %s", filepath.Join(c.out, "REPORT.md"))
 	return b.writeReport(srv, libs)
 }
@@ -272,4 +279,12 @@ func (b *bench) roundHot(l lib, round int) {
 	if f.overlaps > 0 {
 		b.errorf("hot %s round %d: %d acquisitions began before the previous holder called release (mutual exclusion broken?)", k, round, f.overlaps)
 	}
+}
+
+// backendsBenchtime is scenario 5's -benchtime.
+func (b *bench) backendsBenchtime() string {
+	if b.cfg.quick {
+		return "50x"
+	}
+	return "300x"
 }

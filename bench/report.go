@@ -157,6 +157,8 @@ func (b *bench) writeReport(srv *redisServer, libs map[string]lib) error {
 	}
 	p("\n")
 
+	writeBackends(p, b.backends, b.backendsBenchtime(), b.backendsErr)
+
 	if len(b.errors) > 0 {
 		p("## Errors during the run\n\n")
 		for _, e := range b.errors {
