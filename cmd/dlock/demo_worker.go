@@ -77,8 +77,8 @@ func demoWorker(ctx context.Context, o workerOptions) error {
 	for g := range o.workers {
 		wg.Go(func() {
 			for n := 0; ; n++ {
-				// One goroutine per process stalls on its 3rd purchase.
-				stall := o.pause && g == 0 && n == 2
+				// One goroutine per process stalls in its first purchase.
+				stall := o.pause && g == 0 && n == 0
 				s, more, err := buy(ctx, locker, sh, o, stall)
 				if err != nil {
 					errs <- err
