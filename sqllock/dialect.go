@@ -48,8 +48,38 @@ type queries struct {
 	refresh      func(ctx context.Context, db querier, ls []driver.Lease) (map[leaseKey]bool, error)
 	release      func(ctx context.Context, db querier, name, owner string) (bool, error)
 	forceRelease func(ctx context.Context, db querier, name string) (bool, error)
-	cleanup      func(ctx context.Context, db querier, retention time.Duration, limit int) (int64, error)
-	holders      func(ctx context.Context, db querier) ([]Holder, error)
+
+	cleanupSQL string // deletes rows idle for longer than $1 µs, at most $2
+	holdersSQL string // name, owner, fence, µs left, meta of every held row
+}
+
+// cleanup deletes up to limit rows idle for longer than retention.
+func (q *queries) cleanup(ctx context.Context, db querier, retention time.Duration, limit int) (int64, error) {
+	res, err := db.ExecContext(ctx, q.cleanupSQL, micros(retention), limit)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// holders returns every held lock.
+func (q *queries) holders(ctx context.Context, db querier) ([]Holder, error) {
+	rows, err := db.QueryContext(ctx, q.holdersSQL)
+	if err != nil {
+		return nil, err
+	}
+	return readHolders(rows)
+}
+
+// execReleases returns release and forceRelease steps that run the
+// statements release (name, owner) and force (name) and report whether
+// they changed a row.
+func execReleases(release, force string) (func(context.Context, querier, string, string) (bool, error), func(context.Context, querier, string) (bool, error)) {
+	return func(ctx context.Context, db querier, name, owner string) (bool, error) {
+			return affected(db.ExecContext(ctx, release, name, owner))
+		}, func(ctx context.Context, db querier, name string) (bool, error) {
+			return affected(db.ExecContext(ctx, force, name))
+		}
 }
 
 var builders = map[Dialect]func(table string) *queries{

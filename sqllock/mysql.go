@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/dlock-go/dlock/driver"
 )
@@ -44,7 +43,7 @@ ON DUPLICATE KEY UPDATE
 	cleanup := r.Replace(`DELETE FROM {t} WHERE expires < TIMESTAMPADD(MICROSECOND, -?, {now}) LIMIT ?`)
 	holders := r.Replace(`SELECT name, owner, fence, TIMESTAMPDIFF(MICROSECOND, {now}, expires), meta FROM {t} WHERE owner <> '' AND expires > {now} ORDER BY name`)
 
-	return &queries{
+	q := &queries{
 		migrate: func(ctx context.Context, db *sql.DB) error {
 			if _, err := db.ExecContext(ctx, schema); err != nil {
 				return fmt.Errorf("create table %s: %w", table, err)
@@ -106,25 +105,9 @@ ON DUPLICATE KEY UPDATE
 			}
 			return heldSet(rows)
 		},
-		release: func(ctx context.Context, db querier, name, owner string) (bool, error) {
-			return affected(db.ExecContext(ctx, release, name, owner))
-		},
-		forceRelease: func(ctx context.Context, db querier, name string) (bool, error) {
-			return affected(db.ExecContext(ctx, force, name))
-		},
-		cleanup: func(ctx context.Context, db querier, retention time.Duration, limit int) (int64, error) {
-			res, err := db.ExecContext(ctx, cleanup, micros(retention), limit)
-			if err != nil {
-				return 0, err
-			}
-			return res.RowsAffected()
-		},
-		holders: func(ctx context.Context, db querier) ([]Holder, error) {
-			rows, err := db.QueryContext(ctx, holders)
-			if err != nil {
-				return nil, err
-			}
-			return readHolders(rows)
-		},
+		cleanupSQL: cleanup,
+		holdersSQL: holders,
 	}
+	q.release, q.forceRelease = execReleases(release, force)
+	return q
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/dlock-go/dlock/driver"
 )
@@ -130,20 +129,8 @@ SELECT pg_notify($2, name)::text FROM freed`)
 		forceRelease: func(ctx context.Context, db querier, name string) (bool, error) {
 			return anyRow(db.QueryContext(ctx, force, name, table))
 		},
-		cleanup: func(ctx context.Context, db querier, retention time.Duration, limit int) (int64, error) {
-			res, err := db.ExecContext(ctx, cleanup, micros(retention), limit)
-			if err != nil {
-				return 0, err
-			}
-			return res.RowsAffected()
-		},
-		holders: func(ctx context.Context, db querier) ([]Holder, error) {
-			rows, err := db.QueryContext(ctx, holders)
-			if err != nil {
-				return nil, err
-			}
-			return readHolders(rows)
-		},
+		cleanupSQL: cleanup,
+		holdersSQL: holders,
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/dlock-go/dlock/driver"
 )
@@ -42,7 +41,7 @@ RETURNING fence`)
 	cleanup := r.Replace(`DELETE FROM {t} WHERE name IN (SELECT name FROM {t} WHERE expires < {now} - ?1 LIMIT ?2)`)
 	holders := r.Replace(`SELECT name, owner, fence, expires - {now}, meta FROM {t} WHERE owner <> '' AND expires > {now} ORDER BY name`)
 
-	return &queries{
+	q := &queries{
 		migrate: func(ctx context.Context, db *sql.DB) error {
 			for _, s := range schema {
 				if _, err := db.ExecContext(ctx, s); err != nil {
@@ -85,25 +84,9 @@ RETURNING fence`)
 			}
 			return heldSet(rows)
 		},
-		release: func(ctx context.Context, db querier, name, owner string) (bool, error) {
-			return affected(db.ExecContext(ctx, release, name, owner))
-		},
-		forceRelease: func(ctx context.Context, db querier, name string) (bool, error) {
-			return affected(db.ExecContext(ctx, force, name))
-		},
-		cleanup: func(ctx context.Context, db querier, retention time.Duration, limit int) (int64, error) {
-			res, err := db.ExecContext(ctx, cleanup, micros(retention), limit)
-			if err != nil {
-				return 0, err
-			}
-			return res.RowsAffected()
-		},
-		holders: func(ctx context.Context, db querier) ([]Holder, error) {
-			rows, err := db.QueryContext(ctx, holders)
-			if err != nil {
-				return nil, err
-			}
-			return readHolders(rows)
-		},
+		cleanupSQL: cleanup,
+		holdersSQL: holders,
 	}
+	q.release, q.forceRelease = execReleases(release, force)
+	return q
 }
