@@ -14,6 +14,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/internal/testworker"
 	"github.com/dlock-go/dlock/sqllock"
 )
 
@@ -193,20 +194,13 @@ func testListenerReconnects(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 	}
 }
 
-func dialectArg(d sqllock.Dialect) string { return d.String() }
-
 // testKilledHolder kills -9 a process holding a lock: another process
 // gets the lock once the lease ends in the database, not before.
-func testKilledHolder(t *testing.T, db *sql.DB, d sqllock.Dialect, dsn string) {
+func testKilledHolder(t *testing.T, db *sql.DB, d sqllock.Dialect, store string) {
 	const ttl = 2 * time.Second
 	name := uniqueName(t)
-	w := startWorker(t, "hold", dialectArg(d), dsn, name, ttl.String())
-	line := w.line(t)
-	fence, err := strconv.ParseUint(strings.TrimPrefix(line, "held "), 10, 64)
-	if err != nil {
-		t.Fatalf("worker printed %q, want held FENCE", line)
-	}
-	w.kill(t)
+	w, fence := testworker.StartHolder(t, store, name, ttl)
+	w.Kill(t)
 	l := newLocker(t, db, d, nil)
 	wantNotAcquired(t, l, name)
 	before := time.Now()
@@ -234,16 +228,18 @@ func testKilledHolder(t *testing.T, db *sql.DB, d sqllock.Dialect, dsn string) {
 // testProcesses runs worker processes that increment a counter file under
 // one lock on a shared SQLite file: the count must be exact, and no worker
 // may find another inside.
-func testProcesses(t *testing.T, dsn string) {
+func testProcesses(t *testing.T, store string) {
 	const procs, iterations = 4, 30
 	name := uniqueName(t)
 	counter := filepath.Join(t.TempDir(), "counter")
-	var ws []*worker
+	var ws []*testworker.Process
 	for range procs {
-		ws = append(ws, startWorker(t, "count", "sqlite", dsn, name, counter, strconv.Itoa(iterations)))
+		ws = append(ws, testworker.Start(t, "count", store, name, counter, strconv.Itoa(iterations)))
 	}
 	for _, w := range ws {
-		w.wait(t)
+		if err := w.Wait(t, time.Minute); err != nil {
+			t.Errorf("worker: %v; stderr:\n%s", err, w.Stderr())
+		}
 	}
 	data, err := os.ReadFile(counter)
 	if err != nil {

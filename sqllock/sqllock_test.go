@@ -71,8 +71,9 @@ func TestMariaDB(t *testing.T) {
 	m := testserver.StartMariaDB(t)
 	db := m.DB(t)
 	t.Run("Conformance", func(t *testing.T) { dlocktest.Run(t, harness(db, sqllock.MySQL)) })
-	testProperties(t, db, sqllock.MySQL, m.DSN())
-	t.Run("OpenURL", func(t *testing.T) { testOpenURL(t, mysqlURL(t, m.DSN()), sqllock.New(db, sqllock.MySQL, nil)) })
+	store := mysqlURL(t, m.DSN())
+	testProperties(t, db, sqllock.MySQL, store)
+	t.Run("OpenURL", func(t *testing.T) { testOpenURL(t, store, sqllock.New(db, sqllock.MySQL, nil)) })
 	t.Run("ServerPaused", func(t *testing.T) { testServerPaused(t, m, db, sqllock.MySQL) })
 	t.Run("ServerRestarted", func(t *testing.T) { testServerRestarted(t, m, db, sqllock.MySQL) })
 }
@@ -94,20 +95,21 @@ func TestSQLite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "locks.db")
 	db := openSQLite(t, path)
 	t.Run("Conformance", func(t *testing.T) { dlocktest.Run(t, harness(db, sqllock.SQLite)) })
-	testProperties(t, db, sqllock.SQLite, sqliteDSN(path))
+	testProperties(t, db, sqllock.SQLite, "sqlite://"+path)
 	t.Run("OpenURL", func(t *testing.T) { testOpenURL(t, "sqlite://"+path, sqllock.New(db, sqllock.SQLite, nil)) })
-	t.Run("Processes", func(t *testing.T) { testProcesses(t, sqliteDSN(path)) })
+	t.Run("Processes", func(t *testing.T) { testProcesses(t, "sqlite://"+path) })
 }
 
 // testProperties runs the properties beyond the conformance suite that
 // hold on every dialect.
-func testProperties(t *testing.T, db *sql.DB, d sqllock.Dialect, dsn string) {
+// store is the database's store URL (dlock.Open), for worker processes.
+func testProperties(t *testing.T, db *sql.DB, d sqllock.Dialect, store string) {
 	t.Run("HostileNames", func(t *testing.T) { testHostileNames(t, db, d) })
 	t.Run("BadTable", func(t *testing.T) { testBadTable(t, db, d) })
 	t.Run("HoldersAndForceRelease", func(t *testing.T) { testHolders(t, db, d) })
 	t.Run("CustomTable", func(t *testing.T) { testCustomTable(t, db, d) })
 	t.Run("CleanupKeepsFencing", func(t *testing.T) { testCleanup(t, db, d) })
-	t.Run("KilledHolder", func(t *testing.T) { testKilledHolder(t, db, d, dsn) })
+	t.Run("KilledHolder", func(t *testing.T) { testKilledHolder(t, db, d, store) })
 }
 
 func BenchmarkMariaDB(b *testing.B) {

@@ -222,3 +222,49 @@ func StartHolder(t testing.TB, store, name string, ttl time.Duration) (*Process,
 	}
 	return p, f
 }
+
+// Count is a worker for any backend: args are a store URL, a lock name, a
+// counter file and a number of rounds. Each round takes the lock, checks
+// that no other worker is inside (an O_EXCL marker file next to the
+// counter), increments the number in the counter file, and releases.
+func Count(ctx context.Context, args []string) error {
+	if len(args) != 4 {
+		return fmt.Errorf("count: want STORE NAME COUNTER ROUNDS, got %q", args)
+	}
+	rounds, err := strconv.Atoi(args[3])
+	if err != nil {
+		return err
+	}
+	l, err := dlock.Open(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	name, counter := args[1], args[2]
+	for i := range rounds {
+		k, err := l.Acquire(ctx, name, dlock.WithTTL(10*time.Second))
+		if err != nil {
+			return fmt.Errorf("round %d: %w", i, err)
+		}
+		marker, err := os.OpenFile(counter+".inside", os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			return fmt.Errorf("round %d: another process is inside the lock: %w", i, err)
+		}
+		marker.Close()
+		data, err := os.ReadFile(counter)
+		if err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		v, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err := os.WriteFile(counter, []byte(strconv.Itoa(v+1)), 0o644); err != nil {
+			return err
+		}
+		if err := os.Remove(counter + ".inside"); err != nil {
+			return err
+		}
+		if err := k.Release(ctx); err != nil {
+			return fmt.Errorf("round %d: %w", i, err)
+		}
+	}
+	return nil
+}
