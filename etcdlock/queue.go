@@ -49,7 +49,7 @@ func (d *etcdDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result
 		return driver.Result{}, fmt.Errorf("etcdlock: acquire %q: %w", l.Name, err)
 	}
 	key := d.key(l.Name, l.Owner)
-	rev, err := d.enqueue(ctx, key, s)
+	rev, err := d.enqueue(ctx, key, l.Metadata, s)
 	if err != nil {
 		d.leave(key, 0)
 		return driver.Result{}, fmt.Errorf("etcdlock: acquire %q: %w", l.Name, err)
@@ -84,7 +84,7 @@ func (d *etcdDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.
 				}
 				return driver.Result{}, queuedError(ctx, l, err)
 			}
-			if rev, err = d.enqueue(ctx, key, s); err != nil {
+			if rev, err = d.enqueue(ctx, key, l.Metadata, s); err != nil {
 				if d.transient(ctx, err) && pause(ctx) {
 					continue
 				}
@@ -157,18 +157,18 @@ func pause(ctx context.Context) bool {
 	}
 }
 
-// enqueue puts key, attached to s's lease, unless it exists already (a
+// enqueue puts key (its value: the holder's metadata), attached to s's lease, unless it exists already (a
 // retry whose reply was lost), and returns its create revision. It does not
 // give up when ctx ends, only after cleanupTimeout: the caller must learn
 // the key's revision to delete it, or a create landing after its clean-up
 // would queue a key that nobody deletes until the session ends.
-func (d *etcdDriver) enqueue(ctx context.Context, key string, s *session) (int64, error) {
+func (d *etcdDriver) enqueue(ctx context.Context, key, metadata string, s *session) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
 		resp, err := d.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, "", clientv3.WithLease(s.id))).
+			Then(clientv3.OpPut(key, metadata, clientv3.WithLease(s.id))).
 			Else(clientv3.OpGet(key)).
 			Commit()
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {

@@ -168,7 +168,7 @@ func (d *zkDriver) enqueue(l driver.Lease, parent string) (string, error) {
 				return path, nil
 			}
 		}
-		path, err := d.conn.Create(prefix, nil, zk.FlagEphemeralSequential, d.acl)
+		path, err := d.conn.Create(prefix, []byte(l.Metadata), zk.FlagEphemeralSequential, d.acl)
 		switch {
 		case err == nil:
 			d.setUnsure(l.Owner, false)
