@@ -21,7 +21,7 @@ func call[T any](l *Locker, ctx context.Context, step func() (T, error), late fu
 // (a queued acquisition leaving its queue), so that the caller returns
 // with nothing left behind unless the store does not answer.
 func callGrace[T any](l *Locker, ctx context.Context, grace time.Duration, step func() (T, error), late func(T, error)) (T, error) {
-	if ctx.Done() == nil {
+	if ctx.Done() == nil || l.inline {
 		return step()
 	}
 	type result struct {

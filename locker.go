@@ -22,6 +22,7 @@ type Locker struct {
 	drv      driver.Driver
 	notifier driver.Notifier // nil when the driver cannot wake waiters
 	queuer   driver.Queuer   // nil when the store does not queue waiters
+	inline   bool            // the driver honours ctx: call it in the caller's goroutine
 	cfg      Config
 	id       string
 	seq      atomic.Uint64
@@ -56,6 +57,9 @@ func New(drv driver.Driver, cfg *Config) *Locker {
 	l.closing = l.closingCtx.Done()
 	l.notifier, _ = drv.(driver.Notifier)
 	l.queuer, _ = drv.(driver.Queuer)
+	if h, ok := drv.(driver.ContextHonourer); ok {
+		l.inline = h.HonoursContext()
+	}
 	l.bg.Add(1)
 	go l.keep() // exits when closing is closed
 	return l

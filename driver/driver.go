@@ -156,3 +156,12 @@ type ForceReleaser interface {
 	// name was held.
 	ForceRelease(ctx context.Context, name string) (bool, error)
 }
+
+// ContextHonourer is implemented by drivers whose every call returns
+// promptly once its context ends (as database/sql drivers and gRPC
+// clients do). The core then runs their calls in the caller's goroutine
+// instead of guarding each one with a goroutine of its own, which costs a
+// scheduler hop per call.
+type ContextHonourer interface {
+	HonoursContext() bool
+}

@@ -205,4 +205,7 @@ func (d *memDriver) ForceRelease(ctx context.Context, name string) (bool, error)
 	return d.s.Expire(name), nil
 }
 
+// HonoursContext implements driver.ContextHonourer: no call blocks.
+func (d *memDriver) HonoursContext() bool { return true }
+
 func (d *memDriver) Close() error { return nil }

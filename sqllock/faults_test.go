@@ -36,6 +36,15 @@ func testServerPaused(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) {
 
 	s.Pause(t)
 	paused := time.Now()
+	// A call on the paused server honours its context: the driver ends
+	// it, since the core calls this driver in the caller's goroutine.
+	const timeout = 300 * time.Millisecond
+	tctx, tcancel := context.WithTimeout(t.Context(), timeout)
+	_, terr := newLocker(t, db, d, nil).TryAcquire(tctx, name+"-other")
+	tcancel()
+	if took := time.Since(paused); !errors.Is(terr, context.DeadlineExceeded) || took > timeout+2*time.Second {
+		t.Errorf("TryAcquire with a %v context on a paused server = %v after %v, want context.DeadlineExceeded promptly", timeout, terr, took)
+	}
 	select {
 	case <-k.Done():
 	case <-time.After(ttl + 5*time.Second):

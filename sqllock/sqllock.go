@@ -209,6 +209,10 @@ func (d *sqlDriver) Release(ctx context.Context, l driver.Lease) error {
 	return nil
 }
 
+// HonoursContext implements driver.ContextHonourer: database/sql and the
+// drivers of every dialect end a call when its context ends.
+func (d *sqlDriver) HonoursContext() bool { return true }
+
 func (d *sqlDriver) Close() error {
 	err := d.stmts.close()
 	if d.ownDB {
