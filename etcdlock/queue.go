@@ -73,7 +73,7 @@ func (d *etcdDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.
 	)
 	fail := func(err error) (driver.Result, error) {
 		d.leave(key, rev)
-		return driver.Result{}, queuedError(ctx, l, err)
+		return driver.Result{}, queuedError(l, err)
 	}
 	for {
 		if rev == 0 {
@@ -82,7 +82,7 @@ func (d *etcdDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.
 				if d.transient(ctx, err) && pause(ctx) {
 					continue
 				}
-				return driver.Result{}, queuedError(ctx, l, err)
+				return driver.Result{}, queuedError(l, err)
 			}
 			if rev, err = d.enqueue(ctx, key, l.Metadata, s); err != nil {
 				if d.transient(ctx, err) && pause(ctx) {
@@ -110,20 +110,10 @@ func (d *etcdDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.
 	}
 }
 
-// queuedError wraps err, and ctx's error and cause if ctx ended (the core
-// cancels a queued wait with cause dlock.ErrClosed when its Locker closes).
-func queuedError(ctx context.Context, l driver.Lease, err error) error {
-	cerr := ctx.Err()
-	if cerr == nil {
-		return fmt.Errorf("etcdlock: acquire %q: %w", l.Name, err)
-	}
-	if cause := context.Cause(ctx); cause != cerr {
-		cerr = fmt.Errorf("%w: %w", cause, cerr)
-	}
-	if errors.Is(err, ctx.Err()) {
-		return fmt.Errorf("etcdlock: acquire %q: %w", l.Name, cerr)
-	}
-	return fmt.Errorf("etcdlock: acquire %q: %w: %w", l.Name, cerr, err)
+// queuedError wraps err with the lock's name. The core adds ctx's cause
+// (dlock.ErrClosed when the Locker closes) when err does not carry it.
+func queuedError(l driver.Lease, err error) error {
+	return fmt.Errorf("etcdlock: acquire %q: %w", l.Name, err)
 }
 
 // transient reports whether err may go away on a new attempt while ctx

@@ -77,13 +77,13 @@ func (d *zkDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Re
 				if transient(err) && d.pause(ctx) {
 					continue
 				}
-				return driver.Result{}, d.queuedError(ctx, l, err)
+				return driver.Result{}, d.queuedError(l, err)
 			}
 			path = p
 		}
 		if ctx.Err() != nil {
 			d.leave(path)
-			return driver.Result{}, d.queuedError(ctx, l, ctx.Err())
+			return driver.Result{}, d.queuedError(l, ctx.Err())
 		}
 		res, pred, err := d.position(ctx, l, parent, path)
 		switch {
@@ -95,7 +95,7 @@ func (d *zkDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Re
 				continue
 			}
 			d.leave(path)
-			return driver.Result{}, d.queuedError(ctx, l, err)
+			return driver.Result{}, d.queuedError(l, err)
 		case res.Acquired:
 			return res, nil
 		}
@@ -105,7 +105,7 @@ func (d *zkDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Re
 				continue
 			}
 			d.leave(path)
-			return driver.Result{}, d.queuedError(ctx, l, err)
+			return driver.Result{}, d.queuedError(l, err)
 		}
 		if ev == nil {
 			continue // the predecessor is gone already
@@ -115,25 +115,15 @@ func (d *zkDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Re
 			wakeups.Add(1)
 		case <-ctx.Done():
 			d.leave(path)
-			return driver.Result{}, d.queuedError(ctx, l, ctx.Err())
+			return driver.Result{}, d.queuedError(l, ctx.Err())
 		}
 	}
 }
 
-// queuedError wraps err, and ctx's error and cause if ctx ended (the core
-// cancels a queued wait with cause dlock.ErrClosed when its Locker closes).
-func (d *zkDriver) queuedError(ctx context.Context, l driver.Lease, err error) error {
-	cerr := ctx.Err()
-	if cerr == nil {
-		return fmt.Errorf("zklock: acquire %q: %w", l.Name, err)
-	}
-	if cause := context.Cause(ctx); cause != cerr {
-		cerr = fmt.Errorf("%w: %w", cause, cerr)
-	}
-	if errors.Is(err, ctx.Err()) {
-		return fmt.Errorf("zklock: acquire %q: %w", l.Name, cerr)
-	}
-	return fmt.Errorf("zklock: acquire %q: %w: %w", l.Name, cerr, err)
+// queuedError wraps err with the lock's name. The core adds ctx's cause
+// (dlock.ErrClosed when the Locker closes) when err does not carry it.
+func (d *zkDriver) queuedError(l driver.Lease, err error) error {
+	return fmt.Errorf("zklock: acquire %q: %w", l.Name, err)
 }
 
 // pause waits retryDelay and reports whether ctx is still alive.
