@@ -33,7 +33,7 @@ func Migrate(ctx context.Context, db *sql.DB, dialect Dialect, table string) err
 	if err != nil {
 		return fmt.Errorf("sqllock: migrate: %w", err)
 	}
-	if err := q.migrate(ctx, db); err != nil {
+	if err := retryErr(ctx, func() error { return q.migrate(ctx, db) }); err != nil {
 		return fmt.Errorf("sqllock: migrate: %w", err)
 	}
 	return nil

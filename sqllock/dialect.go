@@ -88,9 +88,13 @@ var builders = map[Dialect]func(table string) *queries{
 	SQLite:     sqliteQueries,
 }
 
-// retryable reports whether err is a rolled-back transaction that can be
-// run again as it was.
+// retryable reports whether err is a rolled-back transaction, or a
+// statement SQLite refused before writing anything, that can be run again
+// as it was.
 func retryable(err error) bool {
+	if sqliteBusy(err) {
+		return true
+	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		return me.Number == 1213 // ER_LOCK_DEADLOCK
@@ -98,6 +102,23 @@ func retryable(err error) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		return pe.Code == "40001" || pe.Code == "40P01" // serialization failure, deadlock
+	}
+	return false
+}
+
+// sqliteBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED
+// (any extended code). SQLite returns them without waiting out the busy
+// timeout in a few cases, such as two connections switching a new file to
+// WAL mode at once; the statement wrote nothing. The driver's error type
+// is matched by its Code method, so sqllock does not import it.
+func sqliteBusy(err error) bool {
+	var ce interface{ Code() int }
+	if !errors.As(err, &ce) {
+		return false
+	}
+	switch ce.Code() & 0xff {
+	case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+		return true
 	}
 	return false
 }

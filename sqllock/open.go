@@ -108,7 +108,9 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqllock: open: %w", err)
 	}
-	if err := db.PingContext(ctx); err != nil {
+	// A new SQLite file switching to WAL mode can refuse a second process
+	// that opens it at the same moment, without waiting; try again.
+	if err := retryErr(ctx, func() error { return db.PingContext(ctx) }); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqllock: connect: %w", err)
 	}

@@ -2,14 +2,18 @@ package sqllock_test
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers driver "pgx"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testworker"
 )
 
 // testOpenURL opens url with dlock.Open and checks that its locks exclude
@@ -62,5 +66,34 @@ func TestOpenURLErrors(t *testing.T) {
 	defer l.Close()
 	if _, err := l.TryAcquire(t.Context(), "n"); !errors.Is(err, dlock.ErrInvalid) {
 		t.Errorf("TryAcquire with table=no-dashes = %v, want ErrInvalid", err)
+	}
+}
+
+// TestOpenSQLiteProcesses starts processes together on new SQLite files,
+// as the dlock demo does. SQLite can refuse a process without waiting
+// while another switches the file to WAL mode; Open must ride that out,
+// and the counter must still be exact.
+func TestOpenSQLiteProcesses(t *testing.T) {
+	const files, procs, rounds = 8, 6, 3
+	for i := range files {
+		dir := t.TempDir()
+		store := "sqlite://" + filepath.Join(dir, "locks.db")
+		counter := filepath.Join(dir, "counter")
+		var ws []*testworker.Process
+		for range procs {
+			ws = append(ws, testworker.Start(t, "count", store, "n", counter, strconv.Itoa(rounds)))
+		}
+		for _, w := range ws {
+			if err := w.Wait(t, time.Minute); err != nil {
+				t.Fatalf("file %d: worker: %v; stderr:\n%s", i, err, w.Stderr())
+			}
+		}
+		data, err := os.ReadFile(counter)
+		if err != nil {
+			t.Fatalf("file %d: read counter: %v", i, err)
+		}
+		if got := strings.TrimSpace(string(data)); got != strconv.Itoa(procs*rounds) {
+			t.Fatalf("file %d: counter = %s, want %d", i, got, procs*rounds)
+		}
 	}
 }

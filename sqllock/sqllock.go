@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"sync"
 	"time"
@@ -137,7 +138,7 @@ func (d *sqlDriver) ensure(ctx context.Context) error {
 	if done {
 		return nil
 	}
-	if err := d.q.migrate(ctx, d.db); err != nil {
+	if err := retryErr(ctx, func() error { return d.q.migrate(ctx, d.db) }); err != nil {
 		return err
 	}
 	d.mu.Lock()
@@ -233,13 +234,42 @@ const retryAttempts = 5
 
 // retry runs f again, a few times, while it fails with an error the
 // database reports as a rolled-back transaction that is safe to retry
-// (a MySQL deadlock, a PostgreSQL serialization failure).
+// (a MySQL deadlock, a PostgreSQL serialization failure, SQLite busy).
+// Attempts after the first wait a little longer each time.
 func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	for attempt := 1; ; attempt++ {
 		v, err := f()
 		if err == nil || attempt == retryAttempts || !retryable(err) || ctx.Err() != nil {
 			return v, err
 		}
+		if !sleepCtx(ctx, retryBackoff(attempt)) {
+			return v, err
+		}
+	}
+}
+
+// retryErr is retry for steps that return only an error.
+func retryErr(ctx context.Context, f func() error) error {
+	_, err := retry(ctx, func() (struct{}, error) { return struct{}{}, f() })
+	return err
+}
+
+// retryBackoff is the pause before attempt+1: 5 ms doubling, ±50% jitter,
+// so processes that collided do not collide again in step.
+func retryBackoff(attempt int) time.Duration {
+	d := 5 * time.Millisecond << (attempt - 1)
+	return d/2 + rand.N(d)
+}
+
+// sleepCtx waits d or until ctx ends; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
