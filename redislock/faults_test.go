@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
 	"github.com/dlock-go/dlock/redislock"
@@ -289,4 +290,34 @@ func TestOneRenewalLoopPerLocker(t *testing.T) {
 		}
 		mustRelease(t, k)
 	}
+}
+
+// TestGrantAfterPubSubReconnect breaks a waiting Locker's pub/sub
+// connection: the Locker must reconnect and resubscribe on its own, so
+// that the next release wakes the waiter at once rather than at its next
+// heartbeat (2 s with this lease).
+func TestGrantAfterPubSubReconnect(t *testing.T) {
+	r := testserver.StartRedis(t)
+	client := r.Client(t)
+	holder, waiter := newLocker(t, client), newLocker(t, client)
+	const name = "reconnected"
+	// TryAcquire never waits, so the holder's Locker does not subscribe:
+	// the only pub/sub connection is the waiter's.
+	k, err := holder.TryAcquire(t.Context(), name, dlock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatalf("TryAcquire = %v", err)
+	}
+	got := dlocktest.AcquireAsync(t.Context(), waiter, name, dlock.WithTTL(30*time.Second))
+	eventually(t, "the waiter subscribed", func() bool { return pubsubClients(t, client) == 1 })
+	if n, err := client.ClientKillByFilter(t.Context(), "TYPE", "pubsub").Result(); n != 1 || err != nil {
+		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v; want 1, nil", n, err)
+	}
+	eventually(t, "the waiter resubscribed", func() bool { return pubsubClients(t, client) == 1 })
+	released := time.Now()
+	mustRelease(t, k)
+	a := dlocktest.WantAcquired(t, got, name, slack)
+	if d := a.At.Sub(released); d > 500*time.Millisecond {
+		t.Errorf("waiter acquired %v after the release, want well under its 2 s heartbeat", d)
+	}
+	a.Lock.Release(t.Context())
 }

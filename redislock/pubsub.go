@@ -2,15 +2,18 @@ package redislock
 
 import (
 	"context"
+	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // grants receives, on one pub/sub connection per Locker (opened on its
-// first wait and kept until Close), the messages by which a releasing
+// first Acquire and kept until Close), the messages by which a releasing
 // script hands the lock to a waiter of this Locker: "owner|fence" on the
 // channel prefix + "w:" + the Locker id. Its goroutine exits when close
 // closes the connection.
@@ -53,9 +56,8 @@ func (g *grants) wait(ctx context.Context, lockerID, owner string) (granted <-ch
 		g.channel += lockerID
 		g.ready = make(chan struct{})
 		g.ps = g.c.Subscribe(context.WithoutCancel(ctx), g.channel)
-		msgs := g.ps.ChannelWithSubscriptions()
 		g.loop.Add(1)
-		go g.receive(msgs, g.ready)
+		go g.receive(g.ps, g.ready)
 	}
 	g.waiters[owner] = ch
 	stop = func() {
@@ -66,11 +68,35 @@ func (g *grants) wait(ctx context.Context, lockerID, owner string) (granted <-ch
 	return ch, g.ready, stop, nil
 }
 
-// receive delivers grants until the connection is closed.
-func (g *grants) receive(msgs <-chan any, ready chan struct{}) {
+// receive delivers grants until the connection is closed. It reads the
+// connection itself rather than through PubSub.Channel, whose relay
+// goroutine would add a scheduler hop to every handoff; like Channel, it
+// pings when the connection has been quiet for healthInterval, so that a
+// broken connection is found and reconnected (and resubscribed).
+func (g *grants) receive(ps *redis.PubSub, ready chan struct{}) {
 	defer g.loop.Done()
+	ctx := context.Background()
 	confirmed := false
-	for msg := range msgs {
+	failures := 0
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, healthInterval)
+		if err != nil {
+			if errors.Is(err, redis.ErrClosed) {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				_ = ps.Ping(ctx) // a write error reconnects on the next read
+				continue
+			}
+			// Reconnecting; do not spin while the server is down.
+			failures++
+			if failures > 1 {
+				time.Sleep(reconnectPause)
+			}
+			continue
+		}
+		failures = 0
 		switch m := msg.(type) {
 		case *redis.Message:
 			owner, f, ok := strings.Cut(m.Payload, "|")
@@ -97,6 +123,15 @@ func (g *grants) receive(msgs <-chan any, ready chan struct{}) {
 		}
 	}
 }
+
+const (
+	// healthInterval is how long the grants connection may stay quiet
+	// before it is pinged (go-redis's Channel uses 3 s).
+	healthInterval = 3 * time.Second
+	// reconnectPause spaces attempts to read from a connection that keeps
+	// failing.
+	reconnectPause = 100 * time.Millisecond
+)
 
 func (g *grants) send(owner string, gr grant) {
 	g.mu.Lock()

@@ -12,9 +12,12 @@
 // Waiters queue on the server, first come first served. A release hands
 // the lock to the first live waiter inside the release script and tells
 // that waiter's Locker on its own pub/sub channel (one connection per
-// Locker, opened on its first wait), so a contended acquisition costs two
-// round trips, one waiter wakes per release, and the releasing goroutine
-// cannot barge ahead of the queue. A waiter refreshes its place every
+// Locker, opened on its first Acquire; TryAcquire does not use it), so a
+// contended acquisition costs two round trips, one waiter wakes per
+// release, and the releasing goroutine cannot barge ahead of the queue.
+// The Locker reads that connection itself and reconnects and resubscribes
+// when it breaks; every waiter then asks the server again, in case a
+// grant was published meanwhile. A waiter refreshes its place every
 // min(TTL/3, MaxHeartbeat); that refresh also catches a grant whose
 // message was lost, and a holder that died without releasing. A waiter
 // that dies loses its place after three heartbeats; if the lock is handed
