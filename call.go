@@ -74,17 +74,45 @@ func callGrace[T any](l *Locker, ctx context.Context, grace time.Duration, step 
 }
 
 // goBackground runs f in a goroutine that Close waits for, unless the
-// Locker is closing; it reports whether it started f.
+// Locker is closing; it reports whether it started f. The goroutines are
+// reused: one that has finished waits up to workerIdle for more work, so
+// a Locker in steady use neither starts a goroutine per driver call nor
+// grows a fresh stack to the depth of the client library each time.
 func (l *Locker) goBackground(f func()) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return false
 	}
+	select {
+	case l.work <- f: // an idle worker took it
+		return true
+	default:
+	}
 	l.bg.Add(1)
-	go func() {
-		defer l.bg.Done()
-		f()
-	}()
+	go l.worker(f)
 	return true
+}
+
+// workerIdle is how long a worker goroutine waits for more work before
+// it exits.
+const workerIdle = 5 * time.Second
+
+// worker runs f, then whatever goBackground hands it, until it has been
+// idle for workerIdle or the Locker closes.
+func (l *Locker) worker(f func()) {
+	defer l.bg.Done()
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		f()
+		idle.Reset(workerIdle)
+		select {
+		case f = <-l.work:
+		case <-idle.C:
+			return
+		case <-l.closing:
+			return
+		}
+	}
 }

@@ -31,6 +31,7 @@ type Locker struct {
 	closeNow   context.CancelCauseFunc // begins Close (cause ErrClosed): wakes waiters, stops the keeper
 	closing    <-chan struct{}         // closingCtx.Done()
 	bg         sync.WaitGroup
+	work       chan func() // hands work to idle worker goroutines (see goBackground)
 
 	mu          sync.Mutex
 	keeperTimer *time.Timer // fires when the keeper has work (see schedule)
@@ -52,6 +53,7 @@ func New(drv driver.Driver, cfg *Config) *Locker {
 		keeperAt:    time.Now().Add(time.Hour),
 		held:        make(map[*held]struct{}),
 		waiters:     make(map[string]map[chan struct{}]struct{}),
+		work:        make(chan func()),
 	}
 	l.closingCtx, l.closeNow = context.WithCancelCause(context.Background())
 	l.closing = l.closingCtx.Done()
