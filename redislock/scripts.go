@@ -86,7 +86,7 @@ end
 var acquireScript = redis.NewScript(acquireFast + common + `
 local K, Q, E = KEYS[1], KEYS[2], KEYS[3]
 local owner, ttl, meta, queue, keep, chanp = ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1', tonumber(ARGV[5]), ARGV[6]
-local v = redis.call('GET', K)
+local v = v0
 local last = 0
 if v then
   local o, f = string.match(v, '^([^|]*)|(%d+)')
@@ -137,37 +137,44 @@ if (not v0 or string.byte(v0, 1) == 124) and redis.call('EXISTS', KEYS[2]) == 0 
 end
 `
 
-// ownerMatches: the key K is held by ARGV[1]; v is its value.
-const ownerMatches = `
+// ownerHeld sets v to the value of the key K and held to whether
+// ARGV[1] holds it.
+const ownerHeld = `
 local v = redis.call('GET', KEYS[1])
 local n = string.len(ARGV[1])
-if not v or string.sub(v, 1, n) ~= ARGV[1] or string.sub(v, n + 1, n + 1) ~= '|' then
-  return 0
-end
+local held = v ~= false and string.sub(v, 1, n) == ARGV[1] and string.sub(v, n + 1, n + 1) == '|'
 `
 
 // refreshScript: KEYS K; ARGV owner, TTL ms. Returns 1 if extended, 0 if
 // not held by owner.
-var refreshScript = redis.NewScript(ownerMatches + `
+var refreshScript = redis.NewScript(ownerHeld + `
+if not held then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
 
-// releaseScript: KEYS K, Q, E; ARGV owner, tombstone ms, chanp. Takes
-// owner out of the queue, and if it holds the lock, frees it: hands it to
-// the first live waiter, or leaves a tombstone keeping the fence. Returns
-// 0 if owner did not hold the lock, else {1} or, if it was handed on,
-// {1, new owner, fence}.
-var releaseScript = redis.NewScript(`
+// releaseScript: KEYS K, Q, E; ARGV owner, tombstone ms, chanp. If owner
+// holds the lock, frees it: hands it to the first live waiter, or leaves a
+// tombstone keeping the fence. Otherwise takes owner out of the queue (a
+// waiter giving up). Returns 0 if owner did not hold the lock, else {1}
+// or, if it was handed on, {1, new owner, fence}.
+//
+// A holder is never in the queue: it leaves the queue in the same script
+// that gives it the lock (grant_next, or the acquire script taking the
+// lock as the first live waiter), and a holder's own acquire attempts
+// re-enter instead of queueing. So only a waiter needs LREM and HDEL.
+var releaseScript = redis.NewScript(ownerHeld + `
 if redis.call('EXISTS', KEYS[2]) == 0 then
-` + ownerMatches + `
+  if not held then return 0 end
   redis.call('SET', KEYS[1], '|' .. string.match(v, '^[^|]*|(%d+)'), 'PX', ARGV[2])
   return {1}
 end
 ` + common + `
-redis.call('LREM', KEYS[2], 1, ARGV[1])
-redis.call('HDEL', KEYS[3], ARGV[1])
-` + ownerMatches + `
+if not held then
+  redis.call('LREM', KEYS[2], 1, ARGV[1])
+  redis.call('HDEL', KEYS[3], ARGV[1])
+  return 0
+end
 local h, f = free(KEYS[1], KEYS[2], KEYS[3], tonumber(string.match(v, '^[^|]*|(%d+)')), ARGV[2], ARGV[3])
 if h then return {1, h, f} end
 return {1}
