@@ -33,11 +33,11 @@ local function put(K, owner, fence, meta, ttl)
   redis.call('SET', K, val, 'PX', ttl)
 end
 local function next_live(Q, E)
-  if redis.call('EXISTS', Q) == 0 then return nil end
-  local nowms = math.floor(now_us() / 1000)
+  local nowms
   while true do
     local h = redis.call('LINDEX', Q, 0)
     if not h then return nil end
+    nowms = nowms or math.floor(now_us() / 1000)
     local e = redis.call('HGET', E, h)
     if e then
       local ttl, dl, meta = string.match(e, '^(%d+)|(%d+)|(.*)$')
@@ -69,8 +69,10 @@ local function enqueue(Q, E, owner, ttl, meta, keep)
   if redis.call('HSET', E, owner, ttl .. '|' .. (nowms + keep) .. '|' .. meta) == 1 then
     redis.call('RPUSH', Q, owner)
   end
+  -- both keys must outlive this place (now + keep); doubling the margin
+  -- when it runs short extends them once per keep, not on every call
   for _, k in ipairs({Q, E}) do
-    if redis.call('PTTL', k) < 2 * keep then redis.call('PEXPIRE', k, 2 * keep) end
+    if redis.call('PTTL', k) < keep then redis.call('PEXPIRE', k, 2 * keep) end
   end
 end
 `
