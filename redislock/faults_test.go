@@ -321,3 +321,64 @@ func TestGrantAfterPubSubReconnect(t *testing.T) {
 	}
 	a.Lock.Release(t.Context())
 }
+
+// TestSentinelFailover promotes the replica while a lock is held, through
+// go-redis's failover client. The lock was replicated before (WAIT), so it
+// survives on the new master: whenever its holder's Done is still open,
+// another Locker cannot take it; once freed, the next holder's fencing
+// token is larger (the tombstone was replicated too), and the Locker that
+// lived through the failover acquires on the new master.
+func TestSentinelFailover(t *testing.T) {
+	s := testserver.StartRedisSentinelReplicated(t)
+	a, b := newLocker(t, s.Client(t)), newLocker(t, s.Client(t))
+	const name = "failover"
+	ttl := 3 * time.Second
+	k, err := a.Acquire(t.Context(), name, dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatalf("Acquire = %v", err)
+	}
+	if n, err := s.Master.Client(t).Do(t.Context(), "WAIT", 1, 2000).Int(); n != 1 || err != nil {
+		t.Fatalf("WAIT 1 = %d, %v; want the replica to have the lock", n, err)
+	}
+	s.Failover(t)
+
+	// For two leases after the failover, b must not hold the lock while
+	// a's Done is open.
+	until := time.Now().Add(2 * ttl)
+	var kb *dlock.Lock
+	for kb == nil && time.Now().Before(until) {
+		kb, err = b.TryAcquire(t.Context(), name, dlock.WithTTL(ttl))
+		if err != nil {
+			kb = nil
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if kb != nil {
+		select {
+		case <-k.Done():
+			t.Logf("a lost the lock in the failover (%v); b took it after its lease", context.Cause(k.Context()))
+		default:
+			t.Fatalf("b acquired %q (fence %d) while a's Done was open (fence %d)", name, kb.Fence(), k.Fence())
+		}
+	} else {
+		if isClosed(k.Done()) {
+			t.Fatalf("a's Done closed (%v) but b could not take the lock in %v", context.Cause(k.Context()), 2*ttl)
+		}
+		mustRelease(t, k) // on the new master
+		if kb, err = b.TryAcquire(t.Context(), name, dlock.WithTTL(ttl)); err != nil {
+			t.Fatalf("TryAcquire after a released = %v", err)
+		}
+	}
+	if kb.Fence() <= k.Fence() {
+		t.Errorf("fence after the failover %d, want more than %d", kb.Fence(), k.Fence())
+	}
+	mustRelease(t, kb)
+	k2, err := a.Acquire(t.Context(), name, dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatalf("Acquire on the new master = %v", err)
+	}
+	if k2.Fence() <= kb.Fence() {
+		t.Errorf("fence %d after %d, want it larger", k2.Fence(), kb.Fence())
+	}
+	mustRelease(t, k2)
+}

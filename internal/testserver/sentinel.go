@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,10 +18,11 @@ import (
 const SentinelMaster = "dlock"
 
 // RedisSentinel is a Redis master watched by one Sentinel, started by
-// StartRedisSentinel.
+// StartRedisSentinel, and with StartRedisSentinelReplicated a replica.
 type RedisSentinel struct {
-	Master *Redis
-	addr   string
+	Master  *Redis
+	Replica *Redis // nil without one
+	addr    string
 }
 
 // StartRedisSentinel starts a master (as StartRedis does) and a Sentinel
@@ -28,7 +31,83 @@ type RedisSentinel struct {
 // ends.
 func StartRedisSentinel(t testing.TB) *RedisSentinel {
 	t.Helper()
-	master := StartRedis(t)
+	return startSentinel(t, StartRedis(t), nil)
+}
+
+// StartRedisSentinelReplicated is StartRedisSentinel with a replica of the
+// master, in sync and known to the Sentinel before it returns, so that
+// Failover can promote it.
+func StartRedisSentinelReplicated(t testing.TB) *RedisSentinel {
+	t.Helper()
+	master, replica := StartRedis(t), StartRedis(t)
+	c := replica.Client(t)
+	host, port, _ := net.SplitHostPort(master.Addr())
+	if err := c.ReplicaOf(context.Background(), host, port).Err(); err != nil {
+		t.Fatalf("REPLICAOF %s: %v", master.Addr(), err)
+	}
+	waitFor(t, "replica "+replica.Addr()+" in sync", func(ctx context.Context) bool {
+		info, err := c.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+	s := startSentinel(t, master, replica)
+	sc := redis.NewSentinelClient(&redis.Options{Addr: s.addr})
+	defer sc.Close()
+	// Sentinel promotes only a replica it has itself polled lately (INFO)
+	// and found linked to the master.
+	waitFor(t, "sentinel has polled the replica", func(ctx context.Context) bool {
+		rs, err := sc.Replicas(ctx, SentinelMaster).Result()
+		if err != nil || len(rs) != 1 {
+			return false
+		}
+		refreshed, err := strconv.Atoi(rs[0]["info-refresh"])
+		return err == nil && refreshed < 5000 && rs[0]["master-link-status"] == "ok"
+	})
+	return s
+}
+
+// Failover makes the Sentinel promote the replica (SENTINEL FAILOVER) and
+// waits until the Sentinel names it as the master and it accepts writes.
+func (s *RedisSentinel) Failover(t testing.TB) {
+	t.Helper()
+	if s.Replica == nil {
+		t.Fatal("Failover: no replica")
+	}
+	sc := redis.NewSentinelClient(&redis.Options{Addr: s.addr})
+	defer sc.Close()
+	if err := sc.Failover(context.Background(), SentinelMaster).Err(); err != nil {
+		t.Fatalf("SENTINEL FAILOVER: %v", err)
+	}
+	c := s.Replica.Client(t)
+	waitFor(t, "the replica promoted", func(ctx context.Context) bool {
+		got, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
+		if err != nil || len(got) != 2 || got[0]+":"+got[1] != s.Replica.Addr() {
+			return false
+		}
+		info, err := c.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "role:master")
+	})
+}
+
+// waitFor polls cond until it holds, failing the test after startTimeout.
+func waitFor(t testing.TB, what string, cond func(ctx context.Context) bool) {
+	t.Helper()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ok := cond(ctx)
+		cancel()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v", what, startTimeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func startSentinel(t testing.TB, master, replica *Redis) *RedisSentinel {
+	t.Helper()
 	bin := Need(t, "redis-server", "redis-server")
 	dir := t.TempDir()
 	args := func(port int) []string {
@@ -48,22 +127,14 @@ func StartRedisSentinel(t testing.TB) *RedisSentinel {
 			t.Errorf("stop redis sentinel: %v", err)
 		}
 	})
-	s := &RedisSentinel{Master: master, addr: redisAddr(port)}
+	s := &RedisSentinel{Master: master, Replica: replica, addr: redisAddr(port)}
 	sc := redis.NewSentinelClient(&redis.Options{Addr: s.addr})
 	defer sc.Close()
-	deadline := time.Now().Add(startTimeout)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	waitFor(t, "sentinel on "+s.addr+" reports master "+master.Addr(), func(ctx context.Context) bool {
 		got, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
-		cancel()
-		if err == nil && len(got) == 2 && got[0]+":"+got[1] == master.Addr() {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sentinel on %s does not report master %s: %v, %v", s.addr, master.Addr(), got, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && len(got) == 2 && got[0]+":"+got[1] == master.Addr()
+	})
+	return s
 }
 
 // hostPort turns "host:port" into the "host port" form of sentinel.conf.
