@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/pause"
 )
 
 // retryDelay is how long a waiter pauses after a transient error before
@@ -79,13 +80,13 @@ func (d *etcdDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.
 		if rev == 0 {
 			var err error
 			if s, err = d.session(ctx); err != nil {
-				if d.transient(ctx, err) && pause(ctx) {
+				if d.transient(ctx, err) && pause.For(ctx, retryDelay) {
 					continue
 				}
 				return driver.Result{}, queuedError(l, err)
 			}
 			if rev, err = d.enqueue(ctx, key, l.Metadata, s); err != nil {
-				if d.transient(ctx, err) && pause(ctx) {
+				if d.transient(ctx, err) && pause.For(ctx, retryDelay) {
 					continue
 				}
 				return fail(err)
@@ -97,7 +98,7 @@ func (d *etcdDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.
 			rev = 0 // queue again, on a new session if this one was lost
 			continue
 		case err != nil:
-			if d.transient(ctx, err) && pause(ctx) {
+			if d.transient(ctx, err) && pause.For(ctx, retryDelay) {
 				continue
 			}
 			return fail(err)
@@ -133,18 +134,6 @@ func (d *etcdDriver) transient(ctx context.Context, err error) bool {
 		code = st.Code()
 	}
 	return code == codes.Unavailable || code == codes.DeadlineExceeded
-}
-
-// pause waits retryDelay and reports whether ctx is still alive.
-func pause(ctx context.Context) bool {
-	t := time.NewTimer(retryDelay)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // enqueue puts key (its value: the holder's metadata), attached to s's lease, unless it exists already (a

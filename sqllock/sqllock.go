@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/pause"
 )
 
 const (
@@ -242,7 +243,7 @@ func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
 		if err == nil || attempt == retryAttempts || !retryable(err) || ctx.Err() != nil {
 			return v, err
 		}
-		if !sleepCtx(ctx, retryBackoff(attempt)) {
+		if !pause.For(ctx, retryBackoff(attempt)) {
 			return v, err
 		}
 	}
@@ -259,18 +260,6 @@ func retryErr(ctx context.Context, f func() error) error {
 func retryBackoff(attempt int) time.Duration {
 	d := 5 * time.Millisecond << (attempt - 1)
 	return d/2 + rand.N(d)
-}
-
-// sleepCtx waits d or until ctx ends; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // errNoRow reports a missing row where one must exist.

@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/pause"
 )
 
 // seqLen is the width of the sequence number ZooKeeper appends to a
@@ -74,7 +75,7 @@ func (d *zkDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Re
 		if path == "" {
 			p, err := d.enqueue(l, parent)
 			if err != nil {
-				if transient(err) && d.pause(ctx) {
+				if transient(err) && pause.For(ctx, retryDelay) {
 					continue
 				}
 				return driver.Result{}, d.queuedError(l, err)
@@ -91,7 +92,7 @@ func (d *zkDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Re
 			path = "" // our child vanished with an expired session: queue again
 			continue
 		case err != nil:
-			if transient(err) && d.pause(ctx) {
+			if transient(err) && pause.For(ctx, retryDelay) {
 				continue
 			}
 			d.leave(path)
@@ -101,7 +102,7 @@ func (d *zkDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Re
 		}
 		ev, err := d.watch(ctx, pred)
 		if err != nil {
-			if transient(err) && d.pause(ctx) {
+			if transient(err) && pause.For(ctx, retryDelay) {
 				continue
 			}
 			d.leave(path)
@@ -124,18 +125,6 @@ func (d *zkDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Re
 // (dlock.ErrClosed when the Locker closes) when err does not carry it.
 func (d *zkDriver) queuedError(l driver.Lease, err error) error {
 	return fmt.Errorf("zklock: acquire %q: %w", l.Name, err)
-}
-
-// pause waits retryDelay and reports whether ctx is still alive.
-func (d *zkDriver) pause(ctx context.Context) bool {
-	t := time.NewTimer(retryDelay)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 var errGone = errors.New("zklock: queued child gone")
