@@ -76,8 +76,15 @@ func testServerPaused(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) {
 
 	// New locks work after Resume, and the lost name is free once its
 	// lease ends.
-	other := newLocker(t, db, d, nil)
-	eventually(t, 10*time.Second, "TryAcquire after Resume", func(ctx context.Context) error {
+	wantWorksAfter(t, newLocker(t, db, d, nil), "Resume", k, ttl)
+}
+
+// wantWorksAfter checks that other can take new locks within 10 s of a
+// fault (what), and then k's name within its lease (ttl) and 10 s more,
+// with a larger fencing token than k's.
+func wantWorksAfter(t *testing.T, other *dlock.Locker, what string, k *dlock.Lock, ttl time.Duration) {
+	t.Helper()
+	eventually(t, 10*time.Second, "TryAcquire after "+what, func(ctx context.Context) error {
 		k, err := other.TryAcquire(ctx, uniqueName(t))
 		if err == nil {
 			k.Release(ctx)
@@ -86,12 +93,12 @@ func testServerPaused(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) {
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), ttl+10*time.Second)
 	defer cancel()
-	k2, err := other.Acquire(ctx, name)
+	k2, err := other.Acquire(ctx, k.Name())
 	if err != nil {
-		t.Fatalf("Acquire(%q) after its lost lease = %v, want a lock", name, err)
+		t.Fatalf("Acquire(%q) after %s = %v, want a lock", k.Name(), what, err)
 	}
 	if k2.Fence() <= k.Fence() {
-		t.Errorf("Fence after the lost lease = %d, want > %d", k2.Fence(), k.Fence())
+		t.Errorf("Fence after %s = %d, want > %d", what, k2.Fence(), k.Fence())
 	}
 	k2.Release(t.Context())
 }
@@ -133,23 +140,7 @@ func testServerRestarted(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) 
 		}
 		t.Log("lock renewed across the restart")
 	}
-	eventually(t, 10*time.Second, "TryAcquire after Restart", func(ctx context.Context) error {
-		k, err := other.TryAcquire(ctx, uniqueName(t))
-		if err == nil {
-			k.Release(ctx)
-		}
-		return err
-	})
-	ctx, cancel := context.WithTimeout(t.Context(), ttl+10*time.Second)
-	defer cancel()
-	k2, err := other.Acquire(ctx, name)
-	if err != nil {
-		t.Fatalf("Acquire(%q) after Restart = %v, want a lock", name, err)
-	}
-	if k2.Fence() <= k.Fence() {
-		t.Errorf("Fence after Restart = %d, want > %d", k2.Fence(), k.Fence())
-	}
-	k2.Release(t.Context())
+	wantWorksAfter(t, other, "Restart", k, ttl)
 }
 
 func isClosed(ch <-chan struct{}) bool {
