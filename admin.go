@@ -72,12 +72,3 @@ func (l *Locker) ForceRelease(ctx context.Context, name string) (bool, error) {
 	l.wakeLocal(name)
 	return held, nil
 }
-
-func (l *Locker) usable() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return ErrClosed
-	}
-	return nil
-}

@@ -69,7 +69,7 @@ func callGrace[T any](l *Locker, ctx context.Context, grace time.Duration, step 
 	default:
 		abandoned = true
 		var zero T
-		return zero, context.Cause(ctx)
+		return zero, ctxErr(ctx)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/memlock"
 )
@@ -26,6 +27,11 @@ type faultDriver struct {
 	acquireCalls  int
 	notify        bool
 	silentWatches bool // Watch succeeds but never wakes
+	// acquireDelay, if set, is how long Acquire call n (from 1) waits
+	// after the store took its step and before it returns.
+	acquireDelay func(call int) time.Duration
+	// refreshDelay, likewise, for Refresh calls.
+	refreshDelay time.Duration
 }
 
 func (d *faultDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
@@ -37,7 +43,15 @@ func (d *faultDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Resul
 		<-hang
 		return d.Driver.Acquire(context.Background(), l)
 	}
-	return d.Driver.Acquire(ctx, l)
+	res, err := d.Driver.Acquire(ctx, l)
+	d.mu.Lock()
+	delay := d.acquireDelay
+	n := d.acquireCalls
+	d.mu.Unlock()
+	if delay != nil {
+		time.Sleep(delay(n))
+	}
+	return res, err
 }
 
 func (d *faultDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
@@ -45,7 +59,7 @@ func (d *faultDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	d.refreshes = append(d.refreshes, len(ls))
 	d.refreshTimes = append(d.refreshTimes, time.Now())
 	n := len(d.refreshes)
-	errFn, hang := d.refreshErr, d.hangRefresh
+	errFn, hang, delay := d.refreshErr, d.hangRefresh, d.refreshDelay
 	d.mu.Unlock()
 	if hang {
 		<-ctx.Done()
@@ -64,7 +78,9 @@ func (d *faultDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 			return errs
 		}
 	}
-	return d.Driver.Refresh(ctx, ls)
+	errs := d.Driver.Refresh(ctx, ls)
+	time.Sleep(delay)
+	return errs
 }
 
 // notifyingDriver is a faultDriver that also offers Watch.
@@ -80,9 +96,9 @@ func (d notifyingDriver) Watch(ctx context.Context, name string) (<-chan struct{
 func newFaulty(store *memlock.Store, notify bool) (*dlock.Locker, *faultDriver) {
 	d := &faultDriver{Driver: store.Driver(), notify: notify}
 	if notify {
-		return dlock.New(notifyingDriver{d}, nil), d
+		return backend.New(notifyingDriver{d}, nil), d
 	}
-	return dlock.New(d, nil), d
+	return backend.New(d, nil), d
 }
 
 func TestRenewalCadence(t *testing.T) {
@@ -212,7 +228,7 @@ func TestRenewalIsBatched(t *testing.T) {
 func TestPollingWaiterIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memlock.NewStore()
-		holder := memlock.New(store)
+		holder, _ := memlock.New(store)
 		defer holder.Close()
 		waiter, d := newFaulty(store, false) // no notifications: polling
 		defer waiter.Close()
@@ -227,7 +243,7 @@ func TestPollingWaiterIsBounded(t *testing.T) {
 		d.mu.Lock()
 		attempts := d.acquireCalls
 		d.mu.Unlock()
-		if waited < ttl || waited > ttl+dlock.DefaultMaxRetryInterval {
+		if waited < ttl || waited > ttl+backend.DefaultMaxRetryInterval {
 			t.Fatalf("polling waiter acquired after %v, want right after the %v lease", waited, ttl)
 		}
 		if attempts > 25 {
@@ -241,7 +257,7 @@ func TestPollingWaiterIsBounded(t *testing.T) {
 func TestLostWakeUpFallsBackToRemainingLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memlock.NewStore()
-		holder := memlock.New(store)
+		holder, _ := memlock.New(store)
 		defer holder.Close()
 		waiter, d := newFaulty(store, true)
 		defer waiter.Close()
@@ -298,3 +314,5 @@ func isClosed(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+func backendNew(d driver.Driver) *dlock.Locker { return backend.New(d, nil) }

@@ -1,6 +1,10 @@
 package dlock
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrNotAcquired is returned by TryAcquire when another owner holds
@@ -26,3 +30,17 @@ var (
 	// ErrReleased is the context.Cause of a Lock's Context after Release.
 	ErrReleased = errors.New("dlock: lock released")
 )
+
+// ctxErr returns the error for an ended ctx: it wraps both ctx.Err(), so
+// errors.Is(err, context.Canceled) holds, and context.Cause(ctx) when that
+// says more.
+func ctxErr(ctx context.Context) error {
+	err, cause := ctx.Err(), context.Cause(ctx)
+	if cause == nil || errors.Is(cause, err) {
+		if cause == nil {
+			return err
+		}
+		return cause
+	}
+	return fmt.Errorf("%w: %w", err, cause)
+}

@@ -15,7 +15,7 @@ import (
 // before reading and writing its stock. With Redis, replace memlock.New(nil)
 // by redislock.New(redisClient, nil); nothing else changes.
 func Example() {
-	locker := memlock.New(nil)
+	locker, _ := memlock.New(nil) // memlock.New cannot fail
 	defer locker.Close()
 
 	stock := 10 // stands for a row in a database
@@ -45,7 +45,7 @@ func Example() {
 }
 
 func ExampleLocker_TryAcquire() {
-	locker := memlock.New(nil)
+	locker, _ := memlock.New(nil) // memlock.New cannot fail
 	defer locker.Close()
 	ctx := context.Background()
 
@@ -59,7 +59,7 @@ func ExampleLocker_TryAcquire() {
 // A function that takes the lock can call another that takes it again:
 // passing the lock's Context re-enters it, with the same fencing token.
 func ExampleLock_Context() {
-	locker := memlock.New(nil)
+	locker, _ := memlock.New(nil) // memlock.New cannot fail
 	defer locker.Close()
 
 	outer, _ := locker.Acquire(context.Background(), "account/7")
@@ -78,7 +78,7 @@ func ExampleLock_Context() {
 // it; work under the lock should stop.
 func ExampleLock_Done() {
 	store := memlock.NewStore()
-	locker := memlock.New(store)
+	locker, _ := memlock.New(store)
 	defer locker.Close()
 
 	lock, _ := locker.Acquire(context.Background(), "leader", dlock.WithTTL(300*time.Millisecond))

@@ -23,7 +23,8 @@ type held struct {
 	fence  uint64
 	renew  bool
 	owner  *owner
-	ctx    context.Context // carries owner; cancelled on last release or loss
+	values context.Context // the acquiring call's context, without its cancellation
+	ctx    context.Context // carries owner and values; cancelled on last release or loss
 	cancel context.CancelCauseFunc
 
 	// Guarded by l.mu.
@@ -31,6 +32,7 @@ type held struct {
 	count     int       // open handles
 	deadline  time.Time // monotonic: Done closes here unless renewed
 	nextRenew time.Time
+	index     [2]int // positions in l.deadlines and l.renewals, -1 when absent
 }
 
 // lossMargin is how long before the server-side lease can end that the
@@ -38,8 +40,8 @@ type held struct {
 // differences between client and server (assumed well under 1%).
 func lossMargin(ttl time.Duration) time.Duration { return ttl / 10 }
 
-func newHeld(l *Locker, lease driver.Lease, fence uint64, start time.Time, renew bool) *held {
-	h := &held{l: l, lease: lease, fence: fence, renew: renew}
+func newHeld(l *Locker, values context.Context, lease driver.Lease, fence uint64, start time.Time, renew bool) *held {
+	h := &held{l: l, lease: lease, fence: fence, renew: renew, values: context.WithoutCancel(values), index: [2]int{-1, -1}}
 	h.extended(start)
 	return h
 }
@@ -54,27 +56,48 @@ func (h *held) extended(start time.Time) {
 	ttl := h.lease.TTL
 	if d := start.Add(ttl - lossMargin(ttl)); d.After(h.deadline) {
 		h.deadline = d
+		h.l.deadlines.fix(h)
 	}
 	h.nextRenew = start.Add(ttl / 3)
-}
-
-// nextEvent is when the keeper must next look at h: its renewal, or its
-// deadline if it is not renewed.
-func (h *held) nextEvent() time.Time {
-	if h.renew {
-		return h.nextRenew.Add(-h.lease.TTL / 12)
-	}
-	return h.deadline
+	h.l.renewals.fix(h)
 }
 
 // newHandle returns a new handle on h. Called with l.mu held.
 func (h *held) newHandle() *Lock {
 	if h.ctx == nil {
-		h.ctx, h.cancel = context.WithCancelCause(context.WithValue(context.Background(), ownerKey{}, h.owner))
+		h.ctx, h.cancel = context.WithCancelCause(context.WithValue(h.values, ownerKey{}, h.owner))
 	}
 	h.count++
 	ctx, cancel := context.WithCancelCause(h.ctx)
 	return &Lock{h: h, ctx: ctx, cancel: cancel}
+}
+
+// track adds a new acquisition to the Locker's books and makes the keeper
+// look at it in time. Called with l.mu held.
+func (l *Locker) track(h *held) {
+	l.held[h.lease.Owner] = h
+	l.deadlines.push(h)
+	next := h.deadline
+	if h.renew {
+		l.renewals.push(h)
+		next = earliest(next, h.nextRenew)
+	}
+	l.schedule(next)
+}
+
+// forget removes h from the Locker's books and sets its final state.
+// Called with l.mu held.
+func (l *Locker) forget(h *held, s state) {
+	if h.state != active {
+		return
+	}
+	h.state = s
+	delete(l.held, h.lease.Owner)
+	l.deadlines.remove(h)
+	l.renewals.remove(h)
+	if h.owner.names[h.lease.Name] == h {
+		delete(h.owner.names, h.lease.Name)
+	}
 }
 
 // lose marks h lost, closes its handles' Done with cause, and wakes local

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
@@ -15,6 +14,9 @@ import (
 // due), and closes the Done of any lock whose local deadline passes before
 // a renewal succeeded. It exits when Close closes l.closing, after waiting
 // for its in-flight refresh.
+//
+// Each wake costs O(k log n) for the k locks due among n held: the keeper
+// takes them from two heaps (deadlines, renewals) instead of scanning.
 func (l *Locker) keep() {
 	defer l.bg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -28,39 +30,30 @@ func (l *Locker) keep() {
 	}
 	for {
 		now := time.Now()
-		next := now.Add(time.Hour)
-		var renewable []*held
-		due := false
 		l.mu.Lock()
-		for h := range l.held {
-			if !now.Before(h.deadline) {
-				l.lose(h, fmt.Errorf("%w: lease of %v could not be renewed in time", ErrLost, h.lease.TTL))
-				continue
+		for h := l.deadlines.top(); h != nil && !now.Before(h.deadline); h = l.deadlines.top() {
+			l.lose(h, fmt.Errorf("%w: lease of %v could not be renewed in time", ErrLost, h.lease.TTL))
+		}
+		// When one lock is due, renew with it every lock whose turn comes
+		// within the next TTL/12 of its own: batches stay together. The
+		// locks of a batch leave l.renewals until its outcome is applied.
+		var batch []*held
+		if h := l.renewals.top(); !inflight && h != nil && !now.Before(h.nextRenew) {
+			for h != nil && !now.Before(h.nextRenew.Add(-h.lease.TTL/12)) {
+				batch = append(batch, l.renewals.pop())
+				h = l.renewals.top()
 			}
+		}
+		next := now.Add(time.Hour)
+		if h := l.deadlines.top(); h != nil {
 			next = earliest(next, h.deadline)
-			if !h.renew || inflight {
-				continue
-			}
-			renewable = append(renewable, h)
-			if !now.Before(h.nextRenew) {
-				due = true
-			} else {
-				next = earliest(next, h.nextRenew)
-			}
+		}
+		if h := l.renewals.top(); h != nil && !inflight && len(batch) == 0 {
+			next = earliest(next, h.nextRenew)
 		}
 		l.keeperAt = next
 		l.keeperTimer.Reset(next.Sub(now))
 		l.mu.Unlock()
-		// When one lock is due, renew with it every lock whose turn comes
-		// within the next TTL/12 of its own: batches stay together.
-		var batch []*held
-		if due {
-			for _, h := range renewable {
-				if !now.Before(h.nextRenew.Add(-h.lease.TTL / 12)) {
-					batch = append(batch, h)
-				}
-			}
-		}
 		if len(batch) > 0 {
 			inflight = true
 			go l.refresh(ctx, batch, results) // exits after one bounded driver call
@@ -96,8 +89,8 @@ type refreshResult struct {
 // deadline in it (past that the renewal is useless), and sends the outcome.
 func (l *Locker) refresh(ctx context.Context, batch []*held, results chan<- refreshResult) {
 	leases := make([]driver.Lease, len(batch))
-	deadline := batch[0].deadline
 	l.mu.Lock()
+	deadline := batch[0].deadline
 	for i, h := range batch {
 		leases[i] = h.lease
 		deadline = earliest(deadline, h.deadline)
@@ -119,6 +112,8 @@ func (l *Locker) schedule(at time.Time) {
 	}
 }
 
+// applyRefresh records a batch's outcome and puts the locks still held
+// back in line for their next renewal.
 func (l *Locker) applyRefresh(r refreshResult) {
 	now := time.Now()
 	l.mu.Lock()
@@ -131,26 +126,38 @@ func (l *Locker) applyRefresh(r refreshResult) {
 			err = r.errs[i]
 		}
 		switch {
+		case h.state != active:
+			// Released or lost while the batch was out.
 		case err == nil:
 			h.extended(r.start)
+			l.renewals.push(h)
 		case errors.Is(err, driver.ErrNotHeld):
 			l.lose(h, fmt.Errorf("%w: renewal found it held by no one or another owner", ErrLost))
-		case h.state == active:
+		default:
 			// Outcome unknown (network, timeout): try again soon; the
 			// deadline closes Done if no attempt succeeds in time.
 			h.nextRenew = now.Add(h.lease.TTL / 10)
+			l.renewals.push(h)
 		}
 	}
 }
 
-// applyLoss closes Done of the leases a driver reported lost.
+// applyLoss closes Done of the leases a driver reported lost: one lease
+// in O(log n), or every lease in O(n) for a session-wide loss.
 func (l *Locker) applyLoss(loss driver.Loss) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for h := range l.held {
-		if loss.Owner == "" || loss.Owner == h.lease.Owner {
-			l.lose(h, fmt.Errorf("%w: %w", ErrLost, loss.Err))
+	cause := fmt.Errorf("%w: %w", ErrLost, loss.Err)
+	if loss.Owner != "" {
+		if h := l.held[loss.Owner]; h != nil {
+			l.lose(h, cause)
 		}
+		return
+	}
+	l.deadlines.clear()
+	l.renewals.clear()
+	for _, h := range l.held {
+		l.lose(h, cause)
 	}
 }
 
@@ -159,12 +166,4 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// jitter returns a random duration in [d/2, d).
-func jitter(d time.Duration) time.Duration {
-	if d < 2 {
-		return d
-	}
-	return d/2 + rand.N(d/2)
 }

@@ -37,14 +37,18 @@ func (k *Lock) Done() <-chan struct{} { return k.ctx.Done() }
 
 // Context returns a context that is cancelled when Done is closed;
 // context.Cause reports why: ErrReleased, ErrClosed, or an error wrapping
-// ErrLost. The context carries the lock's owner: Acquire(k.Context(), name)
+// ErrLost. The context carries the values of the context given to the
+// Acquire call that took the lock (trace ids, loggers), but not its
+// cancellation, and the lock's owner: Acquire(k.Context(), name)
 // on the same Locker re-enters name if this owner holds it, and otherwise
 // takes name for this owner. Pass it to work that must stop when the lock
 // is lost.
 func (k *Lock) Context() context.Context { return k.ctx }
 
-// Refresh extends the lease to its full TTL now. The error wraps ErrNotHeld
-// if the lock was released or lost, and ErrClosed after the Locker closed.
+// Refresh extends the lease to its full TTL now. It returns nil only if
+// the lock is still held when it returns: otherwise the error wraps
+// ErrNotHeld (with the loss cause, or ErrClosed after the Locker closed),
+// also when the lock was found lost while the call was under way.
 func (k *Lock) Refresh(ctx context.Context) error {
 	h, l := k.h, k.h.l
 	l.mu.Lock()
@@ -62,11 +66,12 @@ func (k *Lock) Refresh(ctx context.Context) error {
 	case errors.Is(err, driver.ErrNotHeld):
 		l.lose(h, fmt.Errorf("%w: refresh found it held by no one or another owner", ErrLost))
 	}
+	done, st = k.done, h.state
 	l.mu.Unlock()
-	switch {
-	case errors.Is(err, driver.ErrNotHeld):
-		return fmt.Errorf("dlock: refresh %s: %w", quote(h.lease.Name), ErrNotHeld)
-	case err != nil:
+	if serr := k.stateError("refresh", done, st); serr != nil {
+		return serr
+	}
+	if err != nil {
 		return fmt.Errorf("dlock: refresh %s: %w", quote(h.lease.Name), err)
 	}
 	return nil
@@ -78,6 +83,13 @@ func (k *Lock) Refresh(ctx context.Context) error {
 // wraps ErrNotHeld if this handle was released already or the lock had
 // been lost, and ErrClosed if the Locker's Close released it. If the
 // server cannot be reached the lease ends by itself after its TTL.
+//
+// Release frees the name even when ctx has ended, as in the common
+// "defer lock.Release(ctx)" after a request was cancelled: the server
+// step runs with ctx's values but not its cancellation, bounded by a few
+// seconds. If ctx ends before that step is answered, Release returns at
+// once with an error wrapping ctx.Err(), and the step goes on in the
+// background (Close waits for it).
 func (k *Lock) Release(ctx context.Context) error {
 	h, l := k.h, k.h.l
 	l.mu.Lock()
@@ -96,14 +108,14 @@ func (k *Lock) Release(ctx context.Context) error {
 		if last && st == lost {
 			// The lease may still be ours on the server; free it early.
 			// The owner check makes this safe whatever happened since.
-			l.drv.Release(ctx, h.lease)
+			l.abandon(h.lease)
 		}
 		return err
 	}
 	if !last {
 		return nil
 	}
-	_, err := call(l, ctx, func() (struct{}, error) { return struct{}{}, l.drv.Release(ctx, h.lease) }, nil)
+	err := l.releaseLease(ctx, h.lease)
 	h.cancel(ErrReleased)
 	l.wakeLocal(h.lease.Name)
 	switch {
@@ -115,6 +127,37 @@ func (k *Lock) Release(ctx context.Context) error {
 	return nil
 }
 
+// releaseLease runs the driver's release of lease with a context that
+// keeps ctx's values but not its cancellation, bounded by cleanupTimeout.
+// It returns the step's error, or, if ctx ends first, an error wrapping
+// ctx's and leaves the step to finish in the background.
+func (l *Locker) releaseLease(ctx context.Context, lease driver.Lease) error {
+	if l.inline && ctx.Err() == nil {
+		// The driver honours ctx: try in this goroutine, and only if ctx
+		// ends during the step finish it detached.
+		err := l.drv.Release(ctx, lease)
+		if err == nil || ctx.Err() == nil {
+			return err
+		}
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	result := make(chan error, 1)
+	step := func() {
+		defer cancel()
+		result <- l.drv.Release(rctx, lease)
+	}
+	if ctx.Done() == nil || !l.goBackground(step) {
+		step()
+		return <-result
+	}
+	select {
+	case err := <-result:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w (the release goes on in the background)", ctxErr(ctx))
+	}
+}
+
 func (k *Lock) stateError(op string, done bool, st state) error {
 	switch {
 	case done:
@@ -122,7 +165,7 @@ func (k *Lock) stateError(op string, done bool, st state) error {
 	case st == lost:
 		return fmt.Errorf("dlock: %s %s: %w: %w", op, quote(k.h.lease.Name), ErrNotHeld, context.Cause(k.h.ctx))
 	case st == closed:
-		return fmt.Errorf("dlock: %s %s: %w", op, quote(k.h.lease.Name), ErrClosed)
+		return fmt.Errorf("dlock: %s %s: %w: %w", op, quote(k.h.lease.Name), ErrNotHeld, ErrClosed)
 	}
 	return nil
 }

@@ -24,3 +24,12 @@ func ValidateName(name string) error {
 	}
 	return nil
 }
+
+// quote formats a name for error messages, shortening very long ones.
+func quote(name string) string {
+	const max = 64
+	if len(name) > max {
+		return fmt.Sprintf("%q...(%d bytes)", name[:max], len(name))
+	}
+	return fmt.Sprintf("%q", name)
+}

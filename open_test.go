@@ -2,7 +2,6 @@ package dlock_test
 
 import (
 	"errors"
-	"net/url"
 	"strings"
 	"testing"
 
@@ -14,7 +13,9 @@ func TestOpenErrors(t *testing.T) {
 	for _, tc := range []struct{ url, want string }{
 		{"", `dlock: bad store URL: "" has no scheme`},
 		{"localhost:6379", `dlock: bad store URL: unknown scheme "localhost"`},
-		{"nosuch://host", `dlock: bad store URL: unknown scheme "nosuch" (want one of `},
+		{"nosuch://host", `dlock: bad store URL: unknown scheme "nosuch" (registered: mem)`},
+		{"redis://host", `dlock: bad store URL: scheme "redis" needs its backend: import _ "github.com/dlock-go/dlock/redislock" (registered: mem)`},
+		{"postgres://u:s3cret@h/db", `dlock: bad store URL: scheme "postgres" needs its backend: import _ "github.com/dlock-go/dlock/sqllock"`},
 		{"redis://user:s3cret@host:bad", `dlock: bad store URL: cannot parse "redis://user:xxxxx@host:bad": invalid port ":bad" after host`},
 		{"mem://?ttl=1s", `dlock: open mem://?ttl=1s: dlock: bad store URL: unknown parameter "ttl" for mem:// (known: none)`},
 		{"mem://%zz", `dlock: bad store URL: cannot parse "mem://%zz"`},
@@ -51,66 +52,5 @@ func TestOpenMem(t *testing.T) {
 		t.Errorf("TryAcquire on another mem:// store = %v, want a lock", err)
 	} else {
 		k2.Release(t.Context())
-	}
-}
-
-func TestURLHosts(t *testing.T) {
-	for _, tc := range []struct {
-		url  string
-		want string // hosts joined by space, or the error's text
-	}{
-		{"x://h", "h:99"},
-		{"x://h:1", "h:1"},
-		{"x://h1:1,h2,h3:3", "h1:1 h2:99 h3:3"},
-		{"x://[::1]:5", "[::1]:5"},
-		{"x://", "dlock: bad store URL: x:// URL has no host"},
-		{"x://:5", `dlock: bad store URL: missing host in ":5"`},
-		{"x://h1,:5", `dlock: bad store URL: missing host in ":5"`},
-		{"x://h:0", `dlock: bad store URL: bad port "0" for host "h"`},
-		{"x://h:70000", `dlock: bad store URL: bad port "70000" for host "h"`},
-		{"x://h2:x,h1:1", `dlock: bad store URL: bad port "x" for host "h2"`},
-	} {
-		u, err := url.Parse(tc.url)
-		if err != nil {
-			t.Fatalf("url.Parse(%q) = %v", tc.url, err)
-		}
-		hosts, err := dlock.URLHosts(u, 99)
-		got := strings.Join(hosts, " ")
-		if err != nil {
-			got = err.Error()
-		}
-		if got != tc.want {
-			t.Errorf("URLHosts(%q) = %q, want %q", tc.url, got, tc.want)
-		}
-	}
-}
-
-func TestURLParams(t *testing.T) {
-	u, _ := url.Parse("x://h/?prefix=a&table=b")
-	if q, err := dlock.URLParams(u, "prefix", "table"); err != nil || q.Get("table") != "b" {
-		t.Errorf("URLParams = %v, %v; want table=b", q, err)
-	}
-	u, _ = url.Parse("x://h/?prefix=a&prefix=b")
-	if _, err := dlock.URLParams(u, "prefix"); err == nil || err.Error() != `dlock: bad store URL: parameter "prefix" given 2 times` {
-		t.Errorf("URLParams with a repeated parameter = %v", err)
-	}
-	u, _ = url.Parse("x://h/?bogus=1")
-	if _, err := dlock.URLParams(u, "prefix"); err == nil || err.Error() != `dlock: bad store URL: unknown parameter "bogus" for x:// (known: prefix)` {
-		t.Errorf("URLParams with an unknown parameter = %v", err)
-	}
-}
-
-func TestRedactURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"redis://u:pw@h:1/0":  "redis://u:xxxxx@h:1/0",
-		"redis://h:1":         "redis://h:1",
-		"redis://u:pw@h:bad":  "redis://u:xxxxx@h:bad",
-		"sqlite:///a/b.db":    "sqlite:///a/b.db",
-		"postgres://u@h/db":   "postgres://u@h/db",
-		"mysql://u:p@w@h:1/d": "mysql://u:xxxxx@h:1/d",
-	} {
-		if got := dlock.RedactURL(in); got != want {
-			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
-		}
 	}
 }

@@ -15,12 +15,6 @@ const (
 
 	// MaxTTL is the longest lease WithTTL accepts.
 	MaxTTL = 24 * time.Hour
-
-	// DefaultMinRetryInterval is Config.MinRetryInterval's default.
-	DefaultMinRetryInterval = 5 * time.Millisecond
-
-	// DefaultMaxRetryInterval is Config.MaxRetryInterval's default.
-	DefaultMaxRetryInterval = 2 * time.Second
 )
 
 // Option configures one Acquire or TryAcquire call.
@@ -71,36 +65,4 @@ func buildOptions(opts []Option) (acquireOptions, error) {
 		return o, fmt.Errorf("metadata must be valid UTF-8 of at most %d bytes: %w", MaxMetadataLen, ErrInvalid)
 	}
 	return o, nil
-}
-
-// Config tunes a Locker. Backend constructors fill it from their own
-// Options; a nil *Config means defaults.
-type Config struct {
-	// MinRetryInterval is the first wait between attempts of a waiter on a
-	// backend that cannot notify; it doubles up to MaxRetryInterval.
-	// Default: DefaultMinRetryInterval.
-	MinRetryInterval time.Duration
-
-	// MaxRetryInterval bounds the wait between attempts when no wake-up
-	// arrives (a lost notification, or a polling backend). A waiter never
-	// waits longer than the holder's remaining lease either.
-	// Default: DefaultMaxRetryInterval.
-	MaxRetryInterval time.Duration
-}
-
-func (c *Config) withDefaults() Config {
-	var r Config
-	if c != nil {
-		r = *c
-	}
-	if r.MinRetryInterval <= 0 {
-		r.MinRetryInterval = DefaultMinRetryInterval
-	}
-	if r.MaxRetryInterval <= 0 {
-		r.MaxRetryInterval = DefaultMaxRetryInterval
-	}
-	if r.MaxRetryInterval < r.MinRetryInterval {
-		r.MaxRetryInterval = r.MinRetryInterval
-	}
-	return r
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"fmt"
 	"strconv"
 )
 
@@ -43,13 +42,4 @@ func (l *Locker) ownerString() string {
 	b := make([]byte, 0, len(l.id)+8)
 	b = append(append(b, l.id...), ':')
 	return string(strconv.AppendUint(b, l.seq.Add(1), 36))
-}
-
-// quote formats a name for error messages, shortening very long ones.
-func quote(name string) string {
-	const max = 64
-	if len(name) > max {
-		return fmt.Sprintf("%q...(%d bytes)", name[:max], len(name))
-	}
-	return fmt.Sprintf("%q", name)
 }

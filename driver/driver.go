@@ -165,3 +165,10 @@ type ForceReleaser interface {
 type ContextHonourer interface {
 	HonoursContext() bool
 }
+
+// QueueLeaveTimeout is how long the core waits, once the context of an
+// AcquireQueued call has ended, for the call to take its entry out of the
+// store's queue and return. A Queuer must return within it when the store
+// answers; past it the core returns to its caller and releases whatever
+// the call took once it completes.
+const QueueLeaveTimeout = time.Second

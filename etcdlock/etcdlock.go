@@ -61,6 +61,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -88,7 +89,7 @@ type Options struct {
 
 	// MaxRetryInterval bounds how long dlock waits between attempts when
 	// no wake-up arrives. Waiters on etcd are woken by watches, so this
-	// matters little. Default: dlock.DefaultMaxRetryInterval.
+	// matters little. Default: backend.DefaultMaxRetryInterval.
 	MaxRetryInterval time.Duration
 }
 
@@ -134,7 +135,7 @@ func newLocker(cli *clientv3.Client, opts *Options, ownClient bool) (*dlock.Lock
 		cancel()
 		return nil, fmt.Errorf("etcdlock: new: %w", err)
 	}
-	return dlock.New(d, &dlock.Config{MaxRetryInterval: o.MaxRetryInterval}), nil
+	return backend.New(d, &backend.Config{MaxRetryInterval: o.MaxRetryInterval}), nil
 }
 
 // Key returns the key prefix under which the lock on name queues its

@@ -12,11 +12,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 )
 
 func init() {
-	dlock.Register("etcd", open)
-	dlock.Register("etcds", open)
+	backend.Register("etcd", open)
+	backend.Register("etcds", open)
 }
 
 // open serves store URLs etcd://[user:pass@]host[:port][,host[:port]][/prefix]
@@ -24,11 +25,11 @@ func init() {
 // (Options.SessionTTL, a Go duration). It makes a Locker that closes the
 // client.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
-	q, err := dlock.URLParams(u, "session_ttl")
+	q, err := backend.URLParams(u, "session_ttl")
 	if err != nil {
 		return nil, err
 	}
-	hosts, err := dlock.URLHosts(u, 2379)
+	hosts, err := backend.URLHosts(u, 2379)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +54,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	cfg := clientv3.Config{
 		Endpoints:   hosts,
 		Username:    u.User.Username(),
-		Password:    dlock.URLPassword(u),
+		Password:    backend.URLPassword(u),
 		DialTimeout: dial,
 		Context:     context.WithoutCancel(ctx),
 		Logger:      zap.NewNop(),

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -45,15 +46,17 @@ func NewStore() *Store {
 
 // New returns a Locker on store. Lockers on one Store exclude each other
 // like processes sharing a server. A nil store means a new private Store.
-func New(store *Store) *dlock.Locker {
+// It returns an error like every backend's constructor; with memlock
+// there is nothing that can fail, so the error is always nil.
+func New(store *Store) (*dlock.Locker, error) {
 	if store == nil {
 		store = NewStore()
 	}
-	return dlock.New(store.Driver(), nil)
+	return backend.New(store.Driver(), nil), nil
 }
 
 // Driver returns the store's driver, for tests that wrap it to inject
-// faults or count calls before passing it to dlock.New. It implements
+// faults or count calls before passing it to backend.New. It implements
 // driver.Notifier.
 func (s *Store) Driver() driver.Driver { return &memDriver{s: s} }
 
@@ -97,6 +100,14 @@ func (s *Store) wake(name string) {
 		}
 	}
 }
+
+// The optional interfaces memDriver implements, checked at compile time.
+var (
+	_ driver.Notifier        = (*memDriver)(nil)
+	_ driver.Inspector       = (*memDriver)(nil)
+	_ driver.ForceReleaser   = (*memDriver)(nil)
+	_ driver.ContextHonourer = (*memDriver)(nil)
+)
 
 type memDriver struct{ s *Store }
 

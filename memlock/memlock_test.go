@@ -12,7 +12,13 @@ import (
 func harness() dlocktest.Harness {
 	store := memlock.NewStore()
 	return dlocktest.Harness{
-		NewLocker: func(t testing.TB) *dlock.Locker { return memlock.New(store) },
+		NewLocker: func(t testing.TB) *dlock.Locker {
+			l, err := memlock.New(store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l
+		},
 		Expire: func(t testing.TB, name string) {
 			if !store.Expire(name) {
 				t.Fatalf("Expire(%q): not held", name)

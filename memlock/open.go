@@ -6,9 +6,10 @@ import (
 	"sync"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 )
 
-func init() { dlock.Register("mem", open) }
+func init() { backend.Register("mem", open) }
 
 var (
 	namedMu sync.Mutex
@@ -20,7 +21,7 @@ var (
 // It takes no query parameters. Locks in memory are not shared between
 // processes.
 func open(_ context.Context, u *url.URL) (*dlock.Locker, error) {
-	if _, err := dlock.URLParams(u); err != nil {
+	if _, err := backend.URLParams(u); err != nil {
 		return nil, err
 	}
 	namedMu.Lock()
@@ -30,5 +31,5 @@ func open(_ context.Context, u *url.URL) (*dlock.Locker, error) {
 		s = NewStore()
 		named[u.Host] = s
 	}
-	return New(s), nil
+	return New(s)
 }

@@ -11,18 +11,19 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 )
 
 func init() {
 	for _, scheme := range []string{"redis", "rediss", "redis+sentinel", "redis+cluster"} {
-		dlock.Register(scheme, open)
+		backend.Register(scheme, open)
 	}
 }
 
 // open makes a Locker for a store URL of the forms in the package
 // documentation. The Locker closes the client it creates.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
-	q, err := dlock.URLParams(u, "prefix")
+	q, err := backend.URLParams(u, "prefix")
 	if err != nil {
 		return nil, err
 	}
@@ -31,11 +32,11 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if u.Scheme == "redis+sentinel" {
 		defPort = 26379
 	}
-	hosts, err := dlock.URLHosts(u, defPort)
+	hosts, err := backend.URLHosts(u, defPort)
 	if err != nil {
 		return nil, err
 	}
-	user, pass := u.User.Username(), dlock.URLPassword(u)
+	user, pass := u.User.Username(), backend.URLPassword(u)
 	path := strings.Trim(u.Path, "/")
 	var client redis.UniversalClient
 	switch u.Scheme {

@@ -78,6 +78,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -98,7 +99,7 @@ type Options struct {
 
 	// MaxRetryInterval bounds how long a waiter waits for a wake-up
 	// before trying again (a waiter never waits longer than the holder's
-	// remaining lease either). Default: dlock.DefaultMaxRetryInterval.
+	// remaining lease either). Default: backend.DefaultMaxRetryInterval.
 	MaxRetryInterval time.Duration
 }
 
@@ -120,7 +121,7 @@ func newLocker(client redis.UniversalClient, opts *Options, ownClient bool) *dlo
 	d := &redisDriver{c: client, prefix: o.Prefix, ownClient: ownClient}
 	d.grants = newGrants(client, d.channelPrefix())
 	d.batch = newBatcher(client)
-	return dlock.New(d, &dlock.Config{MaxRetryInterval: o.MaxRetryInterval})
+	return backend.New(d, &backend.Config{MaxRetryInterval: o.MaxRetryInterval})
 }
 
 // Key returns the Redis key that holds the lock on name under prefix (""

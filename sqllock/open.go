@@ -11,13 +11,14 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 )
 
 func init() {
-	dlock.Register("mysql", open)
-	dlock.Register("postgres", open)
-	dlock.Register("postgresql", open)
-	dlock.Register("sqlite", open)
+	backend.Register("mysql", open)
+	backend.Register("postgres", open)
+	backend.Register("postgresql", open)
+	backend.Register("sqlite", open)
 }
 
 // sqlDrivers names the database/sql driver each scheme needs; like
@@ -50,7 +51,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if u.Scheme == "postgres" || u.Scheme == "postgresql" {
 		known = append(known, postgresParams...)
 	}
-	q, err := dlock.URLParams(u, known...)
+	q, err := backend.URLParams(u, known...)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +70,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 			return nil, err
 		}
 		c := mysql.NewConfig()
-		c.User, c.Passwd, c.Net, c.Addr = u.User.Username(), dlock.URLPassword(u), "tcp", hosts
+		c.User, c.Passwd, c.Net, c.Addr = u.User.Username(), backend.URLPassword(u), "tcp", hosts
 		if c.DBName, err = dbName(u); err != nil {
 			return nil, err
 		}
@@ -84,7 +85,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 			return nil, err
 		}
 		pg := url.URL{Scheme: "postgres", Host: addr, Path: "/" + name}
-		if pass := dlock.URLPassword(u); pass != "" {
+		if pass := backend.URLPassword(u); pass != "" {
 			pg.User = url.UserPassword(u.User.Username(), pass)
 		} else {
 			pg.User = url.User(u.User.Username())
@@ -119,7 +120,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 
 // oneHost returns u's single host:port.
 func oneHost(u *url.URL, defaultPort int) (string, error) {
-	hosts, err := dlock.URLHosts(u, defaultPort)
+	hosts, err := backend.URLHosts(u, defaultPort)
 	if err != nil {
 		return "", err
 	}

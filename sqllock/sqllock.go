@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/pause"
 )
@@ -47,7 +48,7 @@ type Options struct {
 	// MaxRetryInterval bounds how long a waiter waits before trying
 	// again when nothing wakes it (a waiter never waits longer than the
 	// holder's remaining lease either). Default: DefaultPollInterval for
-	// MySQL and SQLite, dlock.DefaultMaxRetryInterval for PostgreSQL.
+	// MySQL and SQLite, backend.DefaultMaxRetryInterval for PostgreSQL.
 	MaxRetryInterval time.Duration
 
 	// IdleRetention is how long a free or expired row is kept before a
@@ -83,11 +84,11 @@ func newLocker(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) *dlock.Lo
 	}
 	d := &sqlDriver{db: db, ownDB: ownDB, stmts: newStmtCache(db), table: o.Table, retention: o.IdleRetention}
 	d.q, d.err = prepare(db, dialect, o.Table)
-	cfg := &dlock.Config{MaxRetryInterval: o.MaxRetryInterval}
+	cfg := &backend.Config{MaxRetryInterval: o.MaxRetryInterval}
 	if dialect == PostgreSQL && d.err == nil {
-		return dlock.New(&pgDriver{sqlDriver: d, lis: newListener(db, o.Table)}, cfg)
+		return backend.New(&pgDriver{sqlDriver: d, lis: newListener(db, o.Table)}, cfg)
 	}
-	return dlock.New(d, cfg)
+	return backend.New(d, cfg)
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)

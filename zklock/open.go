@@ -9,13 +9,14 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 )
 
 // DefaultSessionTimeout is the session timeout of connections made by
 // dlock.Open for zk:// URLs without session_timeout.
 const DefaultSessionTimeout = 10 * time.Second
 
-func init() { dlock.Register("zk", open) }
+func init() { backend.Register("zk", open) }
 
 // open serves store URLs zk://host[:port][,host[:port]][/root] with the
 // query parameters session_timeout (a Go duration; default
@@ -23,11 +24,11 @@ func init() { dlock.Register("zk", open) }
 // connects, waits for a session, and makes a Locker that closes the
 // connection.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
-	q, err := dlock.URLParams(u, "session_timeout", "suspend_timeout")
+	q, err := backend.URLParams(u, "session_timeout", "suspend_timeout")
 	if err != nil {
 		return nil, err
 	}
-	hosts, err := dlock.URLHosts(u, 2181)
+	hosts, err := backend.URLHosts(u, 2181)
 	if err != nil {
 		return nil, err
 	}

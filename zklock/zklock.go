@@ -68,6 +68,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -100,7 +101,7 @@ type Options struct {
 
 	// MaxRetryInterval bounds how long dlock waits between attempts when
 	// no wake-up arrives. Waiters on ZooKeeper are woken by watches, so
-	// this matters little. Default: dlock.DefaultMaxRetryInterval.
+	// this matters little. Default: backend.DefaultMaxRetryInterval.
 	MaxRetryInterval time.Duration
 }
 
@@ -120,7 +121,7 @@ func newLocker(conn *zk.Conn, opts *Options, ownConn bool) *dlock.Locker {
 		o = *opts
 	}
 	if conn == nil {
-		return dlock.New(invalidDriver{fmt.Errorf("zklock: nil *zk.Conn: %w", dlock.ErrInvalid)}, nil)
+		return backend.New(invalidDriver{fmt.Errorf("zklock: nil *zk.Conn: %w", dlock.ErrInvalid)}, nil)
 	}
 	o.Root = cleanRoot(o.Root)
 	if o.ACL == nil {
@@ -141,7 +142,7 @@ func newLocker(conn *zk.Conn, opts *Options, ownConn bool) *dlock.Locker {
 	}
 	d.bg.Add(1)
 	go d.watchSession() // exits when Close closes d.closing
-	return dlock.New(d, &dlock.Config{MaxRetryInterval: o.MaxRetryInterval})
+	return backend.New(d, &backend.Config{MaxRetryInterval: o.MaxRetryInterval})
 }
 
 // cleanRoot returns root without a trailing slash ("" for "/"), with a

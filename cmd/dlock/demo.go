@@ -18,9 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlock-go/dlock/backend"
 	"github.com/spf13/cobra"
-
-	"github.com/dlock-go/dlock"
 )
 
 type demoOptions struct {
@@ -80,7 +79,7 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 		mode = "WITHOUT a lock"
 	}
 	fmt.Fprintf(out, "dlock demo: %d processes × %d goroutines buy %d items %s; store %s\n",
-		o.procs, o.workers, o.stock, mode, dlock.RedactURL(store))
+		o.procs, o.workers, o.stock, mode, backend.RedactURL(store))
 	phases := []bool{!o.noLock} // fenced writes when locked
 	if o.pause {
 		phases = []bool{false, true}

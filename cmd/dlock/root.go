@@ -14,6 +14,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 	_ "github.com/dlock-go/dlock/etcdlock"
 	_ "github.com/dlock-go/dlock/memlock"
 	_ "github.com/dlock-go/dlock/redislock"
@@ -88,7 +89,7 @@ func openStore(ctx context.Context, cmd *cobra.Command) (*dlock.Locker, string, 
 	if err != nil {
 		return nil, "", err
 	}
-	return l, dlock.RedactURL(u), nil
+	return l, backend.RedactURL(u), nil
 }
 
 // defaultStore is a SQLite file in the user's state directory

@@ -1,0 +1,230 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// TryAcquire makes one attempt to take name. If another owner holds it,
+// the error wraps ErrNotAcquired. If ctx carries a Lock of this Locker
+// holding name (see Lock.Context), it re-enters instead.
+func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
+	return l.acquire(ctx, name, opts, false)
+}
+
+// Acquire takes name, waiting until it is free or ctx is done. A waiter is
+// woken as soon as the store reports the name freed, and otherwise tries
+// again no later than the holder's remaining lease (bounded by the
+// backend's longest retry interval). If ctx ends first the error wraps
+// ctx.Err() and context.Cause(ctx), and nothing of the wait is left
+// behind.
+//
+// If ctx carries a Lock of this Locker holding name (see Lock.Context),
+// Acquire re-enters it instead: the new handle shares the acquisition's
+// lease and fencing token. Re-entering keeps the acquisition's TTL,
+// renewal and metadata; the options of the re-entering call are checked
+// (bad ones are an error) and otherwise ignored.
+//
+// The handle Acquire returns always has time left: if the store answered
+// so late that more than half the lease may have passed, Acquire checks
+// with an owner-checked refresh that the lease is still its own before
+// handing it out.
+func (l *Locker) Acquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
+	return l.acquire(ctx, name, opts, true)
+}
+
+func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait bool) (*Lock, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("dlock: acquire %s: nil context: %w", quote(name), ErrInvalid)
+	}
+	if err := ValidateName(name); err != nil {
+		return nil, fmt.Errorf("dlock: acquire: %w", err)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), err)
+	}
+	own := ownerFrom(ctx, l)
+	if k, err := l.reenter(own, name); k != nil || err != nil {
+		return k, err
+	}
+	if err := l.begin(); err != nil {
+		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), err)
+	}
+	defer l.acquiring.Done()
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ctxErr(ctx))
+	}
+	a := &attempt{ctx: ctx, own: own, renew: !o.noRenew,
+		lease: driver.Lease{Name: name, Owner: l.ownerString(), TTL: o.ttl, Metadata: o.metadata}}
+	if wait && l.queuer != nil {
+		return l.acquireQueued(a)
+	}
+	return l.acquireLoop(a, wait)
+}
+
+// attempt is one Acquire or TryAcquire call that did not re-enter.
+type attempt struct {
+	ctx   context.Context // the caller's; its values go to the Lock's Context
+	own   *owner          // nil: a new owner
+	lease driver.Lease
+	renew bool
+}
+
+// acquireQueued waits in the store's own fair queue.
+func (l *Locker) acquireQueued(a *attempt) (*Lock, error) {
+	var (
+		res driver.Result
+		err error
+		ctx = a.ctx
+	)
+	if ctx.Done() == nil {
+		// Only Close can end this wait: run the step inline (no goroutine
+		// hop) with a context that Close cancels.
+		ctx = closedBy{l.closingCtx, ctx}
+		res, err = l.queuer.AcquireQueued(ctx, a.lease)
+	} else {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		stop := context.AfterFunc(l.closingCtx, func() { cancel(ErrClosed) })
+		defer stop()
+		res, err = callGrace(l, ctx, driver.QueueLeaveTimeout, func() (driver.Result, error) { return l.queuer.AcquireQueued(ctx, a.lease) }, l.abandonLate(a.lease))
+	}
+	start := res.LeaseStart
+	if start.IsZero() {
+		start = time.Now() // Queuer promises the lease lasts TTL from its return
+	}
+	if err == nil && !res.Acquired {
+		err = errors.New("driver returned from its queue without the lock")
+	}
+	if err == nil {
+		start, err = l.confirm(ctx, a.lease, start)
+	}
+	if err != nil {
+		l.abandon(a.lease)
+		return nil, l.acquireError(ctx, a.lease.Name, err)
+	}
+	return l.register(a, res.Fence, start)
+}
+
+// closedBy is a context that ends when the Locker closes and carries the
+// values of the caller's context, which cannot end.
+type closedBy struct {
+	context.Context // the Locker's closingCtx
+	values          context.Context
+}
+
+// Value answers from the Locker's context first, so that the context
+// package sees closedBy as a child of it (no watcher goroutine for
+// contexts derived from it, and context.Cause is ErrClosed), and from the
+// caller's context for everything else.
+func (c closedBy) Value(key any) any {
+	if v := c.Context.Value(key); v != nil {
+		return v
+	}
+	return c.values.Value(key)
+}
+
+func (l *Locker) acquireError(ctx context.Context, name string, err error) error {
+	if ctx.Err() != nil && (!errors.Is(err, ctx.Err()) || !errors.Is(err, context.Cause(ctx))) {
+		return fmt.Errorf("dlock: acquire %s: %w: %w", quote(name), ctxErr(ctx), err)
+	}
+	return fmt.Errorf("dlock: acquire %s: %w", quote(name), err)
+}
+
+// confirm makes sure a handle is never handed out with its lease nearly or
+// already gone: if more than half the TTL has passed since start (the
+// send time of the step that took the lease), it renews the lease with
+// an owner-checked refresh and returns that refresh's send time instead.
+// The error wraps driver.ErrNotHeld if the lease is no longer the owner's.
+func (l *Locker) confirm(ctx context.Context, lease driver.Lease, start time.Time) (time.Time, error) {
+	for range confirmAttempts {
+		if time.Since(start) < lease.TTL/2 {
+			return start, nil
+		}
+		start = time.Now()
+		if err := refreshOne(l, ctx, lease); err != nil {
+			return start, fmt.Errorf("the store answered after more than half the lease of %v, and the check that followed failed: %w", lease.TTL, err)
+		}
+	}
+	return start, fmt.Errorf("the store took more than half the lease of %v to answer, %d times: %w", lease.TTL, confirmAttempts, errSlowStore)
+}
+
+// confirmAttempts bounds the refreshes confirm makes.
+const confirmAttempts = 3
+
+var errSlowStore = errors.New("store too slow for this TTL")
+
+// abandon frees a lease whose Acquire reply was lost (cancelled or failed
+// mid-flight), in case the server took it anyway, or that was taken after
+// Close began. The owner string is unique to this attempt, so this never
+// frees another owner's lock. It runs in the background, or at once if
+// the Locker is closing (Close waits for the Acquire calling it).
+func (l *Locker) abandon(lease driver.Lease) {
+	release := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		l.drv.Release(ctx, lease)
+	}
+	if !l.goBackground(release) {
+		release()
+	}
+}
+
+// abandonLate is call's late handler for Acquire: it frees what a step
+// that completed after its caller gave up may have taken.
+func (l *Locker) abandonLate(lease driver.Lease) func(driver.Result, error) {
+	return func(res driver.Result, err error) {
+		if res.Acquired || err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			defer cancel()
+			l.drv.Release(ctx, lease)
+		}
+	}
+}
+
+// register records a new acquisition and returns its first handle. If the
+// Locker closed meanwhile it releases the lease before returning
+// ErrClosed.
+func (l *Locker) register(a *attempt, fence uint64, start time.Time) (*Lock, error) {
+	h := newHeld(l, a.ctx, a.lease, fence, start, a.renew)
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		l.abandon(a.lease)
+		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(a.lease.Name), ErrClosed)
+	}
+	own := a.own
+	if own == nil {
+		own = &owner{l: l, names: make(map[string]*held)}
+	}
+	h.owner = own
+	own.names[a.lease.Name] = h
+	l.track(h)
+	k := h.newHandle()
+	l.mu.Unlock()
+	return k, nil
+}
+
+// reenter returns a new handle on the acquisition of name that own holds,
+// or nil if it holds none.
+func (l *Locker) reenter(own *owner, name string) (*Lock, error) {
+	if own == nil {
+		return nil, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ErrClosed)
+	}
+	h := own.names[name]
+	if h == nil || h.state != active {
+		return nil, nil
+	}
+	return h.newHandle(), nil
+}

@@ -1,0 +1,343 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/memlock"
+)
+
+// An Acquire whose driver step is under way when Close begins must not
+// leave the lease it then takes behind: Close waits for it, and it
+// releases what it took.
+func TestCloseDuringAcquireLeavesNothingHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memlock.NewStore()
+		l, d := newFaulty(store, true)
+		hang := make(chan struct{})
+		d.hangAcquire = hang
+		acquired := make(chan error, 1)
+		go func() {
+			_, err := l.Acquire(context.Background(), "a")
+			acquired <- err
+		}()
+		synctest.Wait() // the step is under way in the driver
+		closed := make(chan error, 1)
+		go func() { closed <- l.Close() }()
+		synctest.Wait()
+		close(hang) // the step completes after Close began: the server grants it
+		if err := <-closed; err != nil {
+			t.Fatalf("Close = %v", err)
+		}
+		if owner, _, held := store.Holder("a"); held {
+			t.Fatalf("after Close returned, the store shows %q held by %s, want free", "a", owner)
+		}
+		if err := <-acquired; !errors.Is(err, dlock.ErrClosed) {
+			t.Fatalf("Acquire racing Close = %v, want ErrClosed", err)
+		}
+		if owner, _, held := store.Holder("a"); held {
+			t.Fatalf("after Acquire returned ErrClosed, the store shows %q held by %s, want free", "a", owner)
+		}
+	})
+}
+
+// Refresh must not report success for a lock the keeper declared lost
+// while the refresh was under way.
+func TestRefreshReportsLossDuringCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, d := newFaulty(memlock.NewStore(), true)
+		defer l.Close()
+		const ttl = time.Second
+		k, err := l.Acquire(t.Context(), "a", dlock.WithTTL(ttl), dlock.WithoutRenewal())
+		if err != nil {
+			t.Fatalf("Acquire = %v", err)
+		}
+		time.Sleep(ttl / 2)
+		d.mu.Lock()
+		d.refreshDelay = ttl // the reply arrives after the loss deadline (0.9 TTL)
+		d.mu.Unlock()
+		err = k.Refresh(t.Context())
+		if !isClosed(k.Done()) {
+			t.Fatalf("Done still open after the loss deadline passed during Refresh")
+		}
+		if !errors.Is(err, dlock.ErrNotHeld) || !errors.Is(err, dlock.ErrLost) {
+			t.Fatalf("Refresh that returned after Done closed = %v, want ErrNotHeld wrapping ErrLost", err)
+		}
+	})
+}
+
+var errMyCause = errors.New("request abandoned")
+
+// Errors of a cancelled Acquire wrap both ctx.Err() and the cause.
+func TestAcquireErrorWrapsCtxErrAndCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, queued := range []bool{false, true} {
+			store := memlock.NewStore()
+			var l *dlock.Locker
+			if queued {
+				l = newQueued(store)
+			} else {
+				l, _ = newFaulty(store, true)
+			}
+			holder, _ := memlock.New(store)
+			k, _ := holder.TryAcquire(t.Context(), "a")
+
+			ctx, cancel := context.WithCancelCause(t.Context())
+			go func() {
+				time.Sleep(time.Second)
+				cancel(errMyCause)
+			}()
+			_, err := l.Acquire(ctx, "a")
+			if !errors.Is(err, context.Canceled) || !errors.Is(err, errMyCause) {
+				t.Errorf("queued=%v: Acquire cancelled with a cause = %v, want it to wrap context.Canceled and the cause", queued, err)
+			}
+			_, err = l.TryAcquire(ctx, "a") // ctx already ended
+			if !errors.Is(err, context.Canceled) || !errors.Is(err, errMyCause) {
+				t.Errorf("queued=%v: TryAcquire with an ended ctx = %v, want it to wrap context.Canceled and the cause", queued, err)
+			}
+			k.Release(t.Context())
+			l.Close()
+			holder.Close()
+		}
+	})
+}
+
+// queuedDriver offers memlock's steps as a Queuer: AcquireQueued retries
+// Acquire on memlock's notifications.
+type queuedDriver struct{ driver.Driver }
+
+func (q queuedDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Result, error) {
+	wake, stop, err := q.Driver.(driver.Notifier).Watch(ctx, l.Name)
+	if err != nil {
+		return driver.Result{}, err
+	}
+	defer stop()
+	for {
+		res, err := q.Driver.Acquire(ctx, l)
+		if err != nil || res.Acquired {
+			return res, err
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return driver.Result{}, ctx.Err()
+		}
+	}
+}
+
+func newQueued(store *memlock.Store) *dlock.Locker {
+	return backendNew(queuedDriver{store.Driver()})
+}
+
+// The README's pattern, defer lock.Release(ctx), must free the lock even
+// when ctx ended first.
+func TestReleaseWithEndedContextFrees(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memlock.NewStore()
+		for _, faulty := range []bool{false, true} {
+			func() {
+				var l *dlock.Locker
+				if faulty { // not inline: the core guards each call with a goroutine
+					l, _ = newFaulty(store, true)
+				} else {
+					l, _ = memlock.New(store)
+				}
+				defer l.Close()
+				ctx, cancel := context.WithCancel(t.Context())
+				k, err := l.Acquire(ctx, "a")
+				if err != nil {
+					t.Fatalf("Acquire = %v", err)
+				}
+				cancel()
+				err = k.Release(ctx)
+				if err != nil && !errors.Is(err, context.Canceled) {
+					t.Errorf("Release with an ended ctx = %v, want nil or an error wrapping context.Canceled", err)
+				}
+				synctest.Wait()
+				if owner, _, held := store.Holder("a"); held {
+					t.Fatalf("faulty=%v: after Release with an ended ctx, %q is still held by %s", faulty, "a", owner)
+				}
+				if err := k.Release(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
+					t.Errorf("second Release = %v, want ErrNotHeld", err)
+				}
+			}()
+		}
+	})
+}
+
+type traceKey struct{}
+
+// Lock.Context carries the values of Acquire's ctx, not its cancellation.
+func TestLockContextKeepsValues(t *testing.T) {
+	l, _ := memlock.New(nil)
+	defer l.Close()
+	ctx, cancel := context.WithCancel(context.WithValue(t.Context(), traceKey{}, "trace-1"))
+	k, err := l.Acquire(ctx, "a")
+	if err != nil {
+		t.Fatalf("Acquire = %v", err)
+	}
+	defer k.Release(t.Context())
+	cancel()
+	if got := k.Context().Value(traceKey{}); got != "trace-1" {
+		t.Errorf("Lock.Context().Value(traceKey) = %v, want %q", got, "trace-1")
+	}
+	if isClosed(k.Done()) {
+		t.Errorf("Lock.Done closed when Acquire's ctx was cancelled, want it open while held")
+	}
+	// A re-entered handle sees the same values.
+	k2, err := l.Acquire(k.Context(), "a")
+	if err != nil {
+		t.Fatalf("re-entering Acquire = %v", err)
+	}
+	defer k2.Release(t.Context())
+	if got := k2.Context().Value(traceKey{}); got != "trace-1" {
+		t.Errorf("re-entered Lock.Context().Value(traceKey) = %v, want %q", got, "trace-1")
+	}
+}
+
+// A store that answers later than the loss deadline allows must not make
+// Acquire hand out a handle whose deadline has passed.
+func TestNoHandleHandedOutExpired(t *testing.T) {
+	const ttl = 10 * time.Second
+	t.Run("lease still ours", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			store := memlock.NewStore()
+			l, d := newFaulty(store, true)
+			defer l.Close()
+			d.acquireDelay = func(n int) time.Duration { return ttl * 95 / 100 } // past 0.9 TTL
+			for _, try := range []bool{false, true} {
+				var k *dlock.Lock
+				var err error
+				if try {
+					k, err = l.TryAcquire(t.Context(), "try", dlock.WithTTL(ttl))
+				} else {
+					k, err = l.Acquire(t.Context(), "wait", dlock.WithTTL(ttl))
+				}
+				if err != nil {
+					t.Fatalf("try=%v: Acquire with a slow reply = %v, want a lock (the lease is still ours)", try, err)
+				}
+				synctest.Wait()
+				if isClosed(k.Done()) {
+					t.Fatalf("try=%v: Acquire handed out a lock whose Done closed at once: %v", try, context.Cause(k.Context()))
+				}
+				time.Sleep(ttl / 2) // and it has real time left
+				if isClosed(k.Done()) {
+					t.Fatalf("try=%v: lock lost %v after it was handed out: %v", try, ttl/2, context.Cause(k.Context()))
+				}
+				k.Release(t.Context())
+			}
+		})
+	})
+	t.Run("lease ran out", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			store := memlock.NewStore()
+			l, d := newFaulty(store, true)
+			defer l.Close()
+			d.acquireDelay = func(n int) time.Duration {
+				if n == 1 {
+					return ttl + time.Second // the server's lease is gone by the reply
+				}
+				return 0
+			}
+			other, _ := memlock.New(store)
+			defer other.Close()
+			go func() {
+				time.Sleep(ttl + time.Second/2)
+				if k, err := other.TryAcquire(context.Background(), "a", dlock.WithTTL(time.Hour)); err == nil {
+					time.Sleep(time.Second)
+					k.Release(context.Background())
+				}
+			}()
+			start := time.Now()
+			k, err := l.Acquire(t.Context(), "a", dlock.WithTTL(ttl))
+			if err != nil {
+				t.Fatalf("Acquire = %v", err)
+			}
+			defer k.Release(t.Context())
+			if waited := time.Since(start); waited < ttl+3*time.Second/2 {
+				t.Fatalf("Acquire returned after %v, before the other owner (who took the expired lease) released at %v", waited, ttl+3*time.Second/2)
+			}
+			synctest.Wait()
+			if isClosed(k.Done()) {
+				t.Fatalf("Acquire handed out a lock whose Done closed at once: %v", context.Cause(k.Context()))
+			}
+		})
+	})
+}
+
+// Re-entering keeps the acquisition's options: the TTL of the re-entering
+// call is ignored, and a bad option is still an error.
+func TestReenterKeepsFirstOptions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := memlock.New(nil)
+		defer l.Close()
+		const ttl = 10 * time.Second
+		k, err := l.Acquire(t.Context(), "a", dlock.WithTTL(ttl), dlock.WithoutRenewal())
+		if err != nil {
+			t.Fatalf("Acquire = %v", err)
+		}
+		k2, err := l.Acquire(k.Context(), "a", dlock.WithTTL(time.Hour))
+		if err != nil {
+			t.Fatalf("re-entering Acquire = %v", err)
+		}
+		if k2.Fence() != k.Fence() {
+			t.Errorf("re-entered Fence = %d, want %d", k2.Fence(), k.Fence())
+		}
+		if _, err := l.Acquire(k.Context(), "a", dlock.WithTTL(time.Millisecond)); !errors.Is(err, dlock.ErrInvalid) {
+			t.Errorf("re-entering with a bad TTL = %v, want ErrInvalid", err)
+		}
+		time.Sleep(ttl) // past the first TTL, not the re-entering one
+		if !isClosed(k2.Done()) {
+			t.Errorf("re-entered handle still open after the first acquisition's %v lease (WithoutRenewal), want the re-entering options ignored", ttl)
+		}
+	})
+}
+
+// A session-wide loss closes every lock; a loss naming one owner closes
+// only that lock.
+func TestDriverLosses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memlock.NewStore()
+		d := &lossDriver{Driver: store.Driver(), losses: make(chan driver.Loss, 1)}
+		l := backendNew(d)
+		defer l.Close()
+		var ks []*dlock.Lock
+		for _, name := range []string{"a", "b", "c"} {
+			k, err := l.Acquire(t.Context(), name)
+			if err != nil {
+				t.Fatalf("Acquire(%q) = %v", name, err)
+			}
+			ks = append(ks, k)
+		}
+		d.losses <- driver.Loss{Owner: d.owner("b"), Err: errors.New("node deleted")}
+		synctest.Wait()
+		if isClosed(ks[0].Done()) || !isClosed(ks[1].Done()) || isClosed(ks[2].Done()) {
+			t.Fatalf("after a loss of b: Done closed = %v %v %v, want false true false", isClosed(ks[0].Done()), isClosed(ks[1].Done()), isClosed(ks[2].Done()))
+		}
+		d.losses <- driver.Loss{Err: errors.New("session expired")}
+		synctest.Wait()
+		for i, k := range ks {
+			if !isClosed(k.Done()) || !errors.Is(context.Cause(k.Context()), dlock.ErrLost) {
+				t.Errorf("lock %d after a session-wide loss: Done closed %v, cause %v; want closed with ErrLost", i, isClosed(k.Done()), context.Cause(k.Context()))
+			}
+		}
+	})
+}
+
+type lossDriver struct {
+	driver.Driver
+	losses chan driver.Loss
+}
+
+func (d *lossDriver) Losses() <-chan driver.Loss { return d.losses }
+
+func (d *lossDriver) owner(name string) string {
+	owner, _, _ := d.Driver.(driver.Inspector), 0, 0
+	hs, _ := owner.Inspect(context.Background(), []string{name})
+	return hs[0].Owner
+}

@@ -1,0 +1,114 @@
+package dlock
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// acquireLoop tries to take a.lease, and if wait is set waits between
+// attempts for a wake-up: a store notification, a release in this Locker,
+// or the holder's remaining lease running out.
+func (l *Locker) acquireLoop(a *attempt, wait bool) (*Lock, error) {
+	var (
+		ctx      = a.ctx
+		name     = a.lease.Name
+		wake     <-chan struct{}
+		local    chan struct{}
+		delay    time.Duration
+		attempts int
+	)
+	for {
+		start := time.Now()
+		res, err := call(l, ctx, func() (driver.Result, error) { return l.drv.Acquire(ctx, a.lease) }, l.abandonLate(a.lease))
+		if err == nil && res.Acquired {
+			start, err = l.confirm(ctx, a.lease, start)
+			if err == nil {
+				return l.register(a, res.Fence, start)
+			}
+			if errors.Is(err, driver.ErrNotHeld) {
+				// The lease ran out before we could use it: not acquired.
+				res, err = driver.Result{}, nil
+			}
+		}
+		if err != nil {
+			l.abandon(a.lease)
+			return nil, l.acquireError(ctx, name, err)
+		}
+		if !wait {
+			return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ErrNotAcquired)
+		}
+		if local == nil {
+			// Subscribe before the next attempt, so that a release
+			// between that attempt and the wait is not missed.
+			local = l.addWaiter(name)
+			defer l.removeWaiter(name, local)
+			if l.notifier != nil {
+				w, stop, err := l.notifier.Watch(ctx, name)
+				if err == nil {
+					wake = w
+					defer stop()
+				} else if ctx.Err() != nil {
+					return nil, l.acquireError(ctx, name, err)
+				}
+				// Any other error: wait without notifications.
+			}
+			continue
+		}
+		var sleep time.Duration
+		delay, sleep = l.nextDelay(delay, res.Remaining, wake != nil)
+		attempts++
+		t := time.NewTimer(sleep)
+		select {
+		case <-wake:
+		case <-local:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("dlock: acquire %s: gave up after %d attempts: %w", quote(name), attempts, ctxErr(ctx))
+		case <-l.closing:
+			t.Stop()
+			return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ErrClosed)
+		}
+		t.Stop()
+	}
+}
+
+// nextDelay returns the backoff state after prev and how long a waiter
+// sleeps before its next attempt when nothing wakes it. With notifications
+// it waits for the holder's lease to run out; without, it backs off
+// exponentially (with jitter on the sleep, not on the state). Both are
+// bounded by the Locker's longest retry interval and the holder's
+// remaining lease.
+func (l *Locker) nextDelay(prev, remaining time.Duration, notified bool) (next, sleep time.Duration) {
+	switch {
+	case notified && remaining > 0:
+		next = remaining + time.Millisecond
+	case notified:
+		next = l.maxRetry
+	case prev == 0:
+		next = l.minRetry
+	default:
+		next = 2 * prev
+	}
+	next = min(next, l.maxRetry)
+	sleep = next
+	if !notified {
+		sleep = jitter(sleep)
+	}
+	if remaining > 0 {
+		sleep = min(sleep, remaining+time.Millisecond)
+	}
+	return next, sleep
+}
+
+// jitter returns a random duration in [d/2, d).
+func jitter(d time.Duration) time.Duration {
+	if d < 2 {
+		return d
+	}
+	return d/2 + rand.N(d/2)
+}
