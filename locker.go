@@ -56,16 +56,17 @@ func init() {
 }
 
 func newLocker(drv driver.Driver, minRetry, maxRetry time.Duration) *Locker {
+	now := time.Now()
 	l := &Locker{
 		drv:         drv,
 		minRetry:    minRetry,
 		maxRetry:    maxRetry,
 		id:          newLockerID(),
 		keeperTimer: time.NewTimer(time.Hour),
-		keeperAt:    time.Now().Add(time.Hour),
+		keeperAt:    now.Add(time.Hour),
 		held:        make(map[string]*held),
-		deadlines:   heldHeap{kind: byDeadline},
-		renewals:    heldHeap{kind: byRenewal},
+		deadlines:   newHeldHeap(byDeadline, now),
+		renewals:    newHeldHeap(byRenewal, now),
 		waiters:     make(map[string]map[chan struct{}]struct{}),
 		work:        make(chan func()),
 	}

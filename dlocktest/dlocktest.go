@@ -7,10 +7,18 @@
 //
 //	func TestConformance(t *testing.T) {
 //		dlocktest.Run(t, dlocktest.Harness{
-//			NewLocker: func(t *testing.T) *dlock.Locker { return mybackend.New(client, nil) },
-//			Expire:    func(t *testing.T, name string) { ... },
+//			NewLocker: func(t testing.TB) *dlock.Locker {
+//				l, err := mybackend.New(client, nil)
+//				if err != nil {
+//					t.Fatal(err)
+//				}
+//				return l
+//			},
+//			Expire: func(t testing.TB, name string) { ... },
 //		})
 //	}
+//
+// The package's Example is the same, compiled, on memlock.
 //
 // Every failure message starts with the one-line property that broke.
 package dlocktest
