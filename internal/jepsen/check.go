@@ -1,0 +1,267 @@
+package jepsen
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// interval is one acquisition as its worker believed it: from Acquire
+// returning to Release being called or Done closing (or the worker's
+// death).
+type interval struct {
+	worker, acq int
+	fence       uint64
+	start, end  int64
+	accepted    []span // the register operations accepted during it
+}
+
+type span struct{ call, ret int64 }
+
+// outcome is what the checkers found.
+type outcome struct {
+	acquisitions int
+	accepted     int // register writes accepted
+	rejected     int // register operations refused (stale fence)
+	ops          int // register operations in the linearizability check
+	linearizable porcupine.CheckResult
+	info         porcupine.LinearizationInfo
+	violations   []string
+	maxStale     time.Duration // the longest stale belief after its worker resumed
+	overlaps     int           // overlapping beliefs allowed as stale (fenced off)
+}
+
+func (o *outcome) violate(format string, args ...any) {
+	o.violations = append(o.violations, fmt.Sprintf(format, args...))
+}
+
+func readLines[T any](path string) ([]T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []T
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			continue // a line cut short by kill -9
+		}
+		out = append(out, v)
+	}
+	return out, sc.Err()
+}
+
+// regInput and regOutput are the register model's operations.
+type regInput struct {
+	kind  string
+	fence uint64
+	value int64
+}
+
+type regOutput struct {
+	known    bool // false: the worker never heard back
+	accepted bool
+	value    int64
+}
+
+type regState struct {
+	value int64
+	fence uint64
+}
+
+// registerModel is the fenced register, sequentially: an operation below
+// the highest accepted fence is refused; one at or above it is accepted,
+// raises the fence and reads or writes the value. An operation whose
+// reply was never heard may or may not have happened.
+var registerModel = porcupine.NondeterministicModel{
+	Init: func() []any { return []any{regState{}} },
+	Step: func(state, input, output any) []any {
+		s, in, out := state.(regState), input.(regInput), output.(regOutput)
+		if in.fence < s.fence {
+			if out.known && out.accepted {
+				return nil
+			}
+			return []any{s}
+		}
+		next := regState{value: s.value, fence: in.fence}
+		if in.kind == "write" {
+			next.value = in.value
+		}
+		if !out.known {
+			return []any{s, next}
+		}
+		if !out.accepted || out.value != next.value {
+			return nil
+		}
+		return []any{next}
+	},
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(regInput), output.(regOutput)
+		switch {
+		case !out.known:
+			return fmt.Sprintf("%s(fence %d, %d) -> ?", in.kind, in.fence, in.value)
+		case !out.accepted:
+			return fmt.Sprintf("%s(fence %d, %d) -> refused", in.kind, in.fence, in.value)
+		}
+		return fmt.Sprintf("%s(fence %d, %d) -> %d", in.kind, in.fence, in.value, out.value)
+	},
+	DescribeState: func(state any) string {
+		s := state.(regState)
+		return fmt.Sprintf("value %d, fence %d", s.value, s.fence)
+	},
+}
+
+// check reads the histories of a run and applies every checker.
+// deaths maps a worker to when it was killed; pauses lists when workers
+// were stopped; lossy allows overlapping beliefs (the store forgot its
+// locks), which fencing must then have made harmless.
+func check(historyPaths []string, registerLog string, deaths map[int]int64, pauses []pause, runEnd int64, lossy bool) (*outcome, error) {
+	o := &outcome{}
+	var ops []porcupine.Operation
+	var ivs []*interval
+	for _, path := range historyPaths {
+		evs, err := readLines[event](path)
+		if err != nil {
+			return nil, err
+		}
+		calls := map[int]event{}
+		rets := map[int]event{}
+		byAcq := map[int]*interval{}
+		for _, e := range evs {
+			switch e.Ev {
+			case "held":
+				iv := &interval{worker: e.Worker, acq: e.Acq, fence: e.Fence, start: e.T, end: -1}
+				byAcq[e.Acq] = iv
+				ivs = append(ivs, iv)
+				o.acquisitions++
+			case "end":
+				if iv := byAcq[e.Acq]; iv != nil && iv.end < 0 {
+					iv.end = e.T
+				}
+			case "call":
+				calls[e.ID] = e
+			case "ret":
+				rets[e.ID] = e
+			}
+		}
+		for _, iv := range byAcq {
+			if iv.end < 0 {
+				iv.end = runEnd
+				if d, ok := deaths[iv.worker]; ok && d < iv.end {
+					iv.end = d
+				}
+			}
+		}
+		for id, c := range calls {
+			op := porcupine.Operation{ClientId: c.Worker, Call: c.T, Return: math.MaxInt64,
+				Input: regInput{kind: c.Kind, fence: c.Fence, value: c.Value}, Output: regOutput{}}
+			if r, ok := rets[id]; ok {
+				op.Return = r.T
+				op.Output = regOutput{known: true, accepted: r.Accepted, value: r.Value}
+				if r.Accepted {
+					if iv := byAcq[c.Acq]; iv != nil {
+						iv.accepted = append(iv.accepted, span{c.T, r.T})
+					}
+				}
+			}
+			ops = append(ops, op)
+		}
+	}
+	o.ops = len(ops)
+	o.linearizable, o.info = porcupine.CheckOperationsVerbose(registerModel.ToModel(), ops, time.Minute)
+	if o.linearizable == porcupine.Illegal {
+		o.violate("the register history is not linearizable")
+	}
+
+	// The register's own log: accepted writes in the order it served them.
+	log, err := readLines[regOp](registerLog)
+	if err != nil {
+		return nil, err
+	}
+	var last regOp
+	for _, op := range log {
+		if !op.Accepted {
+			o.rejected++
+			continue
+		}
+		if op.Kind != "write" {
+			continue
+		}
+		o.accepted++
+		if op.Fence <= last.Fence && last.Kind != "" {
+			o.violate("accepted write %d by worker %d carries fence %d, not above the previous accepted write's %d", op.Seq, op.Worker, op.Fence, last.Fence)
+		}
+		if op.Value != last.Value+1 {
+			o.violate("accepted write %d by worker %d wrote %d after %d: an update was lost", op.Seq, op.Worker, op.Value, last.Value)
+		}
+		last = op
+	}
+
+	// Believed-held intervals.
+	sort.Slice(ivs, func(i, j int) bool { return ivs[i].start < ivs[j].start })
+	for i, a := range ivs {
+		for _, b := range ivs[i+1:] {
+			if b.start >= a.end {
+				break
+			}
+			if a.worker == b.worker {
+				continue
+			}
+			from, to := max(a.start, b.start), min(a.end, b.end)
+			if from >= to {
+				continue
+			}
+			stale := a
+			if b.fence < a.fence {
+				stale = b
+			}
+			actedDuringOverlap := false
+			for _, s := range stale.accepted {
+				if s.ret > from && s.call < to {
+					actedDuringOverlap = true
+				}
+			}
+			resumed, paused := pausedDuring(pauses, stale.worker, stale.start, to)
+			switch {
+			case actedDuringOverlap && !lossy:
+				o.violate("workers %d (fence %d) and %d (fence %d) both held the lock for %v, and the older one's register operation was accepted meanwhile",
+					a.worker, a.fence, b.worker, b.fence, time.Duration(to-from))
+			case paused || lossy:
+				o.overlaps++
+				if paused {
+					o.maxStale = max(o.maxStale, time.Duration(stale.end-resumed))
+				}
+			default:
+				o.violate("workers %d (fence %d) and %d (fence %d) both believed they held the lock for %v with no process paused",
+					a.worker, a.fence, b.worker, b.fence, time.Duration(to-from))
+			}
+		}
+	}
+	return o, nil
+}
+
+// pause is a worker stopped with SIGSTOP from stop to cont.
+type pause struct {
+	worker     int
+	stop, cont int64
+}
+
+// pausedDuring reports whether worker was paused at some time in
+// [from, to], and when it resumed.
+func pausedDuring(pauses []pause, worker int, from, to int64) (resumed int64, ok bool) {
+	for _, p := range pauses {
+		if p.worker == worker && p.stop < to && p.cont > from {
+			return p.cont, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,108 @@
+package jepsen
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/anishathalye/porcupine"
+)
+
+func writeJSONL[T any](t *testing.T, path string, lines []T) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	enc := json.NewEncoder(f)
+	for _, l := range lines {
+		enc.Encode(l)
+	}
+}
+
+// Each checker must catch the violation it exists for; these histories
+// are made up to contain exactly one.
+func TestCheckersCatchViolations(t *testing.T) {
+	// Worker 0 holds [10, 100] with fence 1, reads 0 and writes 1;
+	// worker 1 holds [50, 150] with fence 2.
+	w0 := []event{
+		{Ev: "held", Worker: 0, Acq: 1, Fence: 1, T: 10},
+		{Ev: "call", Worker: 0, Acq: 1, ID: 1, Kind: "read", Fence: 1, T: 20},
+		{Ev: "ret", Worker: 0, Acq: 1, ID: 1, Kind: "read", Fence: 1, Value: 0, Accepted: true, T: 30},
+		{Ev: "call", Worker: 0, Acq: 1, ID: 2, Kind: "write", Fence: 1, Value: 1, T: 60},
+		{Ev: "ret", Worker: 0, Acq: 1, ID: 2, Kind: "write", Fence: 1, Value: 1, Accepted: true, T: 70},
+		{Ev: "end", Worker: 0, Acq: 1, Why: "released", T: 100},
+	}
+	w1 := []event{
+		{Ev: "held", Worker: 1, Acq: 1, Fence: 2, T: 50},
+		{Ev: "call", Worker: 1, Acq: 1, ID: 1, Kind: "read", Fence: 2, T: 110},
+		{Ev: "ret", Worker: 1, Acq: 1, ID: 1, Kind: "read", Fence: 2, Value: 1, Accepted: true, T: 120},
+		{Ev: "end", Worker: 1, Acq: 1, Why: "released", T: 150},
+	}
+	reg := []regOp{
+		{Seq: 0, Kind: "read", Worker: 0, Fence: 1, Value: 0, Accepted: true},
+		{Seq: 1, Kind: "write", Worker: 0, Fence: 1, Value: 1, Accepted: true},
+		{Seq: 2, Kind: "read", Worker: 1, Fence: 2, Value: 1, Accepted: true},
+	}
+	run := func(t *testing.T, w0, w1 []event, reg []regOp, pauses []pause) *outcome {
+		dir := t.TempDir()
+		p0, p1, pr := filepath.Join(dir, "0"), filepath.Join(dir, "1"), filepath.Join(dir, "r")
+		writeJSONL(t, p0, w0)
+		writeJSONL(t, p1, w1)
+		writeJSONL(t, pr, reg)
+		o, err := check([]string{p0, p1}, pr, nil, pauses, 200, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	wantViolation := func(t *testing.T, o *outcome, substr string) {
+		t.Helper()
+		for _, v := range o.violations {
+			if strings.Contains(v, substr) {
+				return
+			}
+		}
+		t.Errorf("violations = %q, want one containing %q", o.violations, substr)
+	}
+
+	t.Run("overlap with an accepted write", func(t *testing.T) {
+		wantViolation(t, run(t, w0, w1, reg, nil), "both held the lock")
+	})
+	t.Run("a paused worker's write during the overlap still counts", func(t *testing.T) {
+		wantViolation(t, run(t, w0, w1, reg, []pause{{worker: 0, stop: 40, cont: 95}}), "both held the lock")
+	})
+	t.Run("overlap of a paused worker that did nothing is allowed", func(t *testing.T) {
+		early := append([]event{}, w0...)
+		early[3].T, early[4].T = 32, 35 // wrote before worker 1 acquired, then paused
+		o := run(t, early, w1, reg, []pause{{worker: 0, stop: 40, cont: 95}})
+		if o.overlaps != 1 || len(o.violations) != 0 || o.maxStale != 5 {
+			t.Errorf("overlaps = %d, violations = %q, max stale %v; want 1 fenced overlap, none, 5ns", o.overlaps, o.violations, o.maxStale)
+		}
+	})
+	t.Run("lost update and non-increasing fence", func(t *testing.T) {
+		bad := append(append([]regOp{}, reg...),
+			regOp{Seq: 3, Kind: "write", Worker: 1, Fence: 1, Value: 1, Accepted: true})
+		o := run(t, w0[:1], w1[:1], bad, nil)
+		wantViolation(t, o, "an update was lost")
+		wantViolation(t, o, "not above the previous")
+	})
+	t.Run("not linearizable", func(t *testing.T) {
+		w1bad := append([]event{}, w1...)
+		w1bad[2].Value = 7 // read a value nobody wrote
+		o := run(t, w0, w1bad, reg, nil)
+		if o.linearizable != porcupine.Illegal {
+			t.Errorf("linearizable = %v, want Illegal", o.linearizable)
+		}
+	})
+	t.Run("clean history", func(t *testing.T) {
+		w0ok := append([]event{}, w0...)
+		w0ok[5].T = 45 // released before worker 1 acquired
+		if o := run(t, w0ok, w1, reg, nil); len(o.violations) != 0 || o.linearizable != porcupine.Ok {
+			t.Errorf("violations = %q, linearizable = %v; want none, Ok", o.violations, o.linearizable)
+		}
+	})
+}

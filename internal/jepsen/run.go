@@ -1,0 +1,325 @@
+package jepsen
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/dlock-go/dlock/internal/testworker"
+)
+
+// Workers are the suite's worker processes: a test package that runs the
+// suite passes them to testworker.Run in its TestMain.
+var Workers = map[string]testworker.Func{
+	"jepsen-register": Register,
+	"jepsen-worker":   Worker,
+}
+
+// Server is a store's server, for the nemeses that fault it.
+type Server interface {
+	Pause(t testing.TB)
+	Resume(t testing.TB)
+	Restart(t testing.TB)
+}
+
+// Target is a store to put through the suite.
+type Target struct {
+	Name string
+	// URL returns the store URL workers open (with the store's backend
+	// imported by the test package).
+	URL func() string
+	// Server is the store's server, or nil when it has none (SQLite).
+	Server Server
+	// Forgets lists the nemeses under which the store may lose its
+	// locks (a Redis without persistence restarted empty): overlapping
+	// beliefs are then expected, and fencing must make them harmless.
+	Forgets []string
+}
+
+// Options sizes a run. Zero fields take the short mode's values.
+type Options struct {
+	Workers  int           // worker processes; default 3
+	TTL      time.Duration // lease; default 1s
+	Duration time.Duration // before and after the fault, each; default 2s
+}
+
+func (o Options) withDefaults() Options {
+	if o.Workers == 0 {
+		o.Workers = 3
+	}
+	if o.TTL == 0 {
+		o.TTL = time.Second
+	}
+	if o.Duration == 0 {
+		o.Duration = 2 * time.Second
+	}
+	return o
+}
+
+// Cluster is a run in progress: the register, the workers and the faults
+// injected so far. Nemeses use it.
+type Cluster struct {
+	T       testing.TB
+	Target  Target
+	Options Options
+
+	regAddr string
+	workers []*testworker.Process
+
+	mu     sync.Mutex
+	deaths map[int]int64
+	pauses []pause
+	events []string // what the nemesis did, for the report
+}
+
+// Holder waits until a worker says it holds the lock and returns its
+// number.
+func (c *Cluster) Holder() int {
+	c.T.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + c.regAddr + "/?kind=holder")
+		if err != nil {
+			c.T.Fatalf("ask the register for the holder: %v", err)
+		}
+		n, pid := -1, 0
+		fmt.Fscan(resp.Body, &n, &pid)
+		resp.Body.Close()
+		if n >= 0 {
+			return n
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c.T.Fatalf("no worker held the lock for 30s")
+	return -1
+}
+
+// Kill kills worker n with SIGKILL.
+func (c *Cluster) Kill(n int) {
+	c.workers[n].Kill(c.T)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deaths[n] = now()
+	c.events = append(c.events, fmt.Sprintf("killed worker %d", n))
+}
+
+// Pause stops worker n with SIGSTOP for d, then continues it.
+func (c *Cluster) Pause(n int, d time.Duration) {
+	stop := now()
+	c.workers[n].Signal(c.T, syscall.SIGSTOP)
+	time.Sleep(d)
+	c.workers[n].Signal(c.T, syscall.SIGCONT)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pauses = append(c.pauses, pause{worker: n, stop: stop, cont: now()})
+	c.events = append(c.events, fmt.Sprintf("paused worker %d for %v", n, d))
+}
+
+// Nemesis injects one fault, bounded in time.
+type Nemesis struct {
+	Name string
+	Run  func(c *Cluster)
+}
+
+// Nemeses are the faults every target goes through; those that need a
+// server are skipped, and said so, for a target without one.
+var Nemeses = []Nemesis{
+	{"none", func(c *Cluster) {}},
+	{"kill-holder", func(c *Cluster) { c.Kill(c.Holder()) }},
+	{"pause-holder", func(c *Cluster) { c.Pause(c.Holder(), 2*c.Options.TTL) }},
+	{"pause-server", func(c *Cluster) {
+		c.Target.Server.Pause(c.T)
+		time.Sleep(2 * c.Options.TTL)
+		c.Target.Server.Resume(c.T)
+	}},
+	{"restart-server", func(c *Cluster) { c.Target.Server.Restart(c.T) }},
+}
+
+func needsServer(name string) bool { return strings.HasSuffix(name, "-server") }
+
+// Result is one run's figures, for the report.
+type Result struct {
+	Target, Nemesis string
+	Duration        time.Duration
+	Acquisitions    int
+	Accepted        int // register writes accepted
+	Rejected        int // register operations refused for a stale fence
+	Ops             int // register operations checked for linearizability
+	Violations      []string
+	MaxStale        time.Duration // longest stale belief after its worker resumed
+	MaxReacquire    time.Duration // after a holder was killed, until another worker held the lock
+	Overlaps        int           // overlapping beliefs fencing made harmless (paused or forgetful store)
+}
+
+// Run puts target through nemesis and checks the histories. It fails t on
+// any violation and returns the figures.
+func Run(t *testing.T, target Target, nemesis Nemesis, opts Options) Result {
+	t.Helper()
+	opts = opts.withDefaults()
+	dir := t.TempDir()
+	began := now()
+	reg := testworker.Start(t, "jepsen-register", filepath.Join(dir, "register.jsonl"))
+	c := &Cluster{T: t, Target: target, Options: opts, deaths: map[int]int64{}}
+	c.regAddr = reg.Expect(t, "listening", 30*time.Second)
+	var paths []string
+	for n := range opts.Workers {
+		path := filepath.Join(dir, "worker"+strconv.Itoa(n)+".jsonl")
+		paths = append(paths, path)
+		c.workers = append(c.workers, testworker.Start(t, "jepsen-worker",
+			target.URL(), c.regAddr, "jepsen", opts.TTL.String(), path, strconv.Itoa(n)))
+	}
+	for _, w := range c.workers {
+		w.Expect(t, "ready", 30*time.Second)
+	}
+	time.Sleep(opts.Duration)
+	faultAt := now()
+	nemesis.Run(c)
+	healed := now()
+	time.Sleep(opts.Duration)
+	// Run on until every live worker has acquired since the fault ended
+	// (a liveness check, so bounded generously), then stop.
+	for deadline := time.Now().Add(progressBound); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		all := true
+		for n := range c.workers {
+			if _, dead := c.deaths[n]; !dead && !acquiredAfter(t, paths[n], healed) {
+				all = false
+			}
+		}
+		if all {
+			break
+		}
+	}
+	for n, w := range c.workers {
+		if _, dead := c.deaths[n]; !dead {
+			w.Signal(t, syscall.SIGTERM)
+		}
+	}
+	for n, w := range c.workers {
+		if _, dead := c.deaths[n]; !dead {
+			if err := w.Wait(t, 30*time.Second); err != nil {
+				t.Errorf("worker %d exited with %v; stderr:\n%s", n, err, w.Stderr())
+			}
+		}
+	}
+	runEnd := now()
+	reg.Signal(t, syscall.SIGTERM)
+	reg.Wait(t, 10*time.Second)
+
+	lossy := false
+	for _, n := range target.Forgets {
+		lossy = lossy || n == nemesis.Name
+	}
+	o, err := check(paths, filepath.Join(dir, "register.jsonl"), c.deaths, c.pauses, runEnd, lossy)
+	if err != nil {
+		t.Fatalf("read the histories: %v", err)
+	}
+	res := Result{Target: target.Name, Nemesis: nemesis.Name, Duration: time.Duration(runEnd - began),
+		Acquisitions: o.acquisitions, Accepted: o.accepted, Rejected: o.rejected, Ops: o.ops,
+		Violations: o.violations, MaxStale: o.maxStale, Overlaps: o.overlaps}
+
+	// Every worker still alive acquires again after the fault.
+	for n := range c.workers {
+		if _, dead := c.deaths[n]; dead {
+			continue
+		}
+		if !acquiredAfter(t, paths[n], healed) {
+			res.Violations = append(res.Violations, fmt.Sprintf("worker %d never acquired in the %v after the fault ended", n, opts.Duration+progressBound))
+		}
+	}
+	// After a holder was killed, the next holder came after its lease
+	// could have ended, and within TTL plus a margin.
+	for n, died := range c.deaths {
+		next, ok := firstHeldAfter(t, paths, n, died)
+		if !ok {
+			res.Violations = append(res.Violations, fmt.Sprintf("nobody acquired after worker %d was killed", n))
+			continue
+		}
+		wait := time.Duration(next - died)
+		res.MaxReacquire = max(res.MaxReacquire, wait)
+		if wait > opts.TTL+reacquireMargin {
+			res.Violations = append(res.Violations, fmt.Sprintf("the lock was held again %v after its holder was killed, want within TTL %v + %v", wait, opts.TTL, reacquireMargin))
+		}
+	}
+	_ = faultAt
+	if o.linearizable == porcupine.Illegal {
+		if f, err := os.CreateTemp("", "dlock-jepsen-*.html"); err == nil {
+			porcupine.Visualize(registerModel.ToModel(), o.info, f)
+			f.Close()
+			t.Logf("linearizability visualisation: %s", f.Name())
+		}
+	}
+	for _, v := range res.Violations {
+		t.Errorf("%s under %s: %s", target.Name, nemesis.Name, v)
+	}
+	t.Logf("%s / %s: %d acquisitions, %d writes accepted, %d refused, %d ops linearizable=%s, %d fenced overlaps, max stale %v, max re-acquire %v; %s",
+		target.Name, nemesis.Name, res.Acquisitions, res.Accepted, res.Rejected, res.Ops, o.linearizable, res.Overlaps, res.MaxStale, res.MaxReacquire, strings.Join(c.events, ", "))
+	return res
+}
+
+// progressBound is how long past Duration a run goes on for every live
+// worker to acquire once after the fault.
+const progressBound = 30 * time.Second
+
+// reacquireMargin is how long after a dead holder's TTL another worker
+// may take to acquire: the waiters' retry bound plus scheduling on a busy
+// machine.
+const reacquireMargin = 3 * time.Second
+
+func acquiredAfter(t testing.TB, path string, at int64) bool {
+	evs, err := readLines[event](path)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	for _, e := range evs {
+		if e.Ev == "held" && e.T > at {
+			return true
+		}
+	}
+	return false
+}
+
+func firstHeldAfter(t testing.TB, paths []string, except int, at int64) (int64, bool) {
+	first, ok := int64(0), false
+	for n, p := range paths {
+		if n == except {
+			continue
+		}
+		evs, err := readLines[event](p)
+		if err != nil {
+			t.Fatalf("read %s: %v", p, err)
+		}
+		for _, e := range evs {
+			if e.Ev == "held" && e.T > at && (!ok || e.T < first) {
+				first, ok = e.T, true
+				break
+			}
+		}
+	}
+	return first, ok
+}
+
+// RunAll puts target through every nemesis that applies to it.
+func RunAll(t *testing.T, target Target, opts Options) []Result {
+	var results []Result
+	for _, nem := range Nemeses {
+		t.Run(nem.Name, func(t *testing.T) {
+			if needsServer(nem.Name) && target.Server == nil {
+				t.Skipf("%s has no server to fault", target.Name)
+			}
+			results = append(results, Run(t, target, nem, opts))
+		})
+	}
+	return results
+}
+
+var _ = context.Background

@@ -1,0 +1,147 @@
+package jepsen
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+// event is one line of a worker's history.
+type event struct {
+	Ev       string `json:"ev"`             // "held", "end", "call", "ret", "error"
+	Worker   int    `json:"worker"`         // the worker's number
+	Acq      int    `json:"acq"`            // the acquisition's number in this worker
+	ID       int    `json:"id,omitempty"`   // a register operation's number in this worker (call and ret)
+	Kind     string `json:"kind,omitempty"` // call: "read" or "write"
+	Fence    uint64 `json:"fence,omitempty"`
+	Value    int64  `json:"value,omitempty"` // call: written; ret: read or written
+	Accepted bool   `json:"accepted,omitempty"`
+	Why      string `json:"why,omitempty"` // end: "released" or the loss cause; error: the error
+	T        int64  `json:"t"`             // CLOCK_MONOTONIC, ns
+}
+
+// history writes a worker's events, each with one write(2), so that a
+// worker killed with -9 loses none it recorded.
+type history struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (h *history) add(e event) {
+	b, _ := json.Marshal(e)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.f.Write(append(b, '\n'))
+}
+
+// Worker is the lock worker (see internal/testworker). Its args are a
+// store URL, the register's address, the lock name, the TTL, the path of
+// its history and its number. It loops acquire, read, write, release
+// until ctx ends, printing "ready" once its Locker is open.
+func Worker(ctx context.Context, args []string) error {
+	if len(args) != 6 {
+		return fmt.Errorf("worker: want STORE REGISTER NAME TTL HISTORY N, got %q", args)
+	}
+	store, regAddr, name := args[0], args[1], args[2]
+	ttl, err := time.ParseDuration(args[3])
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(args[5])
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(args[4])
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := &history{f: f}
+	var l *dlock.Locker
+	for { // the store may be down at first: keep trying
+		octx, cancel := context.WithTimeout(ctx, ttl)
+		l, err = dlock.Open(octx, store)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, dlock.ErrBadURL) {
+			return err
+		}
+		time.Sleep(ttl / 4)
+	}
+	defer l.Close()
+	fmt.Println("ready")
+	reg := &registerClient{addr: regAddr, worker: n, http: &http.Client{Timeout: 10 * time.Second}}
+	opID := 0
+	for acq := 1; ctx.Err() == nil; acq++ {
+		actx, cancel := context.WithTimeout(ctx, 10*ttl)
+		k, err := l.Acquire(actx, name, dlock.WithTTL(ttl))
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				h.add(event{Ev: "error", Worker: n, Acq: acq, Why: "acquire: " + err.Error(), T: now()})
+				time.Sleep(ttl / 10)
+			}
+			continue
+		}
+		fence := k.Fence()
+		h.add(event{Ev: "held", Worker: n, Acq: acq, Fence: fence, T: now()})
+		var ended atomic.Bool
+		end := func(why string) {
+			if ended.CompareAndSwap(false, true) {
+				h.add(event{Ev: "end", Worker: n, Acq: acq, Why: why, T: now()})
+			}
+		}
+		go func() { // exits when the handle is released or lost
+			<-k.Done()
+			if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrReleased) {
+				end(cause.Error())
+			}
+		}()
+		reg.do(ctx, "acquired", fence, 0)
+		op := func(kind string, value int64) (regOp, bool) {
+			opID++
+			h.add(event{Ev: "call", Worker: n, Acq: acq, ID: opID, Kind: kind, Fence: fence, Value: value, T: now()})
+			r, err := reg.do(ctx, kind, fence, value)
+			if err != nil {
+				return r, false // unknown outcome: no ret line
+			}
+			h.add(event{Ev: "ret", Worker: n, Acq: acq, ID: opID, Kind: kind, Fence: fence, Value: r.Value, Accepted: r.Accepted, T: now()})
+			return r, true
+		}
+		if r, ok := op("read", 0); ok && r.Accepted {
+			op("write", r.Value+1)
+		}
+		// Work a little while holding, so that faults find a holder,
+		// then think a little, so that others get their turn.
+		sleepCtx(k.Context(), rand.N(ttl/4))
+		end("released")
+		reg.do(ctx, "released", fence, 0)
+		k.Release(context.Background())
+		sleepCtx(ctx, rand.N(ttl/10))
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
