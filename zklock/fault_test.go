@@ -198,8 +198,7 @@ func TestFaults(t *testing.T) {
 		f := &freezer{}
 		hconn := connect(t, z.Addr(), sessionTimeout, f)
 		strict := newLocker(t, hconn)
-		tolerant := zklock.New(hconn, &zklock.Options{SuspendTimeout: 3 * time.Second})
-		t.Cleanup(func() { tolerant.Close() })
+		tolerant := newLockerOpts(t, hconn, &zklock.Options{SuspendTimeout: 3 * time.Second})
 		ks, err := strict.TryAcquire(t.Context(), name+"-strict")
 		if err != nil {
 			t.Fatalf("TryAcquire = %v", err)

@@ -2,7 +2,6 @@ package zklock_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +19,7 @@ func waitQueued(t *testing.T, conn *zk.Conn, name string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		kids, _, err := conn.Children(zklock.Path("", name))
+		kids, _, err := conn.Children(zklock.Key("", name))
 		if err == nil && len(kids) == n {
 			return
 		}
@@ -48,9 +47,19 @@ func waitWatches(t *testing.T, count func() int, n int) {
 	}
 }
 
+// newLocker returns a Locker on conn with default options, closed at the
+// end of the test.
 func newLocker(t *testing.T, conn *zk.Conn) *dlock.Locker {
 	t.Helper()
-	l := zklock.New(conn, nil)
+	return newLockerOpts(t, conn, nil)
+}
+
+func newLockerOpts(t *testing.T, conn *zk.Conn, opts *zklock.Options) *dlock.Locker {
+	t.Helper()
+	l, err := zklock.New(conn, opts)
+	if err != nil {
+		t.Fatalf("zklock.New = %v", err)
+	}
 	t.Cleanup(func() { l.Close() })
 	return l
 }
@@ -130,25 +139,5 @@ func TestQueue(t *testing.T) {
 			t.Fatalf("Release(%q) = %v", name, err)
 		}
 		waitQueued(t, conn, name, 0)
-	})
-
-	// A root the server rejects gives errors, not a panic or a hang.
-	t.Run("BadRoot", func(t *testing.T) {
-		for _, root := range []string{"/a//b", "/a/./b", "/a/../b"} {
-			l := zklock.New(conn, &zklock.Options{Root: root})
-			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-			if k, err := l.TryAcquire(ctx, "x"); err == nil {
-				k.Release(ctx)
-				t.Errorf("TryAcquire under root %q succeeded, want an error", root)
-			}
-			if k, err := l.Acquire(ctx, "x"); err == nil {
-				k.Release(ctx)
-				t.Errorf("Acquire under root %q succeeded, want an error", root)
-			} else if errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("Acquire under root %q = %v, want the server's error", root, err)
-			}
-			cancel()
-			l.Close()
-		}
 	})
 }
