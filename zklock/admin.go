@@ -10,7 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/session"
+	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
 // holder returns the holding child of the lock whose parent znode is
@@ -58,7 +58,7 @@ func (d *zkDriver) Inspect(ctx context.Context, names []string) ([]driver.Holder
 		if child == "" {
 			continue
 		}
-		r, err := session.Call(ctx, func() (getResult, error) {
+		r, err := sessionlock.Call(ctx, func() (getResult, error) {
 			data, st, err := d.conn.Get(parent + "/" + child)
 			return getResult{data, st}, err
 		})
@@ -84,7 +84,7 @@ func (d *zkDriver) ForceRelease(ctx context.Context, name string) (bool, error) 
 	if err != nil || child == "" {
 		return false, err
 	}
-	_, err = session.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(parent+"/"+child, -1) })
+	_, err = sessionlock.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(parent+"/"+child, -1) })
 	switch {
 	case err == zk.ErrNoNode:
 		return false, nil

@@ -12,7 +12,7 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// remove is the session.Leases' Remove: it deletes an expired or orphaned
+// remove is the sessionlock.Leases' Remove: it deletes an expired or orphaned
 // child, and fails only when a later attempt may succeed.
 func (d *zkDriver) remove(ctx context.Context, e entry) error {
 	if err := d.delete(ctx, e.path); transient(err) {

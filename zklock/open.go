@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
 // defaultSessionTimeout is the session timeout of connections made by
@@ -35,7 +35,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	session, err := durationParam(q.Get("session_timeout"), defaultSessionTimeout)
+	timeout, err := durationParam(q.Get("session_timeout"), defaultSessionTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if _, err := cleanPrefix(u.Path); err != nil {
 		return nil, fmt.Errorf("%w: %w", dlock.ErrBadURL, err)
 	}
-	conn, err := connect(ctx, hosts, session)
+	conn, err := connect(ctx, hosts, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 // failure if ctx ends first. The zk client does not take a context: its
 // name lookups would take up to 3 s whatever ctx says, so connect does
 // them itself.
-func connect(ctx context.Context, hosts []string, session time.Duration) (*zk.Conn, error) {
+func connect(ctx context.Context, hosts []string, timeout time.Duration) (*zk.Conn, error) {
 	var addrs []string
 	for _, hp := range hosts {
 		host, port, err := net.SplitHostPort(hp)
@@ -72,16 +72,16 @@ func connect(ctx context.Context, hosts []string, session time.Duration) (*zk.Co
 		}
 		ips, err := net.DefaultResolver.LookupHost(ctx, host)
 		if err != nil {
-			return nil, fmt.Errorf("zklock: cannot connect to %s: %w", strings.Join(hosts, ","), lookupError(ctx, err))
+			return nil, sessionlock.ConnectError(ctx, "zklock", hosts, err)
 		}
 		for _, ip := range ips {
 			addrs = append(addrs, net.JoinHostPort(ip, port))
 		}
 	}
 	var dialed lastError
-	conn, events, err := zk.Connect(addrs, session, zk.WithLogger(quiet{}), zk.WithDialer(dialed.dial))
+	conn, events, err := zk.Connect(addrs, timeout, zk.WithLogger(quiet{}), zk.WithDialer(dialed.dial))
 	if err != nil {
-		return nil, fmt.Errorf("zklock: cannot connect to %s: %w", strings.Join(hosts, ","), err)
+		return nil, sessionlock.ConnectError(ctx, "zklock", hosts, err)
 	}
 	for {
 		select {
@@ -91,21 +91,13 @@ func connect(ctx context.Context, hosts []string, session time.Duration) (*zk.Co
 			}
 		case <-ctx.Done():
 			conn.Close()
-			err := ctx.Err()
+			err := errors.New("no session")
 			if last := dialed.get(); last != nil {
-				err = fmt.Errorf("%w (last attempt: %v)", err, last)
+				err = fmt.Errorf("no session (last attempt: %w)", last)
 			}
-			return nil, fmt.Errorf("zklock: cannot connect to %s: no session: %w", strings.Join(hosts, ","), err)
+			return nil, sessionlock.ConnectError(ctx, "zklock", hosts, err)
 		}
 	}
-}
-
-// lookupError returns ctx's error wrapped with err if ctx ended, else err.
-func lookupError(ctx context.Context, err error) error {
-	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-		return fmt.Errorf("%w: %w", ctx.Err(), err)
-	}
-	return err
 }
 
 // lastError records the last error of the connection's dials, for the

@@ -12,7 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/session"
+	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
 // seqLen is the width of the sequence number ZooKeeper appends to a
@@ -42,7 +42,7 @@ func (d *zkDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 			return driver.Result{}, err
 		}
 	}
-	res, err := session.Acquire(ctx, queue{d}, l)
+	res, err := sessionlock.Acquire(ctx, queue{d}, l)
 	if err != nil {
 		return res, fmt.Errorf("zklock: acquire %q: %w", l.Name, err)
 	}
@@ -53,14 +53,14 @@ func (d *zkDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Re
 	if d.isClosed() {
 		return driver.Result{}, errClosed
 	}
-	res, err := session.AcquireQueued(ctx, queue{d}, l)
+	res, err := sessionlock.AcquireQueued(ctx, queue{d}, l)
 	if err != nil {
 		return res, fmt.Errorf("zklock: acquire %q: %w", l.Name, err)
 	}
 	return res, nil
 }
 
-// queue is the lock's queue of children for session.Acquire and
+// queue is the lock's queue of children for sessionlock.Acquire and
 // AcquireQueued: an entry is a child's path, a predecessor the path of
 // the child it watches.
 type queue struct{ d *zkDriver }
@@ -178,7 +178,7 @@ func (d *zkDriver) makeParents(path string) error {
 
 // position reads the queue under parent. If path heads it, it checks that
 // path is still owned by the connection's session and takes the lock.
-// Otherwise it returns the predecessor's path. It returns session.ErrGone if
+// Otherwise it returns the predecessor's path. It returns sessionlock.ErrGone if
 // path is not in the queue.
 func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path string) (driver.Result, string, error) {
 	// Read the child's stat alongside the queue, pipelined on the
@@ -197,7 +197,7 @@ func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path st
 	kids, err := d.children(ctx, parent)
 	own := <-statc
 	if errors.Is(err, zk.ErrNoNode) {
-		return driver.Result{}, "", session.ErrGone
+		return driver.Result{}, "", sessionlock.ErrGone
 	}
 	if err != nil {
 		return driver.Result{}, "", err
@@ -207,7 +207,7 @@ func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path st
 	child := path[strings.LastIndexByte(path, '/')+1:]
 	idx := slices.Index(kids, child)
 	if idx < 0 {
-		return driver.Result{}, "", session.ErrGone
+		return driver.Result{}, "", sessionlock.ErrGone
 	}
 	for _, k := range kids {
 		if k != child && isOwnedBy(k, l.Owner) {
@@ -227,7 +227,7 @@ func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path st
 		if ok {
 			d.leave(path)
 		}
-		return driver.Result{}, "", session.ErrGone
+		return driver.Result{}, "", sessionlock.ErrGone
 	}
 	res, err := d.leases.Hold(l.Owner, entry{path, st.EphemeralOwner}, uint64(st.Czxid), l.TTL, start)
 	if err != nil {
@@ -239,7 +239,7 @@ func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path st
 // watch sets a watch on the existence of path and returns its channel, or
 // nil if path does not exist.
 func (d *zkDriver) watch(ctx context.Context, path string) (<-chan zk.Event, error) {
-	return session.Call(ctx, func() (<-chan zk.Event, error) {
+	return sessionlock.Call(ctx, func() (<-chan zk.Event, error) {
 		ok, _, ev, err := d.conn.ExistsW(path)
 		if err != nil || !ok {
 			return nil, err
@@ -252,7 +252,7 @@ func (d *zkDriver) watch(ctx context.Context, path string) (<-chan zk.Event, err
 // may have ended). If that fails, the child becomes an orphan, deleted
 // when the connection allows.
 func (d *zkDriver) leave(path string) {
-	ctx, cancel := session.CleanupContext()
+	ctx, cancel := sessionlock.CleanupContext()
 	defer cancel()
 	if err := d.delete(ctx, path); err != nil {
 		d.leases.Orphan(entry{path: path})

@@ -6,11 +6,11 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/dlock-go/dlock/internal/session"
+	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
 // The zk client takes no contexts: every request goes through
-// session.Call, which returns as soon as ctx ends. A request abandoned
+// sessionlock.Call, which returns as soon as ctx ends. A request abandoned
 // this way is bounded by the client, which fails it after its receive
 // timeout (two thirds of the session timeout) or when the connection
 // closes.
@@ -21,7 +21,7 @@ type existsResult struct {
 }
 
 func (d *zkDriver) exists(ctx context.Context, path string) (bool, *zk.Stat, error) {
-	r, err := session.Call(ctx, func() (existsResult, error) {
+	r, err := sessionlock.Call(ctx, func() (existsResult, error) {
 		ok, st, err := d.conn.Exists(path)
 		return existsResult{ok, st}, err
 	})
@@ -29,7 +29,7 @@ func (d *zkDriver) exists(ctx context.Context, path string) (bool, *zk.Stat, err
 }
 
 func (d *zkDriver) children(ctx context.Context, path string) ([]string, error) {
-	return session.Call(ctx, func() ([]string, error) {
+	return sessionlock.Call(ctx, func() ([]string, error) {
 		c, _, err := d.conn.Children(path)
 		return c, err
 	})
@@ -44,7 +44,7 @@ func (d *zkDriver) delete(ctx context.Context, path string) error {
 
 // deleteOwned deletes the child at path and reports whether it existed.
 func (d *zkDriver) deleteOwned(ctx context.Context, path string) (bool, error) {
-	_, err := session.Call(ctx, func() (struct{}, error) {
+	_, err := sessionlock.Call(ctx, func() (struct{}, error) {
 		return struct{}{}, d.conn.Delete(path, -1)
 	})
 	if errors.Is(err, zk.ErrNoNode) {

@@ -69,7 +69,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/session"
+	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
 // DefaultPrefix is Options.Prefix's default.
@@ -142,7 +142,7 @@ func newLocker(conn *zk.Conn, opts *Options, ownConn bool) (*dlock.Locker, error
 		closing: make(chan struct{}),
 		unsure:  make(map[string]bool),
 	}
-	d.leases = session.New(session.Config[entry]{
+	d.leases = sessionlock.New(sessionlock.Config[entry]{
 		Remove: d.remove,
 		Closed: errClosed,
 	})
@@ -221,7 +221,7 @@ type zkDriver struct {
 	acl     []zk.ACL
 	suspend time.Duration
 
-	leases  *session.Leases[entry]
+	leases  *sessionlock.Leases[entry]
 	closing chan struct{} // closed by Close
 	bg      sync.WaitGroup
 
@@ -246,7 +246,7 @@ func (d *zkDriver) Close() error {
 	close(d.closing)
 	var errs []error
 	if len(es) > 0 {
-		ctx, cancel := session.CleanupContext()
+		ctx, cancel := sessionlock.CleanupContext()
 		defer cancel()
 		for _, e := range es {
 			if err := d.delete(ctx, e.path); err != nil {

@@ -1,4 +1,4 @@
-// Package session is the store-independent half of the drivers whose
+// Package sessionlock is the store-independent half of the drivers whose
 // locks are entries of a fair queue that live on a client session:
 // zklock (ephemeral sequential znodes on a ZooKeeper session) and
 // etcdlock (keys attached to an etcd lease).
@@ -15,11 +15,13 @@
 // join the queue, read its position, wait for the predecessor, leave.
 //
 // Call guards a client call that takes no context.
-package session
+package sessionlock
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -68,4 +70,15 @@ func Call[T any](ctx context.Context, f func() (T, error)) (T, error) {
 		var zero T
 		return zero, ctx.Err()
 	}
+}
+
+// ConnectError is the error of an Open that could not reach its store:
+// it names the store's hosts and wraps err, and ctx.Err() too if ctx
+// ended (the client's error does not always carry it). what prefixes
+// the message: the backend's package name.
+func ConnectError(ctx context.Context, what string, hosts []string, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		err = fmt.Errorf("%w: %w", cerr, err)
+	}
+	return fmt.Errorf("%s: cannot connect to %s: %w", what, strings.Join(hosts, ","), err)
 }
