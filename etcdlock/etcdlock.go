@@ -64,7 +64,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
@@ -140,8 +139,7 @@ func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver
 			_, err := d.deleteKey(ctx, e.key, e.rev)
 			return err
 		},
-		Live:   func(e entry) bool { return !e.sess.dead.Load() },
-		Closed: errClosed,
+		Live: func(e entry) bool { return !e.sess.dead.Load() },
 	})
 	return d, &dlock.Config{MaxRetryInterval: o.MaxRetryInterval}, nil
 }
@@ -159,14 +157,6 @@ func Key(prefix, name string) string {
 }
 
 var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
-
-var (
-	_ driver.Driver        = (*etcdDriver)(nil)
-	_ driver.Queuer        = (*etcdDriver)(nil)
-	_ driver.LossReporter  = (*etcdDriver)(nil)
-	_ driver.Inspector     = (*etcdDriver)(nil)
-	_ driver.ForceReleaser = (*etcdDriver)(nil)
-)
 
 // etcdDriver implements driver.Driver, Queuer, LossReporter, Inspector
 // and ForceReleaser.
@@ -194,10 +184,9 @@ type entry struct {
 	sess *session
 }
 
-func (d *etcdDriver) key(name, owner string) string { return Key(d.prefix, name) + owner }
+var _ sessionlock.Driver = (*etcdDriver)(nil)
 
-// errClosed is returned by calls on a closed driver.
-var errClosed = fmt.Errorf("etcdlock: %w", dlock.ErrClosed)
+func (d *etcdDriver) key(name, owner string) string { return Key(d.prefix, name) + owner }
 
 func (d *etcdDriver) Close() error {
 	es := d.leases.Close()

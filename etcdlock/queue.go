@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/sessionlock"
 )
@@ -21,23 +22,8 @@ import (
 var wakeups atomic.Int64
 
 func (d *etcdDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
-	d.mu.Lock()
-	closed := d.closed
-	d.mu.Unlock()
-	if closed {
-		return driver.Result{}, errClosed
-	}
-	if _, fence, ok := d.leases.Held(l.Owner); ok {
-		// Held already: a retry whose first reply was lost.
-		err := d.Refresh(ctx, []driver.Lease{l})[0]
-		if err == nil {
-			return driver.Result{Acquired: true, Fence: fence}, nil
-		}
-		if !errors.Is(err, driver.ErrNotHeld) {
-			return driver.Result{}, err
-		}
-	}
-	res, err := sessionlock.Acquire(ctx, queue{d}, l)
+	refresh := func(ctx context.Context, l driver.Lease) error { return d.Refresh(ctx, []driver.Lease{l})[0] }
+	res, err := sessionlock.Acquire(ctx, d.leases, refresh, queue{d}, l)
 	if err != nil {
 		return res, fmt.Errorf("etcdlock: acquire %q: %w", l.Name, err)
 	}
@@ -45,7 +31,7 @@ func (d *etcdDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result
 }
 
 func (d *etcdDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Result, error) {
-	res, err := sessionlock.AcquireQueued(ctx, queue{d}, l)
+	res, err := sessionlock.AcquireQueued(ctx, d.leases, queue{d}, l)
 	if err != nil {
 		return res, fmt.Errorf("etcdlock: acquire %q: %w", l.Name, err)
 	}
@@ -90,7 +76,7 @@ func (q queue) Transient(ctx context.Context, err error) bool { return q.d.trans
 // transient reports whether err may go away on a new attempt while ctx
 // lives: a lost session (a new one is granted) or an unavailable server.
 func (d *etcdDriver) transient(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || errors.Is(err, errClosed) {
+	if ctx.Err() != nil || errors.Is(err, dlock.ErrClosed) {
 		return false
 	}
 	if errors.Is(err, errLeaseGone) {
@@ -174,7 +160,7 @@ func (d *etcdDriver) position(ctx context.Context, l driver.Lease, e entry) (dri
 		return driver.Result{}, entry{}, sessionlock.ErrGone
 	}
 	res, err := d.leases.Hold(l.Owner, e, uint64(e.rev), l.TTL, start)
-	if err != nil && !errors.Is(err, errClosed) {
+	if err != nil && !errors.Is(err, dlock.ErrClosed) {
 		err = sessionlock.ErrGone
 	}
 	return res, entry{}, err

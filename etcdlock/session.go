@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/sessionlock"
 )
@@ -45,7 +46,7 @@ func (d *etcdDriver) session(ctx context.Context) (*session, error) {
 	closed := d.closed
 	d.mu.Unlock()
 	if closed {
-		return nil, errClosed
+		return nil, dlock.ErrClosed
 	}
 	if s != nil {
 		return s, nil
@@ -64,7 +65,7 @@ func (d *etcdDriver) session(ctx context.Context) (*session, error) {
 		d.mu.Unlock()
 		d.revoke(s.id)
 		if other == nil {
-			return nil, errClosed
+			return nil, dlock.ErrClosed
 		}
 		return other, nil
 	}

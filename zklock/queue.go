@@ -29,20 +29,7 @@ func isOwnedBy(child, owner string) bool {
 func bySeq(a, b string) int { return strings.Compare(a[len(a)-seqLen:], b[len(b)-seqLen:]) }
 
 func (d *zkDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
-	if d.isClosed() {
-		return driver.Result{}, errClosed
-	}
-	if _, fence, ok := d.leases.Held(l.Owner); ok {
-		// Held already: a retry whose first reply was lost.
-		err := d.refresh(ctx, l)
-		if err == nil {
-			return driver.Result{Acquired: true, Fence: fence}, nil
-		}
-		if !errors.Is(err, driver.ErrNotHeld) {
-			return driver.Result{}, err
-		}
-	}
-	res, err := sessionlock.Acquire(ctx, queue{d}, l)
+	res, err := sessionlock.Acquire(ctx, d.leases, d.refresh, queue{d}, l)
 	if err != nil {
 		return res, fmt.Errorf("zklock: acquire %q: %w", l.Name, err)
 	}
@@ -50,10 +37,7 @@ func (d *zkDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 }
 
 func (d *zkDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Result, error) {
-	if d.isClosed() {
-		return driver.Result{}, errClosed
-	}
-	res, err := sessionlock.AcquireQueued(ctx, queue{d}, l)
+	res, err := sessionlock.AcquireQueued(ctx, d.leases, queue{d}, l)
 	if err != nil {
 		return res, fmt.Errorf("zklock: acquire %q: %w", l.Name, err)
 	}

@@ -68,7 +68,6 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
@@ -144,7 +143,6 @@ func newLocker(conn *zk.Conn, opts *Options, ownConn bool) (*dlock.Locker, error
 	}
 	d.leases = sessionlock.New(sessionlock.Config[entry]{
 		Remove: d.remove,
-		Closed: errClosed,
 	})
 	d.bg.Add(1)
 	go d.watchSession() // exits when Close closes d.closing
@@ -204,14 +202,6 @@ func escape(name string) string {
 	return b.String()
 }
 
-var (
-	_ driver.Driver        = (*zkDriver)(nil)
-	_ driver.Queuer        = (*zkDriver)(nil)
-	_ driver.LossReporter  = (*zkDriver)(nil)
-	_ driver.Inspector     = (*zkDriver)(nil)
-	_ driver.ForceReleaser = (*zkDriver)(nil)
-)
-
 // zkDriver implements driver.Driver, Queuer, LossReporter, Inspector and
 // ForceReleaser.
 type zkDriver struct {
@@ -236,10 +226,9 @@ type entry struct {
 	session int64
 }
 
-func (d *zkDriver) parent(name string) string { return d.prefix + "/" + escape(name) }
+var _ sessionlock.Driver = (*zkDriver)(nil)
 
-// errClosed is returned by calls on a closed driver.
-var errClosed = fmt.Errorf("zklock: %w", dlock.ErrClosed)
+func (d *zkDriver) parent(name string) string { return d.prefix + "/" + escape(name) }
 
 func (d *zkDriver) Close() error {
 	es := d.leases.Close()
@@ -263,13 +252,4 @@ func (d *zkDriver) Close() error {
 		return fmt.Errorf("zklock: close: %w", errs[0])
 	}
 	return nil
-}
-
-func (d *zkDriver) isClosed() bool {
-	select {
-	case <-d.closing:
-		return true
-	default:
-		return false
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -22,9 +23,6 @@ type Config[E comparable] struct {
 	// Extend refuse an entry whose session is dead. It is called with the
 	// table's mutex held.
 	Live func(e E) bool
-
-	// Closed is the error Hold returns once the table is closed.
-	Closed error
 }
 
 // Leases is a driver's book of the leases it holds, by owner. Its methods
@@ -99,14 +97,14 @@ func (t *Leases[E]) Busy() bool {
 // Hold records that owner holds its lock through entry e, with fencing
 // token fence, for ttl from start: the send time of the step that found
 // e at the head of its queue. It returns the Result for the core, with
-// LeaseStart start. It fails with Config.Closed once the table is closed,
-// and with ErrGone if e's session is dead.
+// LeaseStart start. It fails with dlock.ErrClosed once the table is
+// closed, and with ErrGone if e's session is dead.
 func (t *Leases[E]) Hold(owner string, e E, fence uint64, ttl time.Duration, start time.Time) (driver.Result, error) {
 	ls := &lease[E]{entry: e, fence: fence, ttl: ttl, deadline: start.Add(ttl)}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return driver.Result{}, t.cfg.Closed
+		return driver.Result{}, dlock.ErrClosed
 	}
 	if t.cfg.Live != nil && !t.cfg.Live(e) {
 		return driver.Result{}, ErrGone
@@ -118,6 +116,16 @@ func (t *Leases[E]) Hold(owner string, e E, fence uint64, ttl time.Duration, sta
 	t.held[owner] = ls
 	t.wake()
 	return driver.Result{Acquired: true, Fence: fence, LeaseStart: start}, nil
+}
+
+// Err returns dlock.ErrClosed once the table is closed, else nil.
+func (t *Leases[E]) Err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return dlock.ErrClosed
+	}
+	return nil
 }
 
 // Held returns the entry and fencing token of owner's lease, if it holds

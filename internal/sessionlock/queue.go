@@ -40,12 +40,36 @@ type Queue[Q comparable, P any] interface {
 	Transient(ctx context.Context, err error) bool
 }
 
-// Acquire makes one attempt: it joins the queue and takes the lock if
-// its entry heads the queue. Otherwise it leaves the queue and returns a
-// Result with Acquired false, and no error unless a step failed. It
-// implements driver.Driver's Acquire once the driver has checked that
-// the owner does not hold the lock already.
-func Acquire[Q comparable, P any](ctx context.Context, q Queue[Q, P], l driver.Lease) (driver.Result, error) {
+// Driver is what the driver of a session store implements: the atomic
+// steps, its fair queue, loss reports and the administrator's interfaces.
+// The drivers assert it at compile time, so that a signature drift cannot
+// silently turn a capability off (queued waiting into polling, say).
+type Driver interface {
+	driver.Driver
+	driver.Queuer
+	driver.LossReporter
+	driver.Inspector
+	driver.ForceReleaser
+}
+
+// Acquire implements driver.Driver's Acquire: one attempt. If l's owner
+// holds the lock in t already (a retry whose first reply was lost), it
+// refreshes it instead. Otherwise it joins the queue and takes the lock if
+// its entry heads the queue, or leaves the queue and returns a Result with
+// Acquired false, and no error unless a step failed.
+func Acquire[E, Q comparable, P any](ctx context.Context, t *Leases[E], refresh func(context.Context, driver.Lease) error, q Queue[Q, P], l driver.Lease) (driver.Result, error) {
+	if err := t.Err(); err != nil {
+		return driver.Result{}, err
+	}
+	if _, fence, ok := t.Held(l.Owner); ok {
+		err := refresh(ctx, l)
+		if err == nil {
+			return driver.Result{Acquired: true, Fence: fence}, nil
+		}
+		if !errors.Is(err, driver.ErrNotHeld) {
+			return driver.Result{}, err
+		}
+	}
 	var none Q
 	e, err := q.Join(ctx, l)
 	if err != nil {
@@ -65,13 +89,16 @@ func Acquire[Q comparable, P any](ctx context.Context, q Queue[Q, P], l driver.L
 	return driver.Result{}, nil
 }
 
-// AcquireQueued implements driver.Queuer: it joins the queue and waits,
+// AcquireQueued implements driver.Queuer over t: it joins the queue and waits,
 // one watch on its predecessor at a time, until its entry heads the queue.
 // It joins again if its entry is gone (its session was lost), and tries
 // again after RetryDelay on transient errors. If ctx ends or a step fails
 // for good it leaves the queue and returns the error, which wraps
 // ctx.Err() when ctx ended.
-func AcquireQueued[Q comparable, P any](ctx context.Context, q Queue[Q, P], l driver.Lease) (driver.Result, error) {
+func AcquireQueued[E, Q comparable, P any](ctx context.Context, t *Leases[E], q Queue[Q, P], l driver.Lease) (driver.Result, error) {
+	if err := t.Err(); err != nil {
+		return driver.Result{}, err
+	}
 	var e, none Q
 	retry := func(err error) bool { return q.Transient(ctx, err) && pause.For(ctx, RetryDelay) }
 	fail := func(err error) (driver.Result, error) {
