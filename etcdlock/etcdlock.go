@@ -135,6 +135,7 @@ func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver
 		cancel:     cancel,
 	}
 	d.leases = sessionlock.New(sessionlock.Config[entry]{
+		Name: "etcdlock",
 		Remove: func(ctx context.Context, e entry) error {
 			_, err := d.deleteKey(ctx, e.key, e.rev)
 			return err

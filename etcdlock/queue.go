@@ -23,19 +23,11 @@ var wakeups atomic.Int64
 
 func (d *etcdDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
 	refresh := func(ctx context.Context, l driver.Lease) error { return d.Refresh(ctx, []driver.Lease{l})[0] }
-	res, err := sessionlock.Acquire(ctx, d.leases, refresh, queue{d}, l)
-	if err != nil {
-		return res, fmt.Errorf("etcdlock: acquire %q: %w", l.Name, err)
-	}
-	return res, nil
+	return sessionlock.Acquire(ctx, d.leases, refresh, queue{d}, l)
 }
 
 func (d *etcdDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Result, error) {
-	res, err := sessionlock.AcquireQueued(ctx, d.leases, queue{d}, l)
-	if err != nil {
-		return res, fmt.Errorf("etcdlock: acquire %q: %w", l.Name, err)
-	}
-	return res, nil
+	return sessionlock.AcquireQueued(ctx, d.leases, queue{d}, l)
 }
 
 // queue is the lock's queue of keys for sessionlock.Acquire and

@@ -2,17 +2,14 @@ package etcdlock_test
 
 import (
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/sessionlock/sessionlocktest"
 	"github.com/dlock-go/dlock/internal/testworker"
 )
 
-func TestMain(m *testing.M) {
-	testworker.Run(map[string]testworker.Func{"hold": testworker.Hold})
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { sessionlocktest.Main(m) }
 
 // startHolder starts a worker process holding name through its own session
 // lease and returns it once it holds the lock, with the lock's fencing

@@ -29,19 +29,11 @@ func isOwnedBy(child, owner string) bool {
 func bySeq(a, b string) int { return strings.Compare(a[len(a)-seqLen:], b[len(b)-seqLen:]) }
 
 func (d *zkDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
-	res, err := sessionlock.Acquire(ctx, d.leases, d.refresh, queue{d}, l)
-	if err != nil {
-		return res, fmt.Errorf("zklock: acquire %q: %w", l.Name, err)
-	}
-	return res, nil
+	return sessionlock.Acquire(ctx, d.leases, d.refresh, queue{d}, l)
 }
 
 func (d *zkDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Result, error) {
-	res, err := sessionlock.AcquireQueued(ctx, d.leases, queue{d}, l)
-	if err != nil {
-		return res, fmt.Errorf("zklock: acquire %q: %w", l.Name, err)
-	}
-	return res, nil
+	return sessionlock.AcquireQueued(ctx, d.leases, queue{d}, l)
 }
 
 // queue is the lock's queue of children for sessionlock.Acquire and

@@ -142,6 +142,7 @@ func newLocker(conn *zk.Conn, opts *Options, ownConn bool) (*dlock.Locker, error
 		unsure:  make(map[string]bool),
 	}
 	d.leases = sessionlock.New(sessionlock.Config[entry]{
+		Name:   "zklock",
 		Remove: d.remove,
 	})
 	d.bg.Add(1)

@@ -13,6 +13,10 @@ import (
 // (a znode's path, a key and its create revision) and the session it
 // lives on.
 type Config[E comparable] struct {
+	// Name prefixes the errors of Acquire and AcquireQueued: the
+	// backend's package name.
+	Name string
+
 	// Remove deletes e's entry on the server as an owner-checked step (it
 	// never removes another acquisition's entry); a missing entry is not
 	// an error. It returns an error only when a later attempt may succeed:
@@ -184,7 +188,10 @@ func (t *Leases[E]) Orphan(e E) {
 
 // Lose forgets every lease whose entry cause reports an error for, makes
 // their entries orphans, and sends a driver.Loss with that error for each
-// on Losses. It returns once they are sent, or once the table closes.
+// on Losses, in order, from a goroutine of the table's that exits once
+// they are sent or the table closes. Lose itself does not block: its
+// caller may be an acquisition that the core waits for before it stops
+// the driver, while the core no longer reads Losses.
 func (t *Leases[E]) Lose(cause func(e E) error) {
 	t.mu.Lock()
 	if t.closed {
@@ -207,17 +214,20 @@ func (t *Leases[E]) Lose(cause func(e E) error) {
 		return
 	}
 	t.wake()
-	// Counted in bg so that Wait does not close losses under a send.
+	// Counted in bg, with mu held and the table open, so that Wait never
+	// closes losses under a send.
 	t.bg.Add(1)
 	t.mu.Unlock()
-	defer t.bg.Done()
-	for _, loss := range lost {
-		select {
-		case t.losses <- loss:
-		case <-t.ctx.Done():
-			return
+	go func() {
+		defer t.bg.Done()
+		for _, loss := range lost {
+			select {
+			case t.losses <- loss:
+			case <-t.ctx.Done():
+				return
+			}
 		}
-	}
+	}()
 }
 
 // Reap removes the current orphans, one Remove each, until ctx ends.

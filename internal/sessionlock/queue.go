@@ -3,6 +3,7 @@ package sessionlock
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/pause"
@@ -58,6 +59,14 @@ type Driver interface {
 // its entry heads the queue, or leaves the queue and returns a Result with
 // Acquired false, and no error unless a step failed.
 func Acquire[E, Q comparable, P any](ctx context.Context, t *Leases[E], refresh func(context.Context, driver.Lease) error, q Queue[Q, P], l driver.Lease) (driver.Result, error) {
+	res, err := acquire(ctx, t, refresh, q, l)
+	if err != nil {
+		return res, fmt.Errorf("%s: acquire %q: %w", t.cfg.Name, l.Name, err)
+	}
+	return res, nil
+}
+
+func acquire[E, Q comparable, P any](ctx context.Context, t *Leases[E], refresh func(context.Context, driver.Lease) error, q Queue[Q, P], l driver.Lease) (driver.Result, error) {
 	if err := t.Err(); err != nil {
 		return driver.Result{}, err
 	}
@@ -96,6 +105,14 @@ func Acquire[E, Q comparable, P any](ctx context.Context, t *Leases[E], refresh 
 // for good it leaves the queue and returns the error, which wraps
 // ctx.Err() when ctx ended.
 func AcquireQueued[E, Q comparable, P any](ctx context.Context, t *Leases[E], q Queue[Q, P], l driver.Lease) (driver.Result, error) {
+	res, err := acquireQueued(ctx, t, q, l)
+	if err != nil {
+		return res, fmt.Errorf("%s: acquire %q: %w", t.cfg.Name, l.Name, err)
+	}
+	return res, nil
+}
+
+func acquireQueued[E, Q comparable, P any](ctx context.Context, t *Leases[E], q Queue[Q, P], l driver.Lease) (driver.Result, error) {
 	if err := t.Err(); err != nil {
 		return driver.Result{}, err
 	}

@@ -78,7 +78,7 @@ func Call[T any](ctx context.Context, f func() (T, error)) (T, error) {
 // the message: the backend's package name.
 func ConnectError(ctx context.Context, what string, hosts []string, err error) error {
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		err = fmt.Errorf("%w: %w", cerr, err)
+		err = fmt.Errorf("%w: %w", err, cerr)
 	}
 	return fmt.Errorf("%s: cannot connect to %s: %w", what, strings.Join(hosts, ","), err)
 }
