@@ -35,6 +35,8 @@ func waitQueued(t *testing.T, cli *clientv3.Client, name string, n int) {
 	sessionlocktest.WaitEntries(t, queueOn(nil, cli), name, n)
 }
 
+func TestMain(m *testing.M) { sessionlocktest.Main(m) }
+
 func TestQueue(t *testing.T) {
 	e := testserver.StartEtcd(t)
 	sessionlocktest.TestQueue(t, queueOn(e, e.Client(t)))

@@ -52,6 +52,8 @@ func waitQueued(t *testing.T, conn *zk.Conn, name string, n int) {
 	sessionlocktest.WaitEntries(t, queueOn(nil, conn), name, n)
 }
 
+func TestMain(m *testing.M) { sessionlocktest.Main(m) }
+
 func TestQueue(t *testing.T) {
 	z := testserver.StartZooKeeper(t)
 	sessionlocktest.TestQueue(t, queueOn(z, z.Conn(t, sessionTimeout)))

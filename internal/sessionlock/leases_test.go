@@ -46,6 +46,22 @@ func newLeases(t *testing.T, s *store, live func(string) bool) *sessionlock.Leas
 	return ls
 }
 
+// wantRemovedAt checks, in a synctest bubble, that s's one entry is
+// removed after d from now, not a nanosecond earlier.
+func wantRemovedAt(t *testing.T, s *store, d time.Duration) {
+	t.Helper()
+	time.Sleep(d - time.Nanosecond)
+	synctest.Wait()
+	if n := s.count(); n != 0 {
+		t.Fatalf("%d entries removed before the deadline, want 0", n)
+	}
+	time.Sleep(time.Nanosecond)
+	synctest.Wait()
+	if n := s.count(); n != 1 {
+		t.Fatalf("%d entries removed at the deadline, want 1", n)
+	}
+}
+
 // A lease lasts its TTL from the start its caller gives (the send time of
 // the step that found the entry at the head of its queue), not from Hold;
 // then its entry is removed.
@@ -59,16 +75,7 @@ func TestLeaseDeadline(t *testing.T) {
 		if err != nil || !res.Acquired || res.Fence != 7 || !res.LeaseStart.Equal(start) {
 			t.Fatalf("Hold = %+v, %v; want acquired with fence 7 and LeaseStart %v", res, err, start)
 		}
-		time.Sleep(700*time.Millisecond - time.Nanosecond)
-		synctest.Wait()
-		if n := s.count(); n != 0 {
-			t.Fatalf("%d entries removed before the deadline, want 0", n)
-		}
-		time.Sleep(time.Nanosecond)
-		synctest.Wait()
-		if n := s.count(); n != 1 {
-			t.Fatalf("%d entries removed at start+TTL, want 1", n)
-		}
+		wantRemovedAt(t, s, 700*time.Millisecond)
 		if _, _, ok := ls.Held("o1"); ok {
 			t.Errorf("Held(o1) after the deadline = true, want false")
 		}
@@ -97,16 +104,7 @@ func TestExtend(t *testing.T) {
 		if ls.Extend("o1", "other", time.Now()) {
 			t.Errorf("Extend(o1) of another entry = true, want false")
 		}
-		time.Sleep(time.Second - time.Nanosecond)
-		synctest.Wait()
-		if n := s.count(); n != 0 {
-			t.Fatalf("%d entries removed before the extended deadline, want 0", n)
-		}
-		time.Sleep(time.Nanosecond)
-		synctest.Wait()
-		if n := s.count(); n != 1 {
-			t.Fatalf("%d entries removed at the extended deadline, want 1", n)
-		}
+		wantRemovedAt(t, s, time.Second)
 		if ls.Extend("o1", "e1", time.Now()) {
 			t.Errorf("Extend(o1) after expiry = true, want false")
 		}
