@@ -41,7 +41,7 @@ type Config[E comparable] struct {
 // its entry removed, from a timer's goroutine.
 //
 // Entries to remove that the store could not take yet are orphans; the
-// driver reaps them when its connection allows (Reap, StartReap) and at
+// driver reaps them when its connection allows (StartReap) and at
 // Close.
 type Leases[E comparable] struct {
 	cfg     Config[E]
@@ -230,8 +230,8 @@ func (t *Leases[E]) Lose(cause func(e E) error) {
 	}()
 }
 
-// Reap removes the current orphans, one Remove each, until ctx ends.
-func (t *Leases[E]) Reap(ctx context.Context) {
+// reapAll removes the current orphans, one Remove each, until ctx ends.
+func (t *Leases[E]) reapAll(ctx context.Context) {
 	t.mu.Lock()
 	es := make([]E, 0, len(t.orphans))
 	for e := range t.orphans {
@@ -246,10 +246,10 @@ func (t *Leases[E]) Reap(ctx context.Context) {
 	}
 }
 
-// StartReap runs Reap in a goroutine of the table's, unless one is
-// running or there is nothing to reap, so that a slow store never delays
-// its caller. The goroutine exits after one Remove per orphan, bounded by
-// CleanupTimeout and by Close.
+// StartReap removes the orphans in a goroutine of the table's, unless
+// one is running or there is nothing to reap, so that a slow store never
+// delays its caller. The goroutine exits after one Remove per orphan,
+// bounded by CleanupTimeout and by Close.
 func (t *Leases[E]) StartReap() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -262,7 +262,7 @@ func (t *Leases[E]) StartReap() {
 		defer t.bg.Done()
 		ctx, cancel := context.WithTimeout(t.ctx, CleanupTimeout)
 		defer cancel()
-		t.Reap(ctx)
+		t.reapAll(ctx)
 		t.mu.Lock()
 		t.reaping = false
 		t.mu.Unlock()
