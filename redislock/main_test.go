@@ -32,7 +32,10 @@ func countWorker(ctx context.Context, args []string) error {
 	name := args[1]
 	client := redis.NewClient(&redis.Options{Addr: args[0]})
 	defer client.Close()
-	l := redislock.New(client, nil)
+	l, err := redislock.New(client, nil)
+	if err != nil {
+		return err
+	}
 	defer l.Close()
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines)

@@ -17,7 +17,7 @@ import (
 // Locker shares client, like the goroutines of one service would.
 func harness(client redis.UniversalClient) dlocktest.Harness {
 	return dlocktest.Harness{
-		NewLocker: func(t testing.TB) *dlock.Locker { return redislock.New(client, nil) },
+		NewLocker: func(t testing.TB) *dlock.Locker { return mustNew(t, client) },
 		Expire: func(t testing.TB, name string) {
 			t.Helper()
 			if n, err := client.Del(t.Context(), redislock.Key("", name)).Result(); n != 1 || err != nil {
