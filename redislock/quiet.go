@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -16,8 +17,9 @@ import (
 // this package installs, when it is initialised, a logger that drops the
 // messages about those clients and prints every other one exactly as
 // go-redis's default logger does. Open's clients carry quietHook, which
-// marks the contexts of their commands and dials; messages go-redis logs
-// without the caller's context are not told apart and still print.
+// marks the contexts of their commands and the errors of their dials (the
+// pool dials with a context of its own, and logs the error); messages
+// go-redis logs with neither are not told apart and still print.
 //
 // A program that sets its own go-redis logger (in main, or in the init of
 // a package that imports this one) replaces this one, and then decides
@@ -40,10 +42,22 @@ func (l quietLogger) Printf(ctx context.Context, format string, v ...any) {
 	if ctx != nil && ctx.Value(quietKey{}) != nil {
 		return
 	}
+	for _, a := range v {
+		var q quietError
+		if err, ok := a.(error); ok && errors.As(err, &q) {
+			return
+		}
+	}
 	// Frames: Output, this Printf, go-redis's forwarding Printf, its
 	// caller (go-redis's default logger reports the same one).
 	_ = l.out.Output(3, fmt.Sprintf(format, v...))
 }
+
+// quietError is a dial error of a client made by Open: it reads and
+// unwraps as the error it holds.
+type quietError struct{ error }
+
+func (e quietError) Unwrap() error { return e.error }
 
 // quietHook marks every command, pipeline and dial of a client made by
 // Open, so that quietLogger drops what go-redis logs about them.
@@ -51,7 +65,11 @@ type quietHook struct{}
 
 func (quietHook) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return next(quietContext(ctx), network, addr)
+		c, err := next(quietContext(ctx), network, addr)
+		if err != nil {
+			err = quietError{err}
+		}
+		return c, err
 	}
 }
 

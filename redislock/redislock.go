@@ -12,20 +12,32 @@
 // Waiters queue on the server, first come first served. A release hands
 // the lock to the first live waiter inside the release script and tells
 // that waiter's Locker on its own pub/sub channel (one connection per
-// Locker, opened on its first Acquire; TryAcquire does not use it), so a
-// contended acquisition costs two round trips, one waiter wakes per
-// release, and the releasing goroutine cannot barge ahead of the queue.
-// The Locker reads that connection itself and reconnects and resubscribes
-// when it breaks; every waiter then asks the server again, in case a
-// grant was published meanwhile. A waiter refreshes its place every
-// min(TTL/3, MaxHeartbeat); that refresh also catches a grant whose
-// message was lost, and a holder that died without releasing. A waiter
-// that dies loses its place after three heartbeats; if the lock is handed
-// to it before that, the lock is unusable until the dead waiter's lease
-// ends, as for a holder that died. A cancelled wait leaves the queue (and
-// frees the lock if it was granted meanwhile) before Acquire returns.
-// TryAcquire never queues, and does not take a free lock while live
-// waiters queue for it.
+// Locker, opened on its first Acquire; TryAcquire does not use it), so
+// one waiter wakes per release and the releasing goroutine cannot barge
+// ahead of the queue. The Locker reads that connection itself and
+// reconnects and resubscribes when it breaks; every waiter then asks the
+// server again, in case a grant was published meanwhile.
+//
+// A grant message is a hint, never proof: it may arrive long after it was
+// sent (after a partition, for one), for a lease that has run out and
+// that another owner has taken since. So the woken waiter runs the acquire
+// script again, which checks on the server that it is the owner and
+// extends the granted lease to its TTL, and Acquire returns only after
+// that call, with the lease measured from when it was sent; if the grant
+// was stale, the waiter queues again. A contended acquisition therefore
+// costs three script calls: the attempt that queues, the release that
+// hands over, and the confirmation.
+//
+// A waiter refreshes its place every min(TTL/3, 1 s); that refresh also
+// catches a grant whose message was lost, and a holder that died without
+// releasing. A waiter that dies loses its place after three heartbeats.
+// If the lock is handed to it before that, the granted lease lasts at most
+// 2 s (grants are confirmed within a heartbeat), so a dead waiter holds
+// the name up for about 2 s plus the next waiter's heartbeat, whatever its
+// TTL. A cancelled wait leaves the queue (and frees the lock if it was
+// granted meanwhile) before Acquire returns, waiting at most half a second
+// for the server. TryAcquire never queues, and does not take a free lock
+// while live waiters queue for it.
 //
 // # Keys
 //
@@ -42,11 +54,11 @@
 // The token is the Redis server's TIME in microseconds at acquisition,
 // raised to one more than the previous token if the key still remembers
 // one. On release the key is not deleted but replaced by a tombstone
-// "|fence" that expires after TombstoneTTL, so a release followed at once
+// "|fence" that expires after 5 s, so a release followed at once
 // by an acquisition still counts up even if the server's clock stepped
 // back; nothing stays behind per name once the tombstone expires. Tokens
 // therefore strictly increase as long as the server's clock does not step
-// back by more than TombstoneTTL, or, after a failover to a replica that
+// back by more than 5 s, or, after a failover to a replica that
 // lost the latest writes, as long as the new master's clock is not behind
 // the old one's by more than the failover took. (Without persistence a
 // failover can also lose a held lock outright; that is Redis's
@@ -62,7 +74,10 @@
 //	redis+cluster://[user:pass@]host[:port][,host[:port]]
 //
 // with the query parameter prefix (Options.Prefix). The password may also
-// come from DLOCK_PASSWORD.
+// come from DLOCK_PASSWORD. go-redis logs through one process-wide logger;
+// the clients Open makes are marked so that what it logs about them is
+// dropped (see redis.SetLogger: a program that sets its own logger decides
+// for them too).
 //
 // Requires Redis 5 or later (scripts replicated by effects, for TIME).
 package redislock

@@ -49,6 +49,15 @@ func (c *respConn) reply(d time.Duration) (string, error) {
 	return c.r.ReadString('\n')
 }
 
+// pinged returns a connection to addr that has answered a PING.
+func pinged(t *testing.T, addr string) *respConn {
+	t.Helper()
+	c := dialResp(t, addr)
+	c.send(t, "PING")
+	wantReply(t, c, "+PONG\r\n")
+	return c
+}
+
 func wantReply(t *testing.T, c *respConn, want string) {
 	t.Helper()
 	got, err := c.reply(5 * time.Second)
@@ -74,17 +83,11 @@ func TestProxy(t *testing.T) {
 		return n
 	}
 
-	t.Run("Pass", func(t *testing.T) {
-		c := dialResp(t, p.Addr())
-		c.send(t, "PING")
-		wantReply(t, c, "+PONG\r\n")
-	})
+	t.Run("Pass", func(t *testing.T) { pinged(t, p.Addr()) })
 
 	t.Run("Partition", func(t *testing.T) {
 		direct.Del(t.Context(), "n")
-		c := dialResp(t, p.Addr())
-		c.send(t, "PING")
-		wantReply(t, c, "+PONG\r\n") // open before the partition
+		c := pinged(t, p.Addr()) // open before the partition
 		p.Partition(t)
 		c.send(t, "INCR", "n")
 		wantNoReply(t, c)
@@ -108,9 +111,7 @@ func TestProxy(t *testing.T) {
 
 	t.Run("DropReplies", func(t *testing.T) {
 		direct.Del(t.Context(), "n")
-		c := dialResp(t, p.Addr())
-		c.send(t, "PING")
-		wantReply(t, c, "+PONG\r\n")
+		c := pinged(t, p.Addr())
 		p.DropReplies(t)
 		c.send(t, "INCR", "n")
 		wantNoReply(t, c)
@@ -165,8 +166,6 @@ func TestProxy(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		c2 := dialResp(t, p.Addr())
-		c2.send(t, "PING")
-		wantReply(t, c2, "+PONG\r\n")
+		pinged(t, p.Addr()) // new connections work
 	})
 }
