@@ -30,6 +30,10 @@ func (redisBackend) Name() string { return "redis" }
 
 func (redisBackend) Open(addr string) (*dlock.Locker, func() error, error) {
 	c := newClient(addr)
-	l := redislock.New(c, nil)
+	l, err := redislock.New(c, nil)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
 	return l, func() error { return errors.Join(l.Close(), c.Close()) }, nil
 }

@@ -7,7 +7,7 @@
 //
 // Each Locker grants one etcd lease (its session) and keeps it alive
 // itself. Every acquisition, held or waiting, is a key attached to that
-// lease: Prefix + escaped name + "/" + owner (see Key). Among the keys of
+// lease: Key(Prefix, name) + owner. Among the keys of
 // a name, the one with the lowest create revision holds the lock; every
 // other key waits, with a watch, for the deletion of the key with the next
 // lower create revision, and only that one, so a release wakes exactly one
@@ -33,14 +33,17 @@
 //
 // WithTTL maps onto a deadline the driver keeps for each acquisition: if
 // the lock is not refreshed (renewed by dlock, or Lock.Refresh) within its
-// TTL, the driver deletes the key itself. The core closes the holder's
-// Done a tenth of the TTL before the deadline (the first deadline gets a
-// twentieth of the TTL more, for the moment between the driver starting
-// its clock and the core starting its own). So a WithoutRenewal lock ends
-// after its TTL while the session lives on, and a renewed lock is held as
-// long as it is renewed.
+// TTL, the driver deletes the key itself. The deadline is the TTL from
+// the send time of the request that last found the key in place (the read
+// that found it at the head of the queue, then each refresh), and the
+// core, which measures from that moment or an earlier one, closes the
+// holder's Done a tenth of the TTL before it. So a WithoutRenewal lock
+// ends after its TTL while the session lives on, and a renewed lock is
+// held as long as it is renewed.
 //
-// The session lease lasts Options.SessionTTL, renewed every third of it.
+// The session lease is granted by the first acquisition (dlock.Open
+// grants it before it returns), lasts Options.SessionTTL, and is renewed
+// every third of it.
 // If the holder's process dies, its keys go when the server expires the
 // lease: the next waiter gets the lock after SessionTTL, not after the
 // lock's TTL. Every lock held through a session is lost (its Done closes)
@@ -62,7 +65,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
-	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
 const (
@@ -71,9 +74,6 @@ const (
 
 	// DefaultSessionTTL is Options.SessionTTL's default.
 	DefaultSessionTTL = 10 * time.Second
-
-	// grantTimeout bounds the lease grant in New.
-	grantTimeout = 10 * time.Second
 )
 
 // Options configures an etcd Locker. A nil *Options means defaults.
@@ -93,28 +93,37 @@ type Options struct {
 	MaxRetryInterval time.Duration
 }
 
-// New returns a Locker on the etcd cluster behind cli, after granting its
-// session lease. The Locker does not close cli; close the Locker first. A
-// nil opts means defaults. A nil cli gets an error wrapping
-// dlock.ErrInvalid.
+// New returns a Locker on the etcd cluster behind cli. The Locker does
+// not close cli; close the Locker first. A nil opts means defaults. A nil
+// cli or a negative SessionTTL gets an error wrapping dlock.ErrInvalid.
+// New makes no request: the Locker's session lease is granted by its
+// first acquisition, within that call's context.
 func New(cli *clientv3.Client, opts *Options) (*dlock.Locker, error) {
-	return newLocker(cli, opts, false)
+	d, cfg, err := newDriver(cli, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	return backend.New(d, cfg), nil
 }
 
-// newLocker is New; with ownClient set (Open made cli) the Locker's Close
+// newDriver validates opts and returns the driver and the Locker's
+// configuration; with ownClient set (Open made cli) the driver's Close
 // closes cli.
-func newLocker(cli *clientv3.Client, opts *Options, ownClient bool) (*dlock.Locker, error) {
+func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver, *backend.Config, error) {
 	if cli == nil {
-		return nil, fmt.Errorf("etcdlock: new: nil *clientv3.Client: %w", dlock.ErrInvalid)
+		return nil, nil, fmt.Errorf("etcdlock: new: nil *clientv3.Client: %w", dlock.ErrInvalid)
 	}
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
+	if o.SessionTTL < 0 {
+		return nil, nil, fmt.Errorf("etcdlock: new: negative SessionTTL %v: %w", o.SessionTTL, dlock.ErrInvalid)
+	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	if o.SessionTTL <= 0 {
+	if o.SessionTTL == 0 {
 		o.SessionTTL = DefaultSessionTTL
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -125,23 +134,23 @@ func newLocker(cli *clientv3.Client, opts *Options, ownClient bool) (*dlock.Lock
 		sessionTTL: int64((o.SessionTTL + time.Second - 1) / time.Second),
 		ctx:        ctx,
 		cancel:     cancel,
-		losses:     make(chan driver.Loss, 16),
-		leases:     make(map[string]*lease),
-		orphans:    make(map[string]int64),
 	}
-	gctx, gcancel := context.WithTimeout(ctx, grantTimeout)
-	defer gcancel()
-	if _, err := d.session(gctx); err != nil {
-		cancel()
-		return nil, fmt.Errorf("etcdlock: new: %w", err)
-	}
-	return backend.New(d, &backend.Config{MaxRetryInterval: o.MaxRetryInterval}), nil
+	d.leases = sessionlock.New(sessionlock.Config[entry]{
+		Name: "etcdlock",
+		Remove: func(ctx context.Context, e entry) error {
+			_, err := d.deleteKey(ctx, e.key, e.rev)
+			return err
+		},
+		Live: func(e entry) bool { return !e.sess.dead.Load() },
+	})
+	return d, &backend.Config{MaxRetryInterval: o.MaxRetryInterval}, nil
 }
 
-// Key returns the key prefix under which the lock on name queues its
-// holder and waiters, for prefix ("" means DefaultPrefix): prefix + name
-// with '%' and '/' written as %25 and %2F, + "/". Deleting the keys under
-// it ends the lock, as an administrator might.
+// Key returns the prefix under which the holder and waiter keys of the
+// lock on name live, for prefix ("" means DefaultPrefix): prefix + name
+// with '%' and '/' written as %25 and %2F, + "/". Each acquisition's key
+// is Key(prefix, name) + its owner string. Deleting the keys under it
+// ends the lock, as an administrator might.
 func Key(prefix, name string) string {
 	if prefix == "" {
 		prefix = DefaultPrefix
@@ -151,7 +160,8 @@ func Key(prefix, name string) string {
 
 var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
 
-// etcdDriver implements driver.Driver, Queuer and LossReporter.
+// etcdDriver implements driver.Driver, Queuer, LossReporter, Inspector
+// and ForceReleaser.
 type etcdDriver struct {
 	cli        *clientv3.Client
 	ownClient  bool // made by Open: Close closes it
@@ -160,38 +170,38 @@ type etcdDriver struct {
 
 	ctx    context.Context // cancelled by Close; bounds background calls
 	cancel context.CancelFunc
-	losses chan driver.Loss
-	bg     sync.WaitGroup
+	leases *sessionlock.Leases[entry]
+	bg     sync.WaitGroup // keep-alive loops
 
-	mu      sync.Mutex
-	closed  bool
-	sess    *session          // the live session, nil until granted again
-	leases  map[string]*lease // live acquisitions by owner
-	orphans map[string]int64  // keys to delete (by create revision) when the server allows
+	mu     sync.Mutex
+	closed bool
+	sess   *session // the live session, nil until granted again
 }
+
+// entry is an acquisition's key: its create revision (the fencing token)
+// and the session it is attached to (nil for an orphan).
+type entry struct {
+	key  string
+	rev  int64
+	sess *session
+}
+
+var _ sessionlock.Driver = (*etcdDriver)(nil)
 
 func (d *etcdDriver) key(name, owner string) string { return Key(d.prefix, name) + owner }
 
-// errClosed is returned by calls on a closed driver.
-var errClosed = fmt.Errorf("etcdlock: %w", dlock.ErrClosed)
-
 func (d *etcdDriver) Close() error {
+	es := d.leases.Close()
 	d.mu.Lock()
 	d.closed = true
-	var all []*lease
-	for _, ls := range d.leases {
-		ls.timer.Stop()
-		all = append(all, ls)
-	}
-	d.leases = map[string]*lease{}
 	s := d.sess
 	d.sess = nil
 	d.mu.Unlock()
 	d.cancel() // stops the keep-alive loops
 	d.bg.Wait()
-	close(d.losses)
+	d.leases.Wait()
 
-	ctx, cancel := cleanupContext()
+	ctx, cancel := sessionlock.CleanupContext()
 	defer cancel()
 	var err error
 	if s != nil {
@@ -200,20 +210,13 @@ func (d *etcdDriver) Close() error {
 			err = fmt.Errorf("etcdlock: close: revoke lease %x: %w", s.id, rerr)
 		}
 	}
-	for _, ls := range all {
-		if ls.sess != s {
-			d.deleteKey(ctx, ls.key, ls.rev)
+	for _, e := range es {
+		if s == nil || e.sess != s {
+			d.deleteKey(ctx, e.key, e.rev)
 		}
 	}
-	d.reapOrphans(ctx)
 	if d.ownClient {
 		d.cli.Close()
 	}
 	return err
-}
-
-const cleanupTimeout = 5 * time.Second
-
-func cleanupContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), cleanupTimeout)
 }

@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/etcdlock"
 	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/internal/testworker"
 )
 
 func waitDone(t *testing.T, k *dlock.Lock, limit time.Duration, what string) {
@@ -185,4 +187,12 @@ func handOn(t *testing.T, name string, k *dlock.Lock, w1, w2 <-chan dlocktest.Ac
 	if err := r2.Lock.Release(t.Context()); err != nil {
 		t.Errorf("second waiter's Release = %v", err)
 	}
+}
+
+// startHolder starts a worker process holding name through its own session
+// lease and returns it once it holds the lock, with the lock's fencing
+// token. The lock's TTL is long: only the lease's end frees the lock.
+func startHolder(t *testing.T, addr, name string, session time.Duration) (*testworker.Process, uint64) {
+	t.Helper()
+	return testworker.StartHolder(t, fmt.Sprintf("etcd://%s?session_ttl=%s", addr, session), name, time.Minute)
 }

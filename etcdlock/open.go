@@ -13,7 +13,12 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/internal/sessionlock"
 )
+
+// dialTimeout bounds the authentication clientv3.New makes for a URL with
+// a user, when ctx has no earlier deadline.
+const dialTimeout = 10 * time.Second
 
 func init() {
 	backend.Register("etcd", open)
@@ -22,8 +27,9 @@ func init() {
 
 // open serves store URLs etcd://[user:pass@]host[:port][,host[:port]][/prefix]
 // (etcds:// for TLS) with the query parameter session_ttl
-// (Options.SessionTTL, a Go duration). It makes a Locker that closes the
-// client.
+// (Options.SessionTTL, a Go duration). It connects and grants the
+// Locker's session lease, giving up when ctx ends, and makes a Locker
+// that closes the client. The client never logs.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	q, err := backend.URLParams(u, "session_ttl")
 	if err != nil {
@@ -43,16 +49,21 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if u.Scheme == "etcds" {
 		scheme = "https://"
 	}
+	endpoints := make([]string, len(hosts))
 	for i, h := range hosts {
-		hosts[i] = scheme + h
+		endpoints[i] = scheme + h
 	}
-	deadline, ok := ctx.Deadline()
-	dial := 10 * time.Second
-	if ok {
-		dial = min(dial, time.Until(deadline))
+	if err := ctx.Err(); err != nil {
+		return nil, sessionlock.ConnectError(ctx, "etcdlock", hosts, err)
+	}
+	// The client dials in the background; only an authentication (with a
+	// user in the URL) blocks in clientv3.New, for DialTimeout.
+	dial := dialTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		dial = max(min(dial, time.Until(deadline)), time.Millisecond)
 	}
 	cfg := clientv3.Config{
-		Endpoints:   hosts,
+		Endpoints:   endpoints,
 		Username:    u.User.Username(),
 		Password:    backend.URLPassword(u),
 		DialTimeout: dial,
@@ -64,16 +75,22 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("etcdlock: connect: %w", err)
+		return nil, sessionlock.ConnectError(ctx, "etcdlock", hosts, err)
 	}
 	prefix := strings.TrimPrefix(u.Path, "/")
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	l, err := newLocker(cli, &Options{Prefix: prefix, SessionTTL: ttl}, true)
+	d, lcfg, err := newDriver(cli, &Options{Prefix: prefix, SessionTTL: ttl}, true)
 	if err != nil {
 		cli.Close()
 		return nil, err
 	}
-	return l, nil
+	// Grant the session lease now, within ctx: an unreachable cluster
+	// fails here rather than at the first acquisition.
+	if _, err := d.session(ctx); err != nil {
+		d.Close() // closes cli
+		return nil, sessionlock.ConnectError(ctx, "etcdlock", hosts, err)
+	}
+	return backend.New(d, lcfg), nil
 }

@@ -9,8 +9,15 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/etcdlock"
+	"github.com/dlock-go/dlock/internal/sessionlock/sessionlocktest"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
+
+// Open of a closed port gives up when its context ends (not after a
+// fixed 10 s), and says it cannot connect.
+func TestOpenUnreachable(t *testing.T) {
+	sessionlocktest.TestOpenUnreachable(t, "etcd://127.0.0.1:1")
+}
 
 func TestOpenURL(t *testing.T) {
 	e := testserver.StartEtcd(t)

@@ -13,114 +13,62 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/pause"
+	"github.com/dlock-go/dlock/internal/sessionlock"
 )
-
-// retryDelay is how long a waiter pauses after a transient error before
-// trying again.
-const retryDelay = 100 * time.Millisecond
 
 // wakeups counts the delete events that woke waiters, for tests.
 var wakeups atomic.Int64
 
-// errGone means the acquisition's key is no longer in the queue (its
-// session was lost, or it was deleted behind the driver's back).
-var errGone = errors.New("etcdlock: queued key gone")
-
 func (d *etcdDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
-	d.mu.Lock()
-	held, closed := d.leases[l.Owner], d.closed
-	d.mu.Unlock()
-	if closed {
-		return driver.Result{}, errClosed
-	}
-	if held != nil {
-		// Held already: a retry whose first reply was lost.
-		err := d.Refresh(ctx, []driver.Lease{l})[0]
-		if err == nil {
-			return driver.Result{Acquired: true, Fence: uint64(held.rev)}, nil
-		}
-		if !errors.Is(err, driver.ErrNotHeld) {
-			return driver.Result{}, err
-		}
-	}
-	s, err := d.session(ctx)
-	if err != nil {
-		return driver.Result{}, fmt.Errorf("etcdlock: acquire %q: %w", l.Name, err)
-	}
-	key := d.key(l.Name, l.Owner)
-	rev, err := d.enqueue(ctx, key, l.Metadata, s)
-	if err != nil {
-		d.leave(key, 0)
-		return driver.Result{}, fmt.Errorf("etcdlock: acquire %q: %w", l.Name, err)
-	}
-	res, _, _, err := d.position(ctx, l, key, rev, s)
-	if err == nil && res.Acquired {
-		return res, nil
-	}
-	d.leave(key, rev) // not first: leave no queue entry behind
-	if err != nil && !errors.Is(err, errGone) {
-		return driver.Result{}, fmt.Errorf("etcdlock: acquire %q: %w", l.Name, err)
-	}
-	return driver.Result{}, nil
+	refresh := func(ctx context.Context, l driver.Lease) error { return d.Refresh(ctx, []driver.Lease{l})[0] }
+	return sessionlock.Acquire(ctx, d.leases, refresh, queue{d}, l)
 }
 
 func (d *etcdDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Result, error) {
-	key := d.key(l.Name, l.Owner)
-	var (
-		rev int64
-		s   *session
-	)
-	fail := func(err error) (driver.Result, error) {
-		d.leave(key, rev)
-		return driver.Result{}, queuedError(l, err)
+	return sessionlock.AcquireQueued(ctx, d.leases, queue{d}, l)
+}
+
+// queue is the lock's queue of keys for sessionlock.Acquire and
+// AcquireQueued: an entry is a key with its create revision and session,
+// and so is a predecessor.
+type queue struct{ d *etcdDriver }
+
+// Join gets the live session (granting one if needed) and puts the key.
+func (q queue) Join(ctx context.Context, l driver.Lease) (entry, error) {
+	s, err := q.d.session(ctx)
+	if err != nil {
+		return entry{}, err
 	}
-	for {
-		if rev == 0 {
-			var err error
-			if s, err = d.session(ctx); err != nil {
-				if d.transient(ctx, err) && pause.For(ctx, retryDelay) {
-					continue
-				}
-				return driver.Result{}, queuedError(l, err)
-			}
-			if rev, err = d.enqueue(ctx, key, l.Metadata, s); err != nil {
-				if d.transient(ctx, err) && pause.For(ctx, retryDelay) {
-					continue
-				}
-				return fail(err)
-			}
-		}
-		res, pred, predRev, err := d.position(ctx, l, key, rev, s)
-		switch {
-		case errors.Is(err, errGone):
-			rev = 0 // queue again, on a new session if this one was lost
-			continue
-		case err != nil:
-			if d.transient(ctx, err) && pause.For(ctx, retryDelay) {
-				continue
-			}
-			return fail(err)
-		case res.Acquired:
-			return res, nil
-		}
-		if err := d.waitDelete(ctx, pred, predRev, s); err != nil {
-			return fail(err)
-		}
+	key := q.d.key(l.Name, l.Owner)
+	rev, err := q.d.enqueue(ctx, key, l.Metadata, s)
+	if err != nil {
+		return entry{key: key, sess: s}, err // the put may have been applied
+	}
+	return entry{key: key, rev: rev, sess: s}, nil
+}
+
+func (q queue) Position(ctx context.Context, l driver.Lease, e entry) (driver.Result, entry, error) {
+	return q.d.position(ctx, l, e)
+}
+
+func (q queue) Wait(ctx context.Context, pred entry) error {
+	return q.d.waitDelete(ctx, pred.key, pred.rev, pred.sess)
+}
+
+func (q queue) Leave(e entry) {
+	if e.key != "" {
+		q.d.leave(e.key, e.rev)
 	}
 }
 
-// queuedError wraps err with the lock's name. The core adds ctx's cause
-// (dlock.ErrClosed when the Locker closes) when err does not carry it.
-func queuedError(l driver.Lease, err error) error {
-	return fmt.Errorf("etcdlock: acquire %q: %w", l.Name, err)
-}
+func (q queue) Transient(ctx context.Context, err error) bool { return q.d.transient(ctx, err) }
 
 // transient reports whether err may go away on a new attempt while ctx
 // lives: a lost session (a new one is granted) or an unavailable server.
 func (d *etcdDriver) transient(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || errors.Is(err, errClosed) {
+	if ctx.Err() != nil || errors.Is(err, dlock.ErrClosed) {
 		return false
 	}
 	if errors.Is(err, errLeaseGone) {
@@ -138,11 +86,11 @@ func (d *etcdDriver) transient(ctx context.Context, err error) bool {
 
 // enqueue puts key (its value: the holder's metadata), attached to s's lease, unless it exists already (a
 // retry whose reply was lost), and returns its create revision. It does not
-// give up when ctx ends, only after cleanupTimeout: the caller must learn
+// give up when ctx ends, only after sessionlock.CleanupTimeout: the caller must learn
 // the key's revision to delete it, or a create landing after its clean-up
 // would queue a key that nobody deletes until the session ends.
 func (d *etcdDriver) enqueue(ctx context.Context, key, metadata string, s *session) (int64, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sessionlock.CleanupTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
 		resp, err := d.cli.Txn(ctx).
@@ -176,37 +124,38 @@ func (d *etcdDriver) enqueue(ctx context.Context, key, metadata string, s *sessi
 	}
 }
 
-// position reads, with one transaction, key and the key queued just before
-// it. If key heads the queue and is still attached to s, which is still
-// alive, it takes the lock. Otherwise it returns the predecessor's key and
-// its create revision. It returns errGone if key or s is gone.
-func (d *etcdDriver) position(ctx context.Context, l driver.Lease, key string, rev int64, s *session) (driver.Result, string, int64, error) {
-	if d.dead(s) {
-		return driver.Result{}, "", 0, errGone // queue again on a new session
+// position reads, with one transaction, e's key and the key queued just
+// before it. If e heads the queue and is still attached to its session,
+// which is still alive, it takes the lock. Otherwise it returns the
+// predecessor. It returns sessionlock.ErrGone if e or its session is gone.
+func (d *etcdDriver) position(ctx context.Context, l driver.Lease, e entry) (driver.Result, entry, error) {
+	if e.sess.dead.Load() {
+		return driver.Result{}, entry{}, sessionlock.ErrGone // queue again on a new session
 	}
-	pred := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))
+	pred := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(e.rev-1))
+	start := time.Now()
 	resp, err := d.cli.Txn(ctx).Then(
-		clientv3.OpGet(key),
+		clientv3.OpGet(e.key),
 		clientv3.OpGet(Key(d.prefix, l.Name), pred...),
 	).Commit()
 	if err != nil {
-		return driver.Result{}, "", 0, err
+		return driver.Result{}, entry{}, err
 	}
 	own := resp.Responses[0].GetResponseRange().GetKvs()
-	if len(own) == 0 || own[0].CreateRevision != rev || clientv3.LeaseID(own[0].Lease) != s.id {
-		return driver.Result{}, "", 0, errGone
+	if len(own) == 0 || own[0].CreateRevision != e.rev || clientv3.LeaseID(own[0].Lease) != e.sess.id {
+		return driver.Result{}, entry{}, sessionlock.ErrGone
 	}
 	if before := resp.Responses[1].GetResponseRange().GetKvs(); len(before) > 0 {
-		return driver.Result{}, string(before[0].Key), before[0].CreateRevision, nil
+		return driver.Result{}, entry{key: string(before[0].Key), rev: before[0].CreateRevision, sess: e.sess}, nil
 	}
-	if !d.alive(s) {
-		return driver.Result{}, "", 0, errGone
+	if !d.alive(e.sess) {
+		return driver.Result{}, entry{}, sessionlock.ErrGone
 	}
-	res, err := d.hold(l, key, rev, s)
-	if err != nil && !errors.Is(err, errClosed) {
-		err = errGone
+	res, err := d.leases.Hold(l.Owner, e, uint64(e.rev), l.TTL, start)
+	if err != nil && !errors.Is(err, dlock.ErrClosed) {
+		err = sessionlock.ErrGone
 	}
-	return res, "", 0, err
+	return res, entry{}, err
 }
 
 // waitDelete waits until the key pred created at revision predRev is
@@ -253,7 +202,7 @@ func (d *etcdDriver) waitDelete(ctx context.Context, pred string, predRev int64,
 // bounded context, the caller's may have ended. On failure the key becomes
 // an orphan, deleted later or with its session.
 func (d *etcdDriver) leave(key string, rev int64) {
-	ctx, cancel := cleanupContext()
+	ctx, cancel := sessionlock.CleanupContext()
 	defer cancel()
 	if rev == 0 {
 		resp, err := d.cli.Get(ctx, key)
@@ -263,6 +212,6 @@ func (d *etcdDriver) leave(key string, rev int64) {
 		rev = resp.Kvs[0].CreateRevision
 	}
 	if _, err := d.deleteKey(ctx, key, rev); err != nil {
-		d.orphan(key, rev)
+		d.leases.Orphan(entry{key: key, rev: rev})
 	}
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
 var (
@@ -23,9 +26,10 @@ type session struct {
 	ttl  time.Duration // as granted
 	done chan struct{} // closed when the session is lost
 
+	dead atomic.Bool // set once, with etcdDriver.mu held
+
 	// Guarded by etcdDriver.mu.
 	safeUntil time.Time // the lease cannot expire on the server before this
-	dead      bool
 }
 
 // lossAt is when the driver gives the session up unless a keep-alive
@@ -33,7 +37,7 @@ type session struct {
 // also covers clock rate differences with the server.
 func (s *session) lossAt() time.Time { return s.safeUntil.Add(-s.ttl / 10) }
 
-func (d *etcdDriver) Losses() <-chan driver.Loss { return d.losses }
+func (d *etcdDriver) Losses() <-chan driver.Loss { return d.leases.Losses() }
 
 // session returns the live session, granting a new lease if there is none.
 func (d *etcdDriver) session(ctx context.Context) (*session, error) {
@@ -42,7 +46,7 @@ func (d *etcdDriver) session(ctx context.Context) (*session, error) {
 	closed := d.closed
 	d.mu.Unlock()
 	if closed {
-		return nil, errClosed
+		return nil, dlock.ErrClosed
 	}
 	if s != nil {
 		return s, nil
@@ -61,7 +65,7 @@ func (d *etcdDriver) session(ctx context.Context) (*session, error) {
 		d.mu.Unlock()
 		d.revoke(s.id)
 		if other == nil {
-			return nil, errClosed
+			return nil, dlock.ErrClosed
 		}
 		return other, nil
 	}
@@ -86,7 +90,7 @@ func (d *etcdDriver) keepAlive(s *session) {
 			return
 		}
 		d.mu.Lock()
-		lossAt, dead := s.lossAt(), s.dead
+		lossAt, dead := s.lossAt(), s.dead.Load()
 		d.mu.Unlock()
 		if dead {
 			return // lost through a failed call: keep it alive no longer
@@ -106,9 +110,7 @@ func (d *etcdDriver) keepAlive(s *session) {
 				s.safeUntil = until
 			}
 			d.mu.Unlock()
-			rctx, cancel := context.WithTimeout(d.ctx, min(time.Second, s.ttl/10))
-			d.reapOrphans(rctx)
-			cancel()
+			d.leases.StartReap()
 			timer.Reset(s.ttl / 3)
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			d.lose(s, errLeaseGone)
@@ -126,37 +128,29 @@ func (d *etcdDriver) keepAlive(s *session) {
 // keys go at once if the server still has it.
 func (d *etcdDriver) lose(s *session, cause error) {
 	d.mu.Lock()
-	if s.dead {
+	if s.dead.Load() {
 		d.mu.Unlock()
 		return
 	}
-	s.dead = true
+	s.dead.Store(true)
 	close(s.done)
 	if d.sess == s {
 		d.sess = nil
 	}
-	var lost []string
-	for owner, ls := range d.leases {
-		if ls.sess == s {
-			ls.timer.Stop()
-			delete(d.leases, owner)
-			lost = append(lost, owner)
-		}
-	}
 	d.mu.Unlock()
-	for _, owner := range lost {
-		select {
-		case d.losses <- driver.Loss{Owner: owner, Err: fmt.Errorf("%w (lease %x)", cause, s.id)}:
-		case <-d.ctx.Done():
-			return
+	err := fmt.Errorf("%w (lease %x)", cause, s.id)
+	d.leases.Lose(func(e entry) error {
+		if e.sess == s {
+			return err
 		}
-	}
+		return nil
+	})
 	d.revoke(s.id)
 }
 
 // revoke revokes a lease the driver gave up, with one bounded call.
 func (d *etcdDriver) revoke(id clientv3.LeaseID) {
-	ctx, cancel := cleanupContext()
+	ctx, cancel := sessionlock.CleanupContext()
 	defer cancel()
 	d.cli.Revoke(ctx, id) // on failure the lease expires by itself
 }
@@ -165,12 +159,5 @@ func (d *etcdDriver) revoke(id clientv3.LeaseID) {
 func (d *etcdDriver) alive(s *session) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return !s.dead && time.Now().Before(s.lossAt())
-}
-
-// dead reports whether s was lost.
-func (d *etcdDriver) dead(s *session) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return s.dead
+	return !s.dead.Load() && time.Now().Before(s.lossAt())
 }

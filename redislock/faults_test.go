@@ -7,6 +7,7 @@ import (
 	"net"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,10 +23,21 @@ import (
 // slack is the generous allowance for scheduling on a loaded machine.
 const slack = 2 * time.Second
 
-func newLocker(t *testing.T, client redis.UniversalClient) *dlock.Locker {
+// newLocker returns a Locker on client, closed when the test ends.
+func newLocker(t testing.TB, client redis.UniversalClient) *dlock.Locker {
 	t.Helper()
-	l := redislock.New(client, nil)
+	l := mustNew(t, client)
 	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// mustNew returns a Locker on client that the caller closes.
+func mustNew(t testing.TB, client redis.UniversalClient) *dlock.Locker {
+	t.Helper()
+	l, err := redislock.New(client, nil)
+	if err != nil {
+		t.Fatalf("redislock.New = %v, want a Locker", err)
+	}
 	return l
 }
 
@@ -381,4 +393,75 @@ func TestSentinelFailover(t *testing.T) {
 		t.Errorf("fence %d after %d, want it larger", k2.Fence(), kb.Fence())
 	}
 	mustRelease(t, k2)
+}
+
+// TestStaleGrantAfterPartition partitions a waiter right after its queued
+// attempt, for longer than the TTL: the holder's release hands the lock to
+// the partitioned waiter, that lease runs out unused, and a third Locker
+// takes the name. On heal the waiter's held heartbeat and the old pub/sub
+// grant both arrive; the grant is stale, and the waiter's Acquire must not
+// return a lock while the third holds the name (and a lock it returns
+// later must carry a larger fence).
+func TestStaleGrantAfterPartition(t *testing.T) {
+	r := testserver.StartRedis(t)
+	direct := r.Client(t)
+	p := testserver.StartProxy(t, r.Addr())
+	const rounds = 3 // before the fix, every round failed (5 of 5)
+	for i := range rounds {
+		staleGrantRound(t, direct, p, fmt.Sprintf("stale-grant-%d", i))
+	}
+}
+
+func staleGrantRound(t *testing.T, direct *redis.Client, p *testserver.Proxy, name string) {
+	t.Helper()
+	const ttl = time.Second
+	// The waiter's client goes through the proxy; the others' do not.
+	// TryAcquire does not subscribe, so the waiter's Locker holds the only
+	// pub/sub connection.
+	viaProxy := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	defer viaProxy.Close()
+	holder, third, waiter := newLocker(t, direct), newLocker(t, direct), newLocker(t, viaProxy)
+	kh, err := holder.TryAcquire(t.Context(), name, dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatalf("TryAcquire(%q) = %v, want the lock", name, err)
+	}
+	got := dlocktest.AcquireAsync(t.Context(), waiter, name, dlock.WithTTL(ttl))
+	eventually(t, "the waiter queued and subscribed", func() bool {
+		return queueLen(t, direct, name) == 1 && pubsubClients(t, direct) == 1
+	})
+	p.Partition(t)
+	mustRelease(t, kh)
+	if v, err := direct.Get(t.Context(), redislock.Key("", name)).Result(); err != nil || strings.HasPrefix(v, "|") {
+		t.Fatalf("GET after the release = %q, %v; want the lock handed to the partitioned waiter", v, err)
+	}
+	var kt *dlock.Lock
+	eventually(t, "the third Locker took the name after the grant ran out", func() bool {
+		kt, err = third.TryAcquire(t.Context(), name, dlock.WithTTL(10*ttl))
+		return err == nil
+	})
+	p.Heal(t)
+	// For a few heartbeats after the heal, the waiter must not return a lock.
+	select {
+	case a := <-got:
+		if a.Err == nil {
+			t.Errorf("%s: waiter's Acquire returned fence %d (Done closed: %v) while the third Locker holds the name with fence %d",
+				name, a.Lock.Fence(), isClosed(a.Lock.Done()), kt.Fence())
+			a.Lock.Release(t.Context())
+			mustRelease(t, kt)
+			return
+		}
+		t.Logf("%s: waiter's Acquire failed after the heal: %v", name, a.Err)
+		mustRelease(t, kt)
+		return
+	case <-time.After(3 * ttl):
+	}
+	if isClosed(kt.Done()) {
+		t.Fatalf("%s: the third Locker lost the lock: %v", name, context.Cause(kt.Context()))
+	}
+	mustRelease(t, kt)
+	a := dlocktest.WantAcquired(t, got, name, 5*time.Second)
+	if a.Lock.Fence() <= kt.Fence() {
+		t.Errorf("%s: waiter's fence %d after the third's %d, want larger", name, a.Lock.Fence(), kt.Fence())
+	}
+	a.Lock.Release(t.Context())
 }

@@ -106,7 +106,7 @@ func escapeGlob(s string) string { return globEscaper.Replace(s) }
 // ForceRelease frees name whatever its owner, keeping its fencing token,
 // and wakes its waiters.
 func (d *redisDriver) ForceRelease(ctx context.Context, name string) (bool, error) {
-	n, err := forceReleaseScript.Run(ctx, d.c, d.keys(name), ms(TombstoneTTL), d.channelPrefix()).Int64()
+	n, err := forceReleaseScript.Run(ctx, d.c, d.keys(name), ms(tombstoneTTL), d.channelPrefix()).Int64()
 	if err != nil {
 		return false, fmt.Errorf("redislock: force release %q: %w", name, err)
 	}

@@ -19,6 +19,7 @@ func TestMain(m *testing.M) {
 	testworker.Run(map[string]testworker.Func{
 		"hold":  testworker.Hold,
 		"count": countWorker,
+		"ping":  pingWorker,
 	})
 	os.Exit(m.Run())
 }
@@ -32,7 +33,10 @@ func countWorker(ctx context.Context, args []string) error {
 	name := args[1]
 	client := redis.NewClient(&redis.Options{Addr: args[0]})
 	defer client.Close()
-	l := redislock.New(client, nil)
+	l, err := redislock.New(client, nil)
+	if err != nil {
+		return err
+	}
 	defer l.Close()
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines)
@@ -71,4 +75,23 @@ func countOnce(ctx context.Context, client *redis.Client, l *dlock.Locker, name 
 		return err
 	}
 	return k.Release(ctx)
+}
+
+// pingWorker reaches the Redis at args[1] once, through dlock.Open if
+// args[0] is "open" and through a plain go-redis client otherwise, and
+// prints the outcome on standard output, so that whatever appears on
+// standard error was written by go-redis.
+func pingWorker(ctx context.Context, args []string) error {
+	if args[0] == "open" {
+		l, err := dlock.Open(ctx, "redis://"+args[1])
+		if err == nil {
+			l.Close()
+		}
+		fmt.Println("done", err)
+		return nil
+	}
+	c := redis.NewClient(&redis.Options{Addr: args[1]})
+	defer c.Close()
+	fmt.Println("done", c.Ping(ctx).Err())
+	return nil
 }

@@ -21,13 +21,17 @@ func init() {
 }
 
 // open makes a Locker for a store URL of the forms in the package
-// documentation. The Locker closes the client it creates.
+// documentation. The Locker closes the client it creates, which never
+// writes to standard error (see quiet.go).
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	q, err := backend.URLParams(u, "prefix")
 	if err != nil {
 		return nil, err
 	}
 	opts := &Options{Prefix: q.Get("prefix")}
+	if err := opts.check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", dlock.ErrBadURL, err)
+	}
 	defPort := 6379
 	if u.Scheme == "redis+sentinel" {
 		defPort = 26379
@@ -68,9 +72,15 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		}
 		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: hosts, Username: user, Password: pass})
 	}
+	client.AddHook(quietHook{}) // see quiet.go
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()
 		return nil, fmt.Errorf("redislock: connect: %w", err)
 	}
-	return newLocker(client, opts, true), nil
+	l, err := newLocker(client, opts, true)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	return l, nil
 }

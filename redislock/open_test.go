@@ -4,9 +4,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/internal/testworker"
 	"github.com/dlock-go/dlock/redislock"
 )
 
@@ -56,6 +58,7 @@ func TestOpenURLErrors(t *testing.T) {
 		{"redis://h/0?table=t", `dlock: bad store URL: unknown parameter "table" for redis:// (known: prefix)`},
 		{"redis+sentinel://h:1", "dlock: bad store URL: redis+sentinel:// needs the master name as its path"},
 		{"redis+cluster://h:1/0", "dlock: bad store URL: redis+cluster:// takes no path"},
+		{"redis://h:1/0?prefix=a{b}", `dlock: bad store URL: prefix "a{b}" contains a brace`},
 	} {
 		_, err := dlock.Open(t.Context(), tc.url)
 		if !errors.Is(err, dlock.ErrBadURL) || !strings.Contains(err.Error(), tc.want) {
@@ -66,5 +69,22 @@ func TestOpenURLErrors(t *testing.T) {
 	_, err := dlock.Open(t.Context(), "redis://user:s3cret@127.0.0.1:1")
 	if err == nil || errors.Is(err, dlock.ErrBadURL) || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "connect") {
 		t.Errorf("Open of an unreachable server = %v, want a connection error without the password", err)
+	}
+}
+
+// TestOpenDoesNotLog opens an unreachable server in a process of its own:
+// go-redis logs the failed dials of a plain client to standard error, but
+// nothing of the client dlock.Open made.
+func TestOpenDoesNotLog(t *testing.T) {
+	const dead = "127.0.0.1:1" // nothing listens on port 1
+	plain := testworker.Start(t, "ping", "plain", dead)
+	plain.Expect(t, "done", 30*time.Second)
+	if err := plain.Wait(t, 10*time.Second); err != nil || !strings.Contains(plain.Stderr(), "redis: ") {
+		t.Fatalf("plain go-redis client: exit %v, stderr %q; want go-redis's log line (else this test cannot fail)", err, plain.Stderr())
+	}
+	open := testworker.Start(t, "ping", "open", dead)
+	open.Expect(t, "done", 30*time.Second)
+	if err := open.Wait(t, 10*time.Second); err != nil || open.Stderr() != "" {
+		t.Errorf("dlock.Open of an unreachable server: exit %v, stderr %q; want nothing on stderr", err, open.Stderr())
 	}
 }

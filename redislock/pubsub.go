@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,38 +14,42 @@ import (
 // grants receives, on one pub/sub connection per Locker (opened on its
 // first Acquire and kept until Close), the messages by which a releasing
 // script hands the lock to a waiter of this Locker: "owner|fence" on the
-// channel prefix + "w:" + the Locker id. Its goroutine exits when close
-// closes the connection.
+// channel prefix + "w:" + the Locker id. It wakes that waiter, which then
+// asks the server: a message is a hint, never proof, since it may arrive
+// long after it was sent (the fence in it is not used). Its goroutine
+// exits when close closes the connection.
 type grants struct {
 	c       redis.UniversalClient
-	channel string // prefix + "w:"; the Locker id is appended on first use
+	channel string          // prefix + "w:"; the Locker id is appended on first use
+	ctx     context.Context // for the connection's calls (see quiet)
 
 	mu      sync.Mutex
 	ps      *redis.PubSub
 	ready   chan struct{} // closed when the server confirms the subscription
 	closed  bool
-	waiters map[string]chan grant // by owner
+	waiters map[string]chan struct{} // by owner; buffered, one pending wake-up
 	loop    sync.WaitGroup
 }
 
-// grant is what a waiter is told: the lock is its own (with this fence),
-// or, with retry set, that messages may have been lost and it should ask
-// the server again.
-type grant struct {
-	fence uint64
-	retry bool
+// newGrants returns the grants of a Locker on c; quiet marks the
+// connection's calls so that go-redis does not log about them (for a
+// client that dlock.Open made).
+func newGrants(c redis.UniversalClient, channelPrefix string, quiet bool) *grants {
+	ctx := context.Background()
+	if quiet {
+		ctx = quietContext(ctx)
+	}
+	return &grants{c: c, channel: channelPrefix, ctx: ctx, waiters: make(map[string]chan struct{})}
 }
 
-func newGrants(c redis.UniversalClient, channelPrefix string) *grants {
-	return &grants{c: c, channel: channelPrefix, waiters: make(map[string]chan grant)}
-}
-
-// wait registers owner (of the Locker lockerID) for grants, subscribing
+// wait registers owner (of the Locker lockerID) for wake-ups, subscribing
 // the Locker's channel on first use without waiting for the server's
-// confirmation. ready is closed once the subscription is active; stop
-// unregisters owner.
-func (g *grants) wait(ctx context.Context, lockerID, owner string) (granted <-chan grant, ready <-chan struct{}, stop func(), err error) {
-	ch := make(chan grant, 1)
+// confirmation. wake receives a value when a grant for owner may have
+// been published (a grant message, or a resubscription after which
+// messages may have been lost); ready is closed once the subscription is
+// active; stop unregisters owner.
+func (g *grants) wait(lockerID, owner string) (wake <-chan struct{}, ready <-chan struct{}, stop func(), err error) {
+	ch := make(chan struct{}, 1)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -55,7 +58,7 @@ func (g *grants) wait(ctx context.Context, lockerID, owner string) (granted <-ch
 	if g.ps == nil {
 		g.channel += lockerID
 		g.ready = make(chan struct{})
-		g.ps = g.c.Subscribe(context.WithoutCancel(ctx), g.channel)
+		g.ps = g.c.Subscribe(g.ctx, g.channel)
 		g.loop.Add(1)
 		go g.receive(g.ps, g.ready)
 	}
@@ -75,7 +78,7 @@ func (g *grants) wait(ctx context.Context, lockerID, owner string) (granted <-ch
 // broken connection is found and reconnected (and resubscribed).
 func (g *grants) receive(ps *redis.PubSub, ready chan struct{}) {
 	defer g.loop.Done()
-	ctx := context.Background()
+	ctx := g.ctx
 	confirmed := false
 	failures := 0
 	for {
@@ -99,10 +102,8 @@ func (g *grants) receive(ps *redis.PubSub, ready chan struct{}) {
 		failures = 0
 		switch m := msg.(type) {
 		case *redis.Message:
-			owner, f, ok := strings.Cut(m.Payload, "|")
-			fence, err := strconv.ParseUint(f, 10, 64)
-			if ok && err == nil {
-				g.send(owner, grant{fence: fence})
+			if owner, _, ok := strings.Cut(m.Payload, "|"); ok {
+				g.wake(owner)
 			}
 		case *redis.Subscription:
 			if m.Kind != "subscribe" {
@@ -117,7 +118,7 @@ func (g *grants) receive(ps *redis.PubSub, ready chan struct{}) {
 			// lost meanwhile, so every waiter asks the server again.
 			g.mu.Lock()
 			for o := range g.waiters {
-				g.sendLocked(o, grant{retry: true})
+				g.wakeLocked(o)
 			}
 			g.mu.Unlock()
 		}
@@ -133,28 +134,17 @@ const (
 	reconnectPause = 100 * time.Millisecond
 )
 
-func (g *grants) send(owner string, gr grant) {
+// wake wakes owner's waiter, if it waits in this Locker.
+func (g *grants) wake(owner string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.sendLocked(owner, gr)
+	g.wakeLocked(owner)
 }
 
-func (g *grants) sendLocked(owner string, gr grant) {
-	ch := g.waiters[owner]
-	if ch == nil {
-		return
-	}
+func (g *grants) wakeLocked(owner string) {
 	select {
-	case ch <- gr:
-	default:
-		// A retry is pending; a grant must not be lost behind it.
-		if !gr.retry {
-			select {
-			case <-ch:
-			default:
-			}
-			ch <- gr
-		}
+	case g.waiters[owner] <- struct{}{}:
+	default: // not waiting here, or a wake-up is pending already
 	}
 }
 

@@ -12,20 +12,32 @@
 // Waiters queue on the server, first come first served. A release hands
 // the lock to the first live waiter inside the release script and tells
 // that waiter's Locker on its own pub/sub channel (one connection per
-// Locker, opened on its first Acquire; TryAcquire does not use it), so a
-// contended acquisition costs two round trips, one waiter wakes per
-// release, and the releasing goroutine cannot barge ahead of the queue.
-// The Locker reads that connection itself and reconnects and resubscribes
-// when it breaks; every waiter then asks the server again, in case a
-// grant was published meanwhile. A waiter refreshes its place every
-// min(TTL/3, MaxHeartbeat); that refresh also catches a grant whose
-// message was lost, and a holder that died without releasing. A waiter
-// that dies loses its place after three heartbeats; if the lock is handed
-// to it before that, the lock is unusable until the dead waiter's lease
-// ends, as for a holder that died. A cancelled wait leaves the queue (and
-// frees the lock if it was granted meanwhile) before Acquire returns.
-// TryAcquire never queues, and does not take a free lock while live
-// waiters queue for it.
+// Locker, opened on its first Acquire; TryAcquire does not use it), so
+// one waiter wakes per release and the releasing goroutine cannot barge
+// ahead of the queue. The Locker reads that connection itself and
+// reconnects and resubscribes when it breaks; every waiter then asks the
+// server again, in case a grant was published meanwhile.
+//
+// A grant message is a hint, never proof: it may arrive long after it was
+// sent (after a partition, for one), for a lease that has run out and
+// that another owner has taken since. So the woken waiter runs the acquire
+// script again, which checks on the server that it is the owner and
+// extends the granted lease to its TTL, and Acquire returns only after
+// that call, with the lease measured from when it was sent; if the grant
+// was stale, the waiter queues again. A contended acquisition therefore
+// costs three script calls: the attempt that queues, the release that
+// hands over, and the confirmation.
+//
+// A waiter refreshes its place every min(TTL/3, 1 s); that refresh also
+// catches a grant whose message was lost, and a holder that died without
+// releasing. A waiter that dies loses its place after three heartbeats.
+// If the lock is handed to it before that, the granted lease lasts at most
+// 2 s (grants are confirmed within a heartbeat), so a dead waiter holds
+// the name up for about 2 s plus the next waiter's heartbeat, whatever its
+// TTL. A cancelled wait leaves the queue (and frees the lock if it was
+// granted meanwhile) before Acquire returns, waiting at most half a second
+// for the server. TryAcquire never queues, and does not take a free lock
+// while live waiters queue for it.
 //
 // # Keys
 //
@@ -42,11 +54,11 @@
 // The token is the Redis server's TIME in microseconds at acquisition,
 // raised to one more than the previous token if the key still remembers
 // one. On release the key is not deleted but replaced by a tombstone
-// "|fence" that expires after TombstoneTTL, so a release followed at once
+// "|fence" that expires after 5 s, so a release followed at once
 // by an acquisition still counts up even if the server's clock stepped
 // back; nothing stays behind per name once the tombstone expires. Tokens
 // therefore strictly increase as long as the server's clock does not step
-// back by more than TombstoneTTL, or, after a failover to a replica that
+// back by more than 5 s, or, after a failover to a replica that
 // lost the latest writes, as long as the new master's clock is not behind
 // the old one's by more than the failover took. (Without persistence a
 // failover can also lose a held lock outright; that is Redis's
@@ -62,7 +74,10 @@
 //	redis+cluster://[user:pass@]host[:port][,host[:port]]
 //
 // with the query parameter prefix (Options.Prefix). The password may also
-// come from DLOCK_PASSWORD.
+// come from DLOCK_PASSWORD. go-redis logs through one process-wide logger;
+// the clients Open makes are marked so that what it logs about them is
+// dropped (see redis.SetLogger: a program that sets its own logger decides
+// for them too).
 //
 // Requires Redis 5 or later (scripts replicated by effects, for TIME).
 package redislock
@@ -73,6 +88,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -82,46 +98,82 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-const (
-	// DefaultPrefix is Options.Prefix's default.
-	DefaultPrefix = "dlock:"
+// DefaultPrefix is Options.Prefix's default.
+const DefaultPrefix = "dlock:"
 
-	// TombstoneTTL is how long a released lock's key keeps its last
-	// fencing token.
-	TombstoneTTL = 5 * time.Second
-)
+// tombstoneTTL is how long a released lock's key keeps its last fencing
+// token.
+const tombstoneTTL = 5 * time.Second
 
 // Options configures a Redis Locker. A nil *Options means defaults.
 type Options struct {
-	// Prefix is prepended to every key and channel dlock uses.
-	// Default: DefaultPrefix.
+	// Prefix is prepended to every key and channel dlock uses. It must
+	// not contain '{' or '}', which would change the keys' Cluster hash
+	// tag. Default: DefaultPrefix.
 	Prefix string
 
 	// MaxRetryInterval bounds how long a waiter waits for a wake-up
 	// before trying again (a waiter never waits longer than the holder's
-	// remaining lease either). Default: backend.DefaultMaxRetryInterval.
+	// remaining lease either). It must not be negative.
+	// Default: backend.DefaultMaxRetryInterval.
 	MaxRetryInterval time.Duration
 }
 
 // New returns a Locker on the Redis server behind client: a *redis.Client,
 // a *redis.ClusterClient, or a Sentinel failover client. The Locker does
-// not close client. A nil opts means defaults.
-func New(client redis.UniversalClient, opts *Options) *dlock.Locker {
+// not close client. A nil opts means defaults. A nil client or invalid
+// Options get an error wrapping dlock.ErrInvalid.
+func New(client redis.UniversalClient, opts *Options) (*dlock.Locker, error) {
 	return newLocker(client, opts, false)
 }
 
-func newLocker(client redis.UniversalClient, opts *Options, ownClient bool) *dlock.Locker {
+// newLocker is New; with ownClient set (Open made client) the Locker's
+// Close closes client.
+func newLocker(client redis.UniversalClient, opts *Options, ownClient bool) (*dlock.Locker, error) {
+	if isNil(client) {
+		return nil, fmt.Errorf("redislock: new: nil client: %w", dlock.ErrInvalid)
+	}
 	var o Options
 	if opts != nil {
 		o = *opts
+	}
+	if err := o.check(); err != nil {
+		return nil, fmt.Errorf("redislock: new: %w: %w", dlock.ErrInvalid, err)
 	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
 	d := &redisDriver{c: client, prefix: o.Prefix, ownClient: ownClient}
-	d.grants = newGrants(client, d.channelPrefix())
+	d.grants = newGrants(client, d.channelPrefix(), ownClient)
 	d.batch = newBatcher(client)
-	return backend.New(d, &backend.Config{MaxRetryInterval: o.MaxRetryInterval})
+	return backend.New(d, &backend.Config{MaxRetryInterval: o.MaxRetryInterval}), nil
+}
+
+// check reports what is wrong with o, if anything.
+func (o Options) check() error {
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return fmt.Errorf("prefix %q contains a brace, which would change the keys' hash tag", o.Prefix)
+	}
+	if o.MaxRetryInterval < 0 {
+		return fmt.Errorf("negative MaxRetryInterval %v", o.MaxRetryInterval)
+	}
+	return nil
+}
+
+// isNil reports whether client is nil, or a nil pointer of one of
+// go-redis's client types.
+func isNil(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case nil:
+		return true
+	case *redis.Client:
+		return c == nil
+	case *redis.ClusterClient:
+		return c == nil
+	case *redis.Ring:
+		return c == nil
+	}
+	return false
 }
 
 // Key returns the Redis key that holds the lock on name under prefix (""
@@ -140,8 +192,17 @@ type redisDriver struct {
 	prefix    string
 	grants    *grants
 	batch     *batcher
-	ownClient bool // made by Open: Close closes it
+	ownClient bool           // made by Open: Close closes it
+	leaving   sync.WaitGroup // leave's releases still under way; Close waits
 }
+
+// The optional capabilities redisDriver provides; the core probes them
+// with type assertions, so a signature drift must not compile.
+var (
+	_ driver.Queuer        = (*redisDriver)(nil)
+	_ driver.Inspector     = (*redisDriver)(nil)
+	_ driver.ForceReleaser = (*redisDriver)(nil)
+)
 
 // keys returns the lock key and its queue keys (see scripts.go).
 func (d *redisDriver) keys(name string) []string {
@@ -153,15 +214,23 @@ func (d *redisDriver) channelPrefix() string { return d.prefix + "w:" }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
-// heartbeat is how often a waiter refreshes its place in the queue: often
-// enough that a lock granted while it waits still has most of its lease
-// left by the local clock (at most TTL/3 since the refresh), and a dead
-// waiter's place lapses within 3 heartbeats.
-func heartbeat(ttl time.Duration) time.Duration { return min(ttl/3, MaxHeartbeat) }
+// heartbeat is how often a waiter refreshes its place in the queue: at
+// most half the granted lease (see grantLease), so that a waiter whose
+// grant message was lost still confirms the grant before it lapses; its
+// place lapses after three heartbeats without one.
+func heartbeat(ttl time.Duration) time.Duration { return min(ttl/3, maxHeartbeat) }
 
-// MaxHeartbeat bounds how long a waiter goes without refreshing its place
-// in the queue; a crashed waiter's place lapses after three of these.
-const MaxHeartbeat = 2 * time.Second
+// maxHeartbeat bounds how long a waiter goes without refreshing its place
+// in the queue.
+const maxHeartbeat = time.Second
+
+// grantLease bounds the lease of a lock handed to a waiter by a release
+// (or by an acquire script that found the lock free and a waiter first in
+// line) until the waiter confirms it with its own owner-checked script
+// call, which extends it to the waiter's TTL. A waiter that died while
+// queued therefore holds the name up for at most this long, whatever its
+// TTL.
+const grantLease = 2 * time.Second
 
 func (d *redisDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
 	return d.acquire(ctx, l, false)
@@ -196,13 +265,18 @@ func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue bool) (
 
 // AcquireQueued waits in the lock's first-come-first-served queue on the
 // server. A releasing owner hands the lock to the first live waiter in the
-// same script and tells its Locker over pub/sub, so a handoff costs no
-// round trip of the waiter's; the waiter refreshes its place every
-// heartbeat, which also catches a grant whose message was lost and a
-// holder that died without releasing.
+// same script and tells its Locker over pub/sub. That message is only a
+// hint (it may be stale: sent for a lease that has run out meanwhile, as
+// after a partition), so the waiter runs the acquire script once more,
+// which checks on the server that it is the owner and extends the short
+// granted lease to its TTL. Acquire returns only after such an
+// owner-checked call, and the lease is measured from when that call was
+// sent. The waiter also repeats the script every heartbeat, which keeps
+// its place and catches a grant whose message was lost and a holder that
+// died without releasing.
 func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Result, error) {
 	lockerID, _, _ := strings.Cut(l.Owner, ":")
-	granted, ready, stop, err := d.grants.wait(ctx, lockerID, l.Owner)
+	wake, ready, stop, err := d.grants.wait(lockerID, l.Owner)
 	if err != nil {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
 	}
@@ -220,6 +294,8 @@ func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver
 			return res, err // the core frees what a lost reply may have taken
 		}
 		if res.Acquired {
+			// This call checked the owner on the server and set the
+			// lease to TTL after it was sent.
 			res.LeaseStart = sent
 			return res, nil
 		}
@@ -234,15 +310,8 @@ func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver
 		}
 		t := time.NewTimer(wait)
 		select {
-		case g := <-granted:
-			t.Stop()
-			if !g.retry {
-				// Granted after the last script run answered "queued",
-				// so the lease began after sent.
-				return driver.Result{Acquired: true, Fence: g.fence, LeaseStart: sent}, nil
-			}
+		case <-wake: // a grant or a resubscription: ask the server
 		case <-ready:
-			t.Stop()
 			ready = nil
 		case <-t.C:
 		case <-ctx.Done():
@@ -250,6 +319,7 @@ func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver
 			d.leave(l)
 			return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, ctx.Err())
 		}
+		t.Stop()
 	}
 }
 
@@ -258,14 +328,34 @@ func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver
 const subscribeWait = 100 * time.Millisecond
 
 // leave takes an abandoned waiter out of the queue, and frees the lock if
-// it was granted meanwhile.
+// it was granted meanwhile. It waits at most leaveWait, so that a
+// cancelled AcquireQueued returns well within the core's grace for it
+// (one second) even when the server does not answer; the release goes on
+// in a goroutine that exits when the client gives up on it (go-redis
+// ignores context deadlines unless the client opts in), and Close waits
+// for it.
 func (d *redisDriver) leave(l driver.Lease) {
-	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
-	defer cancel()
-	d.Release(ctx, l)
+	done := make(chan struct{})
+	d.leaving.Add(1)
+	go func() {
+		defer d.leaving.Done()
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+		defer cancel()
+		d.Release(ctx, l)
+	}()
+	t := time.NewTimer(leaveWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
-const leaveTimeout = 2 * time.Second
+const (
+	leaveWait    = 500 * time.Millisecond
+	leaveTimeout = 5 * time.Second
+)
 
 func (d *redisDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	errs := make([]error, len(ls))
@@ -305,7 +395,7 @@ func (d *redisDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 }
 
 func (d *redisDriver) Release(ctx context.Context, l driver.Lease) error {
-	reply, err := d.batch.run(ctx, releaseScript, d.keys(l.Name), l.Owner, ms(TombstoneTTL), d.channelPrefix()).Result()
+	reply, err := d.batch.run(ctx, releaseScript, d.keys(l.Name), l.Owner, ms(tombstoneTTL), d.channelPrefix()).Result()
 	if err != nil {
 		return fmt.Errorf("redislock: release %q: %w", l.Name, err)
 	}
@@ -314,12 +404,10 @@ func (d *redisDriver) Release(ctx context.Context, l driver.Lease) error {
 		return fmt.Errorf("redislock: release %q: %w", l.Name, driver.ErrNotHeld)
 	}
 	if len(vals) == 3 {
-		// Handed to a waiter. If it waits in this Locker, tell it now
+		// Handed to a waiter. If it waits in this Locker, wake it now
 		// rather than after the pub/sub message's trip.
-		next, _ := vals[1].(string)
-		fence, err := strconv.ParseUint(fmt.Sprint(vals[2]), 10, 64)
-		if sameLocker(next, l.Owner) && err == nil {
-			d.grants.send(next, grant{fence: fence})
+		if next, _ := vals[1].(string); sameLocker(next, l.Owner) {
+			d.grants.wake(next)
 		}
 	}
 	return nil
@@ -333,6 +421,7 @@ func sameLocker(a, b string) bool {
 
 func (d *redisDriver) Close() error {
 	err := d.grants.close()
+	d.leaving.Wait()
 	if d.ownClient {
 		err = errors.Join(err, d.c.Close())
 	}

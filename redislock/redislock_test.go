@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 // Locker shares client, like the goroutines of one service would.
 func harness(client redis.UniversalClient) dlocktest.Harness {
 	return dlocktest.Harness{
-		NewLocker: func(t testing.TB) *dlock.Locker { return redislock.New(client, nil) },
+		NewLocker: func(t testing.TB) *dlock.Locker { return mustNew(t, client) },
 		Expire: func(t testing.TB, name string) {
 			t.Helper()
 			if n, err := client.Del(t.Context(), redislock.Key("", name)).Result(); n != 1 || err != nil {
@@ -50,4 +51,31 @@ func BenchmarkRedis(b *testing.B) {
 func TestConformanceSentinel(t *testing.T) {
 	s := testserver.StartRedisSentinel(t)
 	dlocktest.Run(t, harness(s.Client(t)))
+}
+
+func TestNewValidates(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer client.Close()
+	for _, tc := range []struct {
+		what   string
+		client redis.UniversalClient
+		opts   *redislock.Options
+	}{
+		{"nil client", nil, nil},
+		{"nil *redis.Client", (*redis.Client)(nil), nil},
+		{"prefix with a brace", client, &redislock.Options{Prefix: "app{x}:"}},
+		{"negative MaxRetryInterval", client, &redislock.Options{MaxRetryInterval: -time.Second}},
+	} {
+		if l, err := redislock.New(tc.client, tc.opts); !errors.Is(err, dlock.ErrInvalid) {
+			if l != nil {
+				l.Close()
+			}
+			t.Errorf("New with %s = %v, want ErrInvalid", tc.what, err)
+		}
+	}
+	l, err := redislock.New(client, &redislock.Options{Prefix: "app:"})
+	if err != nil {
+		t.Fatalf("New with valid options = %v, want a Locker", err)
+	}
+	l.Close()
 }

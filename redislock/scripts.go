@@ -1,6 +1,10 @@
 package redislock
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // Keys of one lock, all sharing the name's hash tag (see Key):
 //
@@ -12,13 +16,16 @@ import "github.com/redis/go-redis/v9"
 //	                        kept unless it refreshes it (server clock)
 //
 // Owners never contain '|'. A lock freed while owners wait is handed to the
-// first live one on the server, in the same script, and its Locker is told
-// on the channel ARGV chanp .. <locker id> with payload owner|fence.
+// first live one on the server, in the same script, with a lease of at most
+// grantLease, and its Locker is told on the channel ARGV chanp .. <locker
+// id> with payload owner|fence. The waiter then runs the acquire script,
+// which finds it the owner and extends the lease to its own TTL.
 
 // common holds the Lua helpers every script shares. The server's TIME is
 // read only when needed: for the first token of a name whose tombstone is
 // gone, and for queue deadlines when someone waits.
-const common = `
+var common = `
+local grant_ms = ` + strconv.FormatInt(grantLease.Milliseconds(), 10) + `
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -53,9 +60,10 @@ local function grant_next(K, Q, E, last, chanp)
   redis.call('LPOP', Q)
   redis.call('HDEL', E, h)
   local f = fence_after(last)
-  put(K, h, f, meta, ttl)
+  local lease = math.min(tonumber(ttl), grant_ms)
+  put(K, h, f, meta, lease)
   redis.call('PUBLISH', chanp .. string.match(h, '^[^:]*'), h .. '|' .. f)
-  return h, f, tonumber(ttl)
+  return h, f, lease
 end
 local function free(K, Q, E, last, tomb, chanp)
   local h, f = grant_next(K, Q, E, last, chanp)
@@ -82,7 +90,8 @@ end
 // (how long the queue keeps the place without a refresh), chanp.
 //
 // It returns {1, fence} when owner holds the lock (taken now, granted
-// while it waited, or re-entered after a lost reply) and {0, ms} when not:
+// while it waited, or re-entered after a lost reply), with its lease set to
+// TTL, and {0, ms} when not:
 // the holder's remaining lease. A free lock goes to the first live waiter
 // before anyone else; with queue set, owner is put in (or kept in) line.
 var acquireScript = redis.NewScript(acquireFast + common + `

@@ -10,6 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
 // holder returns the holding child of the lock whose parent znode is
@@ -37,7 +38,7 @@ type getResult struct {
 // driver, so Remaining is 0 (unknown).
 func (d *zkDriver) Inspect(ctx context.Context, names []string) ([]driver.Holder, error) {
 	if len(names) == 0 {
-		parents, err := d.children(ctx, d.root)
+		parents, err := d.children(ctx, d.prefix)
 		if err != nil && err != zk.ErrNoNode {
 			return nil, fmt.Errorf("zklock: inspect: %w", err)
 		}
@@ -57,7 +58,7 @@ func (d *zkDriver) Inspect(ctx context.Context, names []string) ([]driver.Holder
 		if child == "" {
 			continue
 		}
-		r, err := call(ctx, func() (getResult, error) {
+		r, err := sessionlock.Call(ctx, func() (getResult, error) {
 			data, st, err := d.conn.Get(parent + "/" + child)
 			return getResult{data, st}, err
 		})
@@ -83,7 +84,7 @@ func (d *zkDriver) ForceRelease(ctx context.Context, name string) (bool, error) 
 	if err != nil || child == "" {
 		return false, err
 	}
-	_, err = call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(parent+"/"+child, -1) })
+	_, err = sessionlock.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(parent+"/"+child, -1) })
 	switch {
 	case err == zk.ErrNoNode:
 		return false, nil

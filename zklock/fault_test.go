@@ -3,6 +3,7 @@ package zklock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/internal/testworker"
 	"github.com/dlock-go/dlock/zklock"
 )
 
@@ -198,8 +200,7 @@ func TestFaults(t *testing.T) {
 		f := &freezer{}
 		hconn := connect(t, z.Addr(), sessionTimeout, f)
 		strict := newLocker(t, hconn)
-		tolerant := zklock.New(hconn, &zklock.Options{SuspendTimeout: 3 * time.Second})
-		t.Cleanup(func() { tolerant.Close() })
+		tolerant := newLockerOpts(t, hconn, &zklock.Options{SuspendTimeout: 3 * time.Second})
 		ks, err := strict.TryAcquire(t.Context(), name+"-strict")
 		if err != nil {
 			t.Fatalf("TryAcquire = %v", err)
@@ -326,3 +327,11 @@ func TestFaults(t *testing.T) {
 type quiet struct{}
 
 func (quiet) Printf(string, ...any) {}
+
+// startHolder starts a worker process holding name through its own session
+// and returns it once it holds the lock, with the lock's fencing token.
+// The lease is long: only the session's end frees the lock.
+func startHolder(t *testing.T, addr, name string, session time.Duration) (*testworker.Process, uint64) {
+	t.Helper()
+	return testworker.StartHolder(t, fmt.Sprintf("zk://%s?session_timeout=%s", addr, session), name, time.Minute)
+}

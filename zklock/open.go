@@ -2,27 +2,31 @@ package zklock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
-// DefaultSessionTimeout is the session timeout of connections made by
+// defaultSessionTimeout is the session timeout of connections made by
 // dlock.Open for zk:// URLs without session_timeout.
-const DefaultSessionTimeout = 10 * time.Second
+const defaultSessionTimeout = 10 * time.Second
 
 func init() { backend.Register("zk", open) }
 
-// open serves store URLs zk://host[:port][,host[:port]][/root] with the
-// query parameters session_timeout (a Go duration; default
-// DefaultSessionTimeout) and suspend_timeout (Options.SuspendTimeout). It
-// connects, waits for a session, and makes a Locker that closes the
-// connection.
+// open serves store URLs zk://host[:port][,host[:port]][/prefix] with the
+// query parameters session_timeout (a Go duration; default 10s) and
+// suspend_timeout (Options.SuspendTimeout). It resolves the hosts,
+// connects and waits for a session, giving up when ctx ends, and makes a
+// Locker that closes the connection. The connection never logs.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	q, err := backend.URLParams(u, "session_timeout", "suspend_timeout")
 	if err != nil {
@@ -32,7 +36,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	session, err := durationParam(q.Get("session_timeout"), DefaultSessionTimeout)
+	timeout, err := durationParam(q.Get("session_timeout"), defaultSessionTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -40,21 +44,82 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, events, err := zk.Connect(hosts, session, zk.WithLogger(quiet{}))
+	if _, err := cleanPrefix(u.Path); err != nil {
+		return nil, fmt.Errorf("%w: %w", dlock.ErrBadURL, err)
+	}
+	conn, err := connect(ctx, hosts, timeout)
 	if err != nil {
-		return nil, fmt.Errorf("zklock: connect: %w", err)
+		return nil, err
+	}
+	l, err := newLocker(conn, &Options{Prefix: u.Path, SuspendTimeout: suspend}, true)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// connect resolves hosts and connects to them, and returns the connection
+// once it has a session, or an error wrapping ctx.Err() and the last
+// failure if ctx ends first. The zk client does not take a context: its
+// name lookups would take up to 3 s whatever ctx says, so connect does
+// them itself.
+func connect(ctx context.Context, hosts []string, timeout time.Duration) (*zk.Conn, error) {
+	var addrs []string
+	for _, hp := range hosts {
+		host, port, err := net.SplitHostPort(hp)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", dlock.ErrBadURL, err)
+		}
+		ips, err := net.DefaultResolver.LookupHost(ctx, host)
+		if err != nil {
+			return nil, sessionlock.ConnectError(ctx, "zklock", hosts, err)
+		}
+		for _, ip := range ips {
+			addrs = append(addrs, net.JoinHostPort(ip, port))
+		}
+	}
+	var dialed lastError
+	conn, events, err := zk.Connect(addrs, timeout, zk.WithLogger(quiet{}), zk.WithDialer(dialed.dial))
+	if err != nil {
+		return nil, sessionlock.ConnectError(ctx, "zklock", hosts, err)
 	}
 	for {
 		select {
 		case ev := <-events:
 			if ev.State == zk.StateHasSession {
-				return newLocker(conn, &Options{Root: u.Path, SuspendTimeout: suspend}, true), nil
+				return conn, nil
 			}
 		case <-ctx.Done():
 			conn.Close()
-			return nil, fmt.Errorf("zklock: connect to %v: %w", hosts, ctx.Err())
+			err := errors.New("no session")
+			if last := dialed.get(); last != nil {
+				err = fmt.Errorf("no session (last attempt: %w)", last)
+			}
+			return nil, sessionlock.ConnectError(ctx, "zklock", hosts, err)
 		}
 	}
+}
+
+// lastError records the last error of the connection's dials, for the
+// error of a connect that gives up.
+type lastError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (l *lastError) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout(network, addr, timeout)
+	l.mu.Lock()
+	l.err = err
+	l.mu.Unlock()
+	return c, err
+}
+
+func (l *lastError) get() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
 }
 
 func durationParam(s string, def time.Duration) (time.Duration, error) {

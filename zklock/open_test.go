@@ -6,8 +6,15 @@ import (
 	"testing"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/sessionlock/sessionlocktest"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
+
+// Open of a closed port gives up when its context ends, and says it
+// cannot connect.
+func TestOpenUnreachable(t *testing.T) {
+	sessionlocktest.TestOpenUnreachable(t, "zk://127.0.0.1:1")
+}
 
 func TestOpenURL(t *testing.T) {
 	z := testserver.StartZooKeeper(t)
@@ -41,6 +48,7 @@ func TestOpenURLErrors(t *testing.T) {
 		{"zk://h:0", `bad port "0"`},
 		{"zk://h?session_timeout=soon", `"soon" is not a duration`},
 		{"zk://h?root=/x", `unknown parameter "root" for zk://`},
+		{"zk://h/a//b", `prefix "/a//b" is not a valid znode path`},
 	} {
 		_, err := dlock.Open(t.Context(), tc.url)
 		if !errors.Is(err, dlock.ErrBadURL) || !strings.Contains(err.Error(), tc.want) {

@@ -12,16 +12,12 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/pause"
+	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
 // seqLen is the width of the sequence number ZooKeeper appends to a
 // sequential child's name.
 const seqLen = 10
-
-// retryDelay is how long a waiter pauses after a transient error (the
-// connection is down) before reading its queue again.
-const retryDelay = 100 * time.Millisecond
 
 // wakeups counts the watch events that woke waiters, for tests.
 var wakeups atomic.Int64
@@ -33,101 +29,48 @@ func isOwnedBy(child, owner string) bool {
 func bySeq(a, b string) int { return strings.Compare(a[len(a)-seqLen:], b[len(b)-seqLen:]) }
 
 func (d *zkDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
-	if d.isClosed() {
-		return driver.Result{}, errClosed
-	}
-	d.mu.Lock()
-	held := d.leases[l.Owner]
-	d.mu.Unlock()
-	if held != nil {
-		// Held already: a retry whose first reply was lost.
-		err := d.refresh(ctx, l)
-		if err == nil {
-			return driver.Result{Acquired: true, Fence: held.fence}, nil
-		}
-		if !errors.Is(err, driver.ErrNotHeld) {
-			return driver.Result{}, err
-		}
-	}
-	parent := d.parent(l.Name)
-	path, err := d.enqueue(l, parent)
-	if err != nil {
-		return driver.Result{}, fmt.Errorf("zklock: acquire %q: %w", l.Name, err)
-	}
-	res, _, err := d.position(ctx, l, parent, path)
-	if err == nil && res.Acquired {
-		return res, nil
-	}
-	d.leave(path) // not first: leave no queue entry behind
-	if err != nil && !errors.Is(err, errGone) {
-		return driver.Result{}, fmt.Errorf("zklock: acquire %q: %w", l.Name, err)
-	}
-	return driver.Result{}, nil
+	return sessionlock.Acquire(ctx, d.leases, d.refresh, queue{d}, l)
 }
 
 func (d *zkDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Result, error) {
-	if d.isClosed() {
-		return driver.Result{}, errClosed
+	return sessionlock.AcquireQueued(ctx, d.leases, queue{d}, l)
+}
+
+// queue is the lock's queue of children for sessionlock.Acquire and
+// AcquireQueued: an entry is a child's path, a predecessor the path of
+// the child it watches.
+type queue struct{ d *zkDriver }
+
+func (q queue) Join(_ context.Context, l driver.Lease) (string, error) {
+	return q.d.enqueue(l, q.d.parent(l.Name))
+}
+
+func (q queue) Position(ctx context.Context, l driver.Lease, path string) (driver.Result, string, error) {
+	return q.d.position(ctx, l, q.d.parent(l.Name), path)
+}
+
+// Wait sets a watch on pred and waits for its event.
+func (q queue) Wait(ctx context.Context, pred string) error {
+	ev, err := q.d.watch(ctx, pred)
+	if err != nil || ev == nil {
+		return err // failed, or the predecessor is gone already
 	}
-	parent := d.parent(l.Name)
-	path := ""
-	for {
-		if path == "" {
-			p, err := d.enqueue(l, parent)
-			if err != nil {
-				if transient(err) && pause.For(ctx, retryDelay) {
-					continue
-				}
-				return driver.Result{}, d.queuedError(l, err)
-			}
-			path = p
-		}
-		if ctx.Err() != nil {
-			d.leave(path)
-			return driver.Result{}, d.queuedError(l, ctx.Err())
-		}
-		res, pred, err := d.position(ctx, l, parent, path)
-		switch {
-		case errors.Is(err, errGone):
-			path = "" // our child vanished with an expired session: queue again
-			continue
-		case err != nil:
-			if transient(err) && pause.For(ctx, retryDelay) {
-				continue
-			}
-			d.leave(path)
-			return driver.Result{}, d.queuedError(l, err)
-		case res.Acquired:
-			return res, nil
-		}
-		ev, err := d.watch(ctx, pred)
-		if err != nil {
-			if transient(err) && pause.For(ctx, retryDelay) {
-				continue
-			}
-			d.leave(path)
-			return driver.Result{}, d.queuedError(l, err)
-		}
-		if ev == nil {
-			continue // the predecessor is gone already
-		}
-		select {
-		case <-ev:
-			wakeups.Add(1)
-		case <-ctx.Done():
-			d.leave(path)
-			return driver.Result{}, d.queuedError(l, ctx.Err())
-		}
+	select {
+	case <-ev:
+		wakeups.Add(1)
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
-// queuedError wraps err with the lock's name. The core adds ctx's cause
-// (dlock.ErrClosed when the Locker closes) when err does not carry it.
-func (d *zkDriver) queuedError(l driver.Lease, err error) error {
-	return fmt.Errorf("zklock: acquire %q: %w", l.Name, err)
+func (q queue) Leave(path string) {
+	if path != "" {
+		q.d.leave(path)
+	}
 }
 
-var errGone = errors.New("zklock: queued child gone")
+func (q queue) Transient(_ context.Context, err error) bool { return transient(err) }
 
 // enqueue creates the owner's ephemeral sequential child under parent, or
 // finds the one an attempt whose reply was lost created, and returns its
@@ -211,7 +154,7 @@ func (d *zkDriver) makeParents(path string) error {
 
 // position reads the queue under parent. If path heads it, it checks that
 // path is still owned by the connection's session and takes the lock.
-// Otherwise it returns the predecessor's path. It returns errGone if
+// Otherwise it returns the predecessor's path. It returns sessionlock.ErrGone if
 // path is not in the queue.
 func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path string) (driver.Result, string, error) {
 	// Read the child's stat alongside the queue, pipelined on the
@@ -221,6 +164,7 @@ func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path st
 		stat *zk.Stat
 		err  error
 	}
+	start := time.Now()
 	statc := make(chan statResult, 1)
 	go func() { // exits when the bounded request returns
 		ok, st, err := d.exists(ctx, path)
@@ -229,7 +173,7 @@ func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path st
 	kids, err := d.children(ctx, parent)
 	own := <-statc
 	if errors.Is(err, zk.ErrNoNode) {
-		return driver.Result{}, "", errGone
+		return driver.Result{}, "", sessionlock.ErrGone
 	}
 	if err != nil {
 		return driver.Result{}, "", err
@@ -239,7 +183,7 @@ func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path st
 	child := path[strings.LastIndexByte(path, '/')+1:]
 	idx := slices.Index(kids, child)
 	if idx < 0 {
-		return driver.Result{}, "", errGone
+		return driver.Result{}, "", sessionlock.ErrGone
 	}
 	for _, k := range kids {
 		if k != child && isOwnedBy(k, l.Owner) {
@@ -259,9 +203,9 @@ func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path st
 		if ok {
 			d.leave(path)
 		}
-		return driver.Result{}, "", errGone
+		return driver.Result{}, "", sessionlock.ErrGone
 	}
-	res, err := d.hold(l, path, st)
+	res, err := d.leases.Hold(l.Owner, entry{path, st.EphemeralOwner}, uint64(st.Czxid), l.TTL, start)
 	if err != nil {
 		d.leave(path)
 	}
@@ -271,7 +215,7 @@ func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path st
 // watch sets a watch on the existence of path and returns its channel, or
 // nil if path does not exist.
 func (d *zkDriver) watch(ctx context.Context, path string) (<-chan zk.Event, error) {
-	return call(ctx, func() (<-chan zk.Event, error) {
+	return sessionlock.Call(ctx, func() (<-chan zk.Event, error) {
 		ok, _, ev, err := d.conn.ExistsW(path)
 		if err != nil || !ok {
 			return nil, err
@@ -284,9 +228,9 @@ func (d *zkDriver) watch(ctx context.Context, path string) (<-chan zk.Event, err
 // may have ended). If that fails, the child becomes an orphan, deleted
 // when the connection allows.
 func (d *zkDriver) leave(path string) {
-	ctx, cancel := cleanupContext()
+	ctx, cancel := sessionlock.CleanupContext()
 	defer cancel()
 	if err := d.delete(ctx, path); err != nil {
-		d.orphan(path)
+		d.leases.Orphan(entry{path: path})
 	}
 }

@@ -4,7 +4,7 @@
 //
 // # Layout and waiting
 //
-// Each lock name has a parent znode, Root + "/" + escaped name (see Path),
+// Each lock name has a parent znode, Prefix + "/" + escaped name (see Key),
 // created as a container node so the server removes it once it is empty.
 // Every acquisition, held or waiting, is an ephemeral sequential child
 // named owner + "-" + sequence number. The child with the lowest sequence
@@ -36,11 +36,12 @@
 // session. WithTTL maps onto a deadline the driver keeps for each
 // acquisition: if the lock is not refreshed (renewed by dlock, or
 // Lock.Refresh) within its TTL, the driver deletes the child itself. The
-// core closes the holder's Done a tenth of the TTL before the deadline
-// (the first deadline gets a twentieth of the TTL more, for the moment
-// between the driver starting its clock and the core starting its own).
-// So a WithoutRenewal lock ends after its TTL even though the session
-// lives on, and a renewed lock is held as long as it is renewed.
+// deadline is the TTL from the send time of the request that last found
+// the child in place (the read that found it at the head of the queue,
+// then each refresh), and the core, which measures from that moment or an
+// earlier one, closes the holder's Done a tenth of the TTL before it. So
+// a WithoutRenewal lock ends after its TTL even though the session lives
+// on, and a renewed lock is held as long as it is renewed.
 //
 // If the holder's process dies, nothing deletes its child until the server
 // expires its session: the next waiter then gets the lock after the
@@ -52,14 +53,13 @@
 // silent connection after two thirds of the negotiated session timeout,
 // and the server may expire the session one third of it later; closing
 // Done as soon as the client reports the connection lost stays within
-// that third. The driver reads the connection's state every
-// SessionPollInterval while it holds locks, since the connection's event
+// that third. The driver reads the connection's state every 50 ms while
+// it holds locks, since the connection's event
 // channel belongs to the caller. The child of a lock lost this way is
 // deleted as soon as the connection is back (or goes with the session).
 package zklock
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -69,24 +69,22 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
-	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
-const (
-	// DefaultRoot is Options.Root's default.
-	DefaultRoot = "/dlock"
+// DefaultPrefix is Options.Prefix's default.
+const DefaultPrefix = "/dlock"
 
-	// SessionPollInterval is how often a Locker that holds locks reads its
-	// connection's state to notice a lost connection or session.
-	SessionPollInterval = 50 * time.Millisecond
-)
+// sessionPollInterval is how often a Locker that holds locks reads its
+// connection's state to notice a lost connection or session.
+const sessionPollInterval = 50 * time.Millisecond
 
 // Options configures a ZooKeeper Locker. A nil *Options means defaults.
 type Options struct {
-	// Root is the absolute path of the znode under which every lock's
-	// parent znode is created. Missing znodes on the path are created as
-	// container nodes. Default: DefaultRoot.
-	Root string
+	// Prefix is the absolute path of the znode under which every lock's
+	// parent znode is created ("/" for the root itself). Missing znodes on
+	// the path are created as container nodes. Default: DefaultPrefix.
+	Prefix string
 
 	// ACL is the ACL of every znode dlock creates.
 	// Default: zk.WorldACL(zk.PermAll).
@@ -94,8 +92,9 @@ type Options struct {
 
 	// SuspendTimeout is how long the connection may stay lost before every
 	// lock held through it counts as lost. Keep it well below a third of
-	// the negotiated session timeout minus SessionPollInterval, or another
-	// owner may get a lock whose holder's Done is still open.
+	// the negotiated session timeout minus 50 ms (how often the driver
+	// reads the connection's state), or another owner may get a lock whose
+	// holder's Done is still open.
 	// Default: 0, a lock is lost as soon as its connection is.
 	SuspendTimeout time.Duration
 
@@ -107,63 +106,84 @@ type Options struct {
 
 // New returns a Locker on the ZooKeeper ensemble behind conn. The Locker
 // does not close conn; close the Locker first. A nil opts means defaults.
-// With a nil conn every call on the Locker fails with an error wrapping
-// dlock.ErrInvalid.
-func New(conn *zk.Conn, opts *Options) *dlock.Locker {
+// A nil conn, a Prefix that is not a valid znode path or a negative
+// SuspendTimeout gets an error wrapping dlock.ErrInvalid. New makes no
+// request.
+func New(conn *zk.Conn, opts *Options) (*dlock.Locker, error) {
 	return newLocker(conn, opts, false)
 }
 
 // newLocker is New; with ownConn set (Open made conn) the Locker's Close
 // closes conn.
-func newLocker(conn *zk.Conn, opts *Options, ownConn bool) *dlock.Locker {
+func newLocker(conn *zk.Conn, opts *Options, ownConn bool) (*dlock.Locker, error) {
+	if conn == nil {
+		return nil, fmt.Errorf("zklock: new: nil *zk.Conn: %w", dlock.ErrInvalid)
+	}
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	if conn == nil {
-		return backend.New(invalidDriver{fmt.Errorf("zklock: nil *zk.Conn: %w", dlock.ErrInvalid)}, nil)
+	prefix, err := cleanPrefix(o.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("zklock: new: %w", err)
 	}
-	o.Root = cleanRoot(o.Root)
+	if o.SuspendTimeout < 0 {
+		return nil, fmt.Errorf("zklock: new: negative SuspendTimeout %v: %w", o.SuspendTimeout, dlock.ErrInvalid)
+	}
 	if o.ACL == nil {
 		o.ACL = zk.WorldACL(zk.PermAll)
 	}
 	d := &zkDriver{
 		conn:    conn,
 		ownConn: ownConn,
-		root:    o.Root,
+		prefix:  prefix,
 		acl:     o.ACL,
-		suspend: max(o.SuspendTimeout, 0),
-		losses:  make(chan driver.Loss, 16),
+		suspend: o.SuspendTimeout,
 		closing: make(chan struct{}),
-		kick:    make(chan struct{}, 1),
-		leases:  make(map[string]*lease),
-		orphans: make(map[string]struct{}),
 		unsure:  make(map[string]bool),
 	}
+	d.leases = sessionlock.New(sessionlock.Config[entry]{
+		Name:   "zklock",
+		Remove: d.remove,
+	})
 	d.bg.Add(1)
 	go d.watchSession() // exits when Close closes d.closing
-	return backend.New(d, &backend.Config{MaxRetryInterval: o.MaxRetryInterval})
+	return backend.New(d, &backend.Config{MaxRetryInterval: o.MaxRetryInterval}), nil
 }
 
-// cleanRoot returns root without a trailing slash ("" for "/"), with a
-// leading one.
-func cleanRoot(root string) string {
-	if root == "" {
-		root = DefaultRoot
+// cleanPrefix returns prefix ("" means DefaultPrefix) with a leading slash
+// and without a trailing one ("" for "/"), or an error wrapping
+// dlock.ErrInvalid if ZooKeeper would reject it as a path.
+func cleanPrefix(prefix string) (string, error) {
+	p := trimPrefix(prefix)
+	if p == "" {
+		return "", nil
 	}
-	root = strings.TrimRight(root, "/")
-	if root != "" && !strings.HasPrefix(root, "/") {
-		root = "/" + root
+	for _, seg := range strings.Split(p[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." || strings.ContainsRune(seg, 0) {
+			return "", fmt.Errorf("prefix %q is not a valid znode path: %w", prefix, dlock.ErrInvalid)
+		}
 	}
-	return root
+	return p, nil
 }
 
-// Path returns the znode under which the lock on name queues its holder
-// and waiters, for root ("" means DefaultRoot): root + "/" + name with
-// every byte other than ASCII letters, digits, '-' and '_' written as %XX.
-// Deleting its children ends the lock, as an administrator might.
-func Path(root, name string) string {
-	return cleanRoot(root) + "/" + escape(name)
+func trimPrefix(prefix string) string {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	prefix = strings.TrimRight(prefix, "/")
+	if prefix != "" && !strings.HasPrefix(prefix, "/") {
+		prefix = "/" + prefix
+	}
+	return prefix
+}
+
+// Key returns the znode under which the lock on name queues its holder
+// and waiters, for prefix ("" means DefaultPrefix): prefix + "/" + name
+// with every byte other than ASCII letters, digits, '-' and '_' written
+// as %XX. Deleting its children ends the lock, as an administrator might.
+func Key(prefix, name string) string {
+	return trimPrefix(prefix) + "/" + escape(name)
 }
 
 func escape(name string) string {
@@ -184,73 +204,49 @@ func escape(name string) string {
 	return b.String()
 }
 
-// invalidDriver fails every call with err.
-type invalidDriver struct{ err error }
-
-func (d invalidDriver) Acquire(context.Context, driver.Lease) (driver.Result, error) {
-	return driver.Result{}, d.err
-}
-
-func (d invalidDriver) Refresh(_ context.Context, ls []driver.Lease) []error {
-	errs := make([]error, len(ls))
-	for i := range errs {
-		errs[i] = d.err
-	}
-	return errs
-}
-
-func (d invalidDriver) Release(context.Context, driver.Lease) error { return d.err }
-func (d invalidDriver) Close() error                                { return nil }
-
-// zkDriver implements driver.Driver, Queuer and LossReporter.
+// zkDriver implements driver.Driver, Queuer, LossReporter, Inspector and
+// ForceReleaser.
 type zkDriver struct {
 	conn    *zk.Conn
-	ownConn bool // made by Open: Close closes it
-	root    string
+	ownConn bool   // made by Open: Close closes it
+	prefix  string // cleaned: "" or "/a/b"
 	acl     []zk.ACL
 	suspend time.Duration
 
-	losses  chan driver.Loss
+	leases  *sessionlock.Leases[entry]
 	closing chan struct{} // closed by Close
-	kick    chan struct{} // buffered(1): a lease or orphan was added
 	bg      sync.WaitGroup
 
-	mu      sync.Mutex
-	closed  bool
-	leases  map[string]*lease   // live acquisitions by owner
-	orphans map[string]struct{} // paths of children to delete when connected
-	reaping bool                // a reaper goroutine is running
-	unsure  map[string]bool     // owners whose create reply was lost
+	mu     sync.Mutex
+	unsure map[string]bool // owners whose create reply was lost
 }
 
-func (d *zkDriver) parent(name string) string { return d.root + "/" + escape(name) }
+// entry is a held lock's child: its path and the session that owns it.
+// An orphan's session may be 0 (unknown).
+type entry struct {
+	path    string
+	session int64
+}
+
+var _ sessionlock.Driver = (*zkDriver)(nil)
+
+func (d *zkDriver) parent(name string) string { return d.prefix + "/" + escape(name) }
 
 func (d *zkDriver) Close() error {
-	d.mu.Lock()
-	d.closed = true
-	var paths []string
-	for _, l := range d.leases {
-		l.timer.Stop()
-		paths = append(paths, l.path)
-	}
-	for p := range d.orphans {
-		paths = append(paths, p)
-	}
-	d.leases, d.orphans = map[string]*lease{}, map[string]struct{}{}
-	d.mu.Unlock()
+	es := d.leases.Close()
 	close(d.closing)
 	var errs []error
-	if len(paths) > 0 {
-		ctx, cancel := cleanupContext()
+	if len(es) > 0 {
+		ctx, cancel := sessionlock.CleanupContext()
 		defer cancel()
-		for _, p := range paths {
-			if err := d.delete(ctx, p); err != nil {
+		for _, e := range es {
+			if err := d.delete(ctx, e.path); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
 	d.bg.Wait()
-	close(d.losses)
+	d.leases.Wait()
 	if d.ownConn {
 		d.conn.Close()
 	}
@@ -258,20 +254,4 @@ func (d *zkDriver) Close() error {
 		return fmt.Errorf("zklock: close: %w", errs[0])
 	}
 	return nil
-}
-
-// errClosed is returned by calls on a closed driver.
-var errClosed = fmt.Errorf("zklock: %w", dlock.ErrClosed)
-
-func (d *zkDriver) isClosed() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.closed
-}
-
-func (d *zkDriver) wake() {
-	select {
-	case d.kick <- struct{}{}:
-	default:
-	}
 }

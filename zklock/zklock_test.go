@@ -23,16 +23,22 @@ const sessionTimeout = 4 * time.Second
 func harness(conn *zk.Conn) dlocktest.Harness {
 	return dlocktest.Harness{
 		Queued: func(t testing.TB, name string) int {
-			kids, _, err := conn.Children(zklock.Path("", name))
+			kids, _, err := conn.Children(zklock.Key("", name))
 			if err != nil {
 				return 0
 			}
 			return max(len(kids)-1, 0)
 		},
-		NewLocker: func(t testing.TB) *dlock.Locker { return zklock.New(conn, nil) },
+		NewLocker: func(t testing.TB) *dlock.Locker {
+			l, err := zklock.New(conn, nil)
+			if err != nil {
+				t.Fatalf("zklock.New = %v", err)
+			}
+			return l
+		},
 		Expire: func(t testing.TB, name string) {
 			t.Helper()
-			deleteChildren(t, conn, zklock.Path("", name))
+			deleteChildren(t, conn, zklock.Key("", name))
 		},
 		Ping: func(ctx context.Context) error { _, _, err := conn.Exists("/"); return err },
 		TTL:  time.Second,
@@ -67,15 +73,15 @@ func BenchmarkZooKeeper(b *testing.B) {
 	dlocktest.RunBenchmarks(b, harness(z.Conn(b, sessionTimeout)))
 }
 
-func TestPath(t *testing.T) {
-	for _, c := range []struct{ root, name, want string }{
+func TestKey(t *testing.T) {
+	for _, c := range []struct{ prefix, name, want string }{
 		{"", "a", "/dlock/a"},
 		{"/x/", "a/b", "/x/a%2Fb"},
 		{"x", "{ü} .", "/x/%7B%C3%BC%7D%20%2E"},
 		{"/", "..", "/%2E%2E"},
 	} {
-		if got := zklock.Path(c.root, c.name); got != c.want {
-			t.Errorf("Path(%q, %q) = %q, want %q", c.root, c.name, got, c.want)
+		if got := zklock.Key(c.prefix, c.name); got != c.want {
+			t.Errorf("Key(%q, %q) = %q, want %q", c.prefix, c.name, got, c.want)
 		}
 	}
 }

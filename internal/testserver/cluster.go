@@ -3,6 +3,7 @@ package testserver
 import (
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -125,19 +126,31 @@ func clusterReady(ctx context.Context, node *redis.Client, addrs []string) error
 	if want := "cluster_known_nodes:" + strconv.Itoa(len(addrs)) + "\r\n"; !strings.Contains(info, want) {
 		return fmt.Errorf("CLUSTER INFO lacks %q", strings.TrimSpace(want))
 	}
-	ranges, err := node.ClusterSlots(ctx).Result()
+	// CLUSTER SHARDS (Redis 7) replaces the deprecated CLUSTER SLOTS.
+	shards, err := node.ClusterShards(ctx).Result()
 	if err != nil {
 		return err
 	}
 	covered := 0
-	for _, r := range ranges {
-		if len(r.Nodes) == 0 || !slices.Contains(addrs, r.Nodes[0].Addr) {
-			return fmt.Errorf("slots %d-%d served by unknown node %v", r.Start, r.End, r.Nodes)
+	for _, s := range shards {
+		if len(s.Slots) == 0 {
+			continue // a shard without slots (a node not yet assigned any)
 		}
-		covered += r.End - r.Start + 1
+		var master string
+		for _, n := range s.Nodes {
+			if n.Role == "master" {
+				master = net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+			}
+		}
+		if !slices.Contains(addrs, master) {
+			return fmt.Errorf("slots %v served by unknown node %q", s.Slots, master)
+		}
+		for _, r := range s.Slots {
+			covered += int(r.End - r.Start + 1)
+		}
 	}
 	if covered != clusterSlots {
-		return fmt.Errorf("CLUSTER SLOTS covers %d of %d slots", covered, clusterSlots)
+		return fmt.Errorf("CLUSTER SHARDS covers %d of %d slots", covered, clusterSlots)
 	}
 	return nil
 }

@@ -1,0 +1,161 @@
+package sessionlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/pause"
+)
+
+// Queue is a store's fair queue of acquisitions, as Acquire and
+// AcquireQueued use it. Q is a queue entry (a znode's path; a key, its
+// create revision and session); its zero value means none. P names the
+// predecessor a waiter waits for.
+type Queue[Q comparable, P any] interface {
+	// Join puts l's entry at the tail of the queue, or finds the one an
+	// attempt whose reply was lost put there. On error it returns the
+	// zero Q, or an entry for Leave if the put may have been applied.
+	Join(ctx context.Context, l driver.Lease) (Q, error)
+
+	// Position reads the queue. If q heads it and still belongs to the
+	// driver's live session, Position takes the lock (Leases.Hold) and
+	// returns its Result; otherwise it returns q's predecessor. It returns
+	// an error wrapping ErrGone if q is no longer in the queue, so that
+	// the waiter joins again.
+	Position(ctx context.Context, l driver.Lease, q Q) (driver.Result, P, error)
+
+	// Wait returns nil when pred may have left the queue (or the
+	// session was lost), and an error if ctx ended or the wait could not
+	// be set.
+	Wait(ctx context.Context, pred P) error
+
+	// Leave removes q from the queue with a bounded context of its own
+	// (the caller's may have ended). An entry it cannot remove becomes an
+	// orphan. The zero Q is left alone.
+	Leave(q Q)
+
+	// Transient reports whether err may go away on a new attempt while
+	// ctx lives.
+	Transient(ctx context.Context, err error) bool
+}
+
+// Driver is what the driver of a session store implements: the atomic
+// steps, its fair queue, loss reports and the administrator's interfaces.
+// The drivers assert it at compile time, so that a signature drift cannot
+// silently turn a capability off (queued waiting into polling, say).
+type Driver interface {
+	driver.Driver
+	driver.Queuer
+	driver.LossReporter
+	driver.Inspector
+	driver.ForceReleaser
+}
+
+// Acquire implements driver.Driver's Acquire: one attempt. If l's owner
+// holds the lock in t already (a retry whose first reply was lost), it
+// refreshes it instead. Otherwise it joins the queue and takes the lock if
+// its entry heads the queue, or leaves the queue and returns a Result with
+// Acquired false, and no error unless a step failed.
+func Acquire[E, Q comparable, P any](ctx context.Context, t *Leases[E], refresh func(context.Context, driver.Lease) error, q Queue[Q, P], l driver.Lease) (driver.Result, error) {
+	res, err := acquire(ctx, t, refresh, q, l)
+	if err != nil {
+		return res, fmt.Errorf("%s: acquire %q: %w", t.cfg.Name, l.Name, err)
+	}
+	return res, nil
+}
+
+func acquire[E, Q comparable, P any](ctx context.Context, t *Leases[E], refresh func(context.Context, driver.Lease) error, q Queue[Q, P], l driver.Lease) (driver.Result, error) {
+	if err := t.Err(); err != nil {
+		return driver.Result{}, err
+	}
+	if _, fence, ok := t.Held(l.Owner); ok {
+		err := refresh(ctx, l)
+		if err == nil {
+			return driver.Result{Acquired: true, Fence: fence}, nil
+		}
+		if !errors.Is(err, driver.ErrNotHeld) {
+			return driver.Result{}, err
+		}
+	}
+	var none Q
+	e, err := q.Join(ctx, l)
+	if err != nil {
+		if e != none {
+			q.Leave(e)
+		}
+		return driver.Result{}, err
+	}
+	res, _, err := q.Position(ctx, l, e)
+	if err == nil && res.Acquired {
+		return res, nil
+	}
+	q.Leave(e) // not first: leave no entry behind
+	if err != nil && !errors.Is(err, ErrGone) {
+		return driver.Result{}, err
+	}
+	return driver.Result{}, nil
+}
+
+// AcquireQueued implements driver.Queuer over t: it joins the queue and waits,
+// one watch on its predecessor at a time, until its entry heads the queue.
+// It joins again if its entry is gone (its session was lost), and tries
+// again after RetryDelay on transient errors. If ctx ends or a step fails
+// for good it leaves the queue and returns the error, which wraps
+// ctx.Err() when ctx ended.
+func AcquireQueued[E, Q comparable, P any](ctx context.Context, t *Leases[E], q Queue[Q, P], l driver.Lease) (driver.Result, error) {
+	res, err := acquireQueued(ctx, t, q, l)
+	if err != nil {
+		return res, fmt.Errorf("%s: acquire %q: %w", t.cfg.Name, l.Name, err)
+	}
+	return res, nil
+}
+
+func acquireQueued[E, Q comparable, P any](ctx context.Context, t *Leases[E], q Queue[Q, P], l driver.Lease) (driver.Result, error) {
+	if err := t.Err(); err != nil {
+		return driver.Result{}, err
+	}
+	var e, none Q
+	retry := func(err error) bool { return q.Transient(ctx, err) && pause.For(ctx, RetryDelay) }
+	fail := func(err error) (driver.Result, error) {
+		if e != none {
+			q.Leave(e)
+		}
+		return driver.Result{}, err
+	}
+	for {
+		if e == none {
+			var err error
+			if e, err = q.Join(ctx, l); err != nil {
+				if retry(err) {
+					e = none // the next Join finds it if it was put
+					continue
+				}
+				return fail(err)
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return fail(err)
+		}
+		res, pred, err := q.Position(ctx, l, e)
+		switch {
+		case errors.Is(err, ErrGone):
+			e = none // queue again, on a new session if this one was lost
+			continue
+		case err != nil:
+			if retry(err) {
+				continue
+			}
+			return fail(err)
+		case res.Acquired:
+			return res, nil
+		}
+		if err := q.Wait(ctx, pred); err != nil {
+			if retry(err) {
+				continue
+			}
+			return fail(err)
+		}
+	}
+}
