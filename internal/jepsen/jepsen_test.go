@@ -20,15 +20,16 @@ func TestMain(m *testing.M) {
 
 func TestSQLite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "locks.db")
-	jepsen.RunAll(t, jepsen.Target{Name: "sqlite", URL: func() string { return "sqlite://" + path }}, jepsen.Options{})
+	jepsen.RunAll(t, jepsen.Target{Name: "sqlite", URL: func(string) string { return "sqlite://" + path }}, jepsen.Options{})
 }
 
 func TestRedis(t *testing.T) {
 	r := testserver.StartRedis(t)
 	jepsen.RunAll(t, jepsen.Target{
-		Name:    "redis",
-		URL:     func() string { return "redis://" + r.Addr() },
-		Server:  r,
-		Forgets: []string{"restart-server"},
+		Name:     "redis",
+		URL:      func(addr string) string { return "redis://" + addr },
+		Upstream: r.Addr(),
+		Server:   r,
+		Forgets:  []string{"restart-server"},
 	}, jepsen.Options{})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
 )
 
@@ -36,8 +37,13 @@ type Server interface {
 type Target struct {
 	Name string
 	// URL returns the store URL workers open (with the store's backend
-	// imported by the test package).
-	URL func() string
+	// imported by the test package), reaching the server at addr: a
+	// proxy's address for network faults, or Upstream.
+	URL func(addr string) string
+	// Upstream is the server's address, which each worker reaches through
+	// a fault proxy of its own; "" for a store without a network (SQLite).
+	// A store with several servers lists the one the proxies front.
+	Upstream string
 	// Server is the store's server, or nil when it has none (SQLite).
 	Server Server
 	// Forgets lists the nemeses under which the store may lose its
@@ -75,6 +81,7 @@ type Cluster struct {
 
 	regAddr string
 	workers []*testworker.Process
+	proxies []*testserver.Proxy // per worker, when the target has a network
 
 	mu     sync.Mutex
 	deaths map[int]int64
@@ -143,9 +150,56 @@ var Nemeses = []Nemesis{
 		c.Target.Server.Resume(c.T)
 	}},
 	{"restart-server", func(c *Cluster) { c.Target.Server.Restart(c.T) }},
+	{"partition-holder", func(c *Cluster) {
+		p := c.proxies[c.Holder()]
+		p.Partition(c.T)
+		time.Sleep(2 * c.Options.TTL)
+		p.Heal(c.T)
+	}},
+	{"partition-all", func(c *Cluster) {
+		for _, p := range c.proxies {
+			p.Partition(c.T)
+		}
+		time.Sleep(2 * c.Options.TTL)
+		for _, p := range c.proxies {
+			p.Heal(c.T)
+		}
+	}},
+	{"drop-replies", func(c *Cluster) {
+		p := c.proxies[c.Holder()]
+		p.DropReplies(c.T)
+		time.Sleep(2 * c.Options.TTL)
+		p.Heal(c.T)
+	}},
+	{"latency", func(c *Cluster) {
+		for _, p := range c.proxies {
+			p.Latency(c.T, c.Options.TTL/10)
+		}
+		time.Sleep(2 * c.Options.TTL)
+		for _, p := range c.proxies {
+			p.Heal(c.T)
+		}
+	}},
+	{"reset-connections", func(c *Cluster) {
+		for _, p := range c.proxies {
+			p.ResetConnections(c.T)
+		}
+	}},
+	{"partition-waiter", func(c *Cluster) {
+		// A worker that is not the holder has most likely queued: cut it
+		// off for longer than the TTL, then heal (the stale-grant case).
+		n := (c.Holder() + 1) % len(c.proxies)
+		c.proxies[n].Partition(c.T)
+		time.Sleep(2 * c.Options.TTL)
+		c.proxies[n].Heal(c.T)
+	}},
 }
 
 func needsServer(name string) bool { return strings.HasSuffix(name, "-server") }
+
+func needsNetwork(name string) bool {
+	return strings.HasPrefix(name, "partition-") || name == "drop-replies" || name == "latency" || name == "reset-connections"
+}
 
 // Result is one run's figures, for the report.
 type Result struct {
@@ -175,8 +229,14 @@ func Run(t *testing.T, target Target, nemesis Nemesis, opts Options) Result {
 	for n := range opts.Workers {
 		path := filepath.Join(dir, "worker"+strconv.Itoa(n)+".jsonl")
 		paths = append(paths, path)
+		addr := target.Upstream
+		if addr != "" {
+			p := testserver.StartProxy(t, target.Upstream)
+			c.proxies = append(c.proxies, p)
+			addr = p.Addr()
+		}
 		c.workers = append(c.workers, testworker.Start(t, "jepsen-worker",
-			target.URL(), c.regAddr, "jepsen", opts.TTL.String(), path, strconv.Itoa(n)))
+			target.URL(addr), c.regAddr, "jepsen", opts.TTL.String(), path, strconv.Itoa(n)))
 	}
 	for _, w := range c.workers {
 		w.Expect(t, "ready", 30*time.Second)
@@ -315,6 +375,9 @@ func RunAll(t *testing.T, target Target, opts Options) []Result {
 		t.Run(nem.Name, func(t *testing.T) {
 			if needsServer(nem.Name) && target.Server == nil {
 				t.Skipf("%s has no server to fault", target.Name)
+			}
+			if needsNetwork(nem.Name) && target.Upstream == "" {
+				t.Skipf("%s has no network to fault", target.Name)
 			}
 			results = append(results, Run(t, target, nem, opts))
 		})
