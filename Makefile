@@ -11,3 +11,12 @@ bench:
 # bench-quick is a smoke run of about a minute, written to the same place.
 bench-quick:
 	cd bench && go run . -quick -out results
+
+.PHONY: verify
+
+# verify is the fault suite's long mode: every backend through every
+# nemesis for 30 s before and after each fault (about an hour), writing
+# verify/REPORT.md. The short mode (2 s) runs inside ./scripts/test.
+verify:
+	DLOCK_REQUIRE_SERVERS=1 DLOCK_JEPSEN_DURATION=30s DLOCK_JEPSEN_REPORT=$(CURDIR)/verify/REPORT.md \
+		go test -race -count=1 -timeout 120m -run TestJepsen -v ./internal/jepsen/

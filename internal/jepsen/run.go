@@ -213,6 +213,7 @@ type Result struct {
 	MaxStale        time.Duration // longest stale belief after its worker resumed
 	MaxReacquire    time.Duration // after a holder was killed, until another worker held the lock
 	Overlaps        int           // overlapping beliefs fencing made harmless (paused or forgetful store)
+	Linearizable    string        // porcupine's verdict on the register history
 }
 
 // Run puts target through nemesis and checks the histories. It fails t on
@@ -285,7 +286,7 @@ func Run(t *testing.T, target Target, nemesis Nemesis, opts Options) Result {
 	}
 	res := Result{Target: target.Name, Nemesis: nemesis.Name, Duration: time.Duration(runEnd - began),
 		Acquisitions: o.acquisitions, Accepted: o.accepted, Rejected: o.rejected, Ops: o.ops,
-		Violations: o.violations, MaxStale: o.maxStale, Overlaps: o.overlaps}
+		Violations: o.violations, MaxStale: o.maxStale, Overlaps: o.overlaps, Linearizable: string(o.linearizable)}
 
 	// Every worker still alive acquires again after the fault.
 	for n := range c.workers {
