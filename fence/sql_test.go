@@ -68,7 +68,7 @@ func testSQL(t *testing.T, db *sql.DB, d sqllock.Dialect, suffix string) {
 		}
 	}
 	t.Run("Table", func(t *testing.T) { testStore(t, table, "") })
-	t.Run("Update", func(t *testing.T) { testStore(t, newRows(t, db, d, "rows"+suffix), "") })
+	t.Run("Update", func(t *testing.T) { testStore(t, newRows(t, db, d, "fenced_rows"+suffix), "") })
 	t.Run("UpdateRow", func(t *testing.T) { testUpdateRow(t, db, d, "accounts"+suffix) })
 	t.Run("InvalidTable", func(t *testing.T) { testInvalidTable(t, db, d) })
 }
