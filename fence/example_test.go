@@ -42,13 +42,22 @@ func ExampleGuard() {
 	// fence: guard: token 41 is below 42: fence: stale token
 }
 
+// openExampleDB opens a SQLite database in a new directory; done closes it
+// and removes the directory.
+func openExampleDB() (db *sql.DB, done func()) {
+	dir, _ := os.MkdirTemp("", "fence-example-")
+	db, _ = sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+"?_pragma=busy_timeout(5000)")
+	return db, func() {
+		db.Close()
+		os.RemoveAll(dir)
+	}
+}
+
 // A table of fenced values in SQLite; PostgreSQL and MySQL are the same
 // with their dialect.
 func ExampleTable() {
-	dir, _ := os.MkdirTemp("", "fence-example-")
-	defer os.RemoveAll(dir)
-	db, _ := sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+"?_pragma=busy_timeout(5000)")
-	defer db.Close()
+	db, done := openExampleDB()
+	defer done()
 	ctx := context.Background()
 
 	table, err := fence.NewTable(db, sqllock.SQLite, "") // fence.DefaultTable
@@ -76,10 +85,8 @@ func ExampleTable() {
 // Fence an UPDATE of the application's own table, which keeps each row's
 // token in a column of its own.
 func ExampleUpdate() {
-	dir, _ := os.MkdirTemp("", "fence-example-")
-	defer os.RemoveAll(dir)
-	db, _ := sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+"?_pragma=busy_timeout(5000)")
-	defer db.Close()
+	db, done := openExampleDB()
+	defer done()
 	ctx := context.Background()
 	db.ExecContext(ctx, `CREATE TABLE stock (sku TEXT PRIMARY KEY, count INTEGER NOT NULL, fence INTEGER NOT NULL DEFAULT 0)`)
 	db.ExecContext(ctx, `INSERT INTO stock (sku, count) VALUES ('sku-42', 10)`)

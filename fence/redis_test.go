@@ -1,10 +1,8 @@
 package fence_test
 
 import (
-	"errors"
 	"testing"
 
-	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/fence"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
@@ -31,23 +29,10 @@ func TestRedis(t *testing.T) {
 		client.HSet(ctx, "bad-fence", "fence", "12abc", "value", "v")
 		client.HSet(ctx, "float-fence", "fence", "1e30", "value", "v")
 		for _, key := range []string{"string", "bad-fence", "float-fence"} {
-			err := s.Write(ctx, key, 5, []byte("new"))
-			if err == nil || errors.Is(err, fence.ErrStale) {
-				t.Errorf("Write(%q) over a value not written by Redis.Write = %v, want an error that is not ErrStale", key, err)
-			}
-			if _, _, err := s.Read(ctx, key); err == nil {
-				t.Errorf("Read(%q) = nil error, want an error", key)
-			}
+			wantForeign(t, s, key)
 		}
 		if got, _ := client.HGet(ctx, "bad-fence", "value").Result(); got != "v" {
 			t.Errorf("HGET bad-fence value = %q after a refused write, want %q", got, "v")
-		}
-	})
-
-	t.Run("NilClient", func(t *testing.T) {
-		var nilRedis fence.Redis
-		if err := nilRedis.Write(t.Context(), "x", 1, nil); !errors.Is(err, dlock.ErrInvalid) {
-			t.Errorf("Write on a zero Redis = %v, want ErrInvalid", err)
 		}
 	})
 }

@@ -33,6 +33,19 @@ func testStore(t *testing.T, s store, prefix string) {
 	t.Run("Race", func(t *testing.T) { testRace(t, s, prefix+"race") })
 }
 
+// TestZeroStores checks that stores without a client refuse to work
+// instead of panicking.
+func TestZeroStores(t *testing.T) {
+	for name, s := range map[string]store{"Redis": &fence.Redis{}, "Etcd": &fence.Etcd{}} {
+		if err := s.Write(t.Context(), "x", 1, nil); !errors.Is(err, dlock.ErrInvalid) {
+			t.Errorf("Write on a zero %s = %v, want ErrInvalid", name, err)
+		}
+		if _, _, err := s.Read(t.Context(), "x"); !errors.Is(err, dlock.ErrInvalid) {
+			t.Errorf("Read on a zero %s = %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
 // mustWrite writes and fails the test on any error.
 func mustWrite(t *testing.T, s store, resource string, token uint64, value string) {
 	t.Helper()
@@ -47,6 +60,20 @@ func wantStored(t *testing.T, s store, resource string, token uint64, value stri
 	got, gotToken, err := s.Read(t.Context(), resource)
 	if err != nil || gotToken != token || string(got) != value {
 		t.Fatalf("Read(%q) = %q, %d, %v, want %q, %d, nil", resource, got, gotToken, err, value, token)
+	}
+}
+
+// wantForeign checks that the store refuses to write or read resource,
+// which holds a value the store did not write, and that the refusal is not
+// taken for a stale token.
+func wantForeign(t *testing.T, s store, resource string) {
+	t.Helper()
+	err := s.Write(t.Context(), resource, 5, []byte("new"))
+	if err == nil || errors.Is(err, fence.ErrStale) {
+		t.Errorf("Write(%q) over a value it did not write = %v, want an error that is not ErrStale", resource, err)
+	}
+	if _, _, err := s.Read(t.Context(), resource); err == nil {
+		t.Errorf("Read(%q) of a value it did not write = nil error, want an error", resource)
 	}
 }
 
