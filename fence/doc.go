@@ -17,7 +17,9 @@
 // t < the stored token, and nothing is written. Equal tokens are accepted
 // because one holder writes many times with its one token (and a
 // re-entered lock shares it); two holders never share a token. A resource
-// never written accepts any token.
+// never written accepts any token. Tokens only order the holders of one
+// lock name: fence each resource with the tokens of the one lock that
+// guards it.
 //
 // Tokens must be between 1 and math.MaxInt64, the range every dlock
 // backend issues and a SQL BIGINT holds; others are refused with an error

@@ -22,9 +22,9 @@ import (
 //
 // The key has no expiry. A key that Redis evicts, or loses with a restart
 // without persistence, or that fails over to a replica that had not yet
-// received it, accepts any token again: run fenced data with persistence
-// and maxmemory-policy noeviction, and see package dlock's notes on
-// failover.
+// received it (replication is asynchronous), accepts any token again: keep
+// fenced data on a server with persistence and maxmemory-policy
+// noeviction.
 type Redis struct {
 	client redis.UniversalClient
 }

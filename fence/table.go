@@ -36,7 +36,8 @@ const DefaultTable = "dlock_fenced"
 // counts rows differently depending on the driver's clientFoundRows
 // setting, so a refused write instead sets LAST_INSERT_ID to the stored
 // token, which the server returns with the result; a table without an
-// AUTO_INCREMENT column otherwise returns 0 there.
+// AUTO_INCREMENT column otherwise returns 0 there. (Tested on MariaDB
+// 10.11; MySQL 8.0.20 and later deprecate VALUES() here but accept it.)
 //
 // The schema, created by Migrate:
 //
