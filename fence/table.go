@@ -172,6 +172,10 @@ func (t *Table) Write(ctx context.Context, resource string, token uint64, value 
 		if err != nil {
 			return fmt.Errorf("fence: write %q: %w: %w", resource, ErrStale, err)
 		}
+		if stored <= token {
+			// Only a row deleted or lowered by hand meanwhile does this.
+			return fmt.Errorf("fence: write %q: refused, then found token %d, not above %d: changed concurrently", resource, stored, token)
+		}
 		return stale(resource, token, stored)
 	}
 	return nil
