@@ -26,8 +26,16 @@ type server interface {
 }
 
 // testServerPaused holds a lock while the server is stopped with SIGSTOP:
-// Done must close before the lease ends in the database, which the row
-// shows once the server runs again; and new locks work after Resume.
+// Done must close before the lease ends in the database, and new locks
+// work after Resume.
+//
+// The check cannot race with the lease running out after Resume: it
+// compares two readings of the database's clock, the row's expiry and
+// the moment Done closed. The latter is the database's clock read after
+// Resume minus the time elapsed (monotonic) since Done closed, counted up
+// to when that reading was sent, so it is no earlier than the true
+// moment. A renewal applied late, or a release, only moves the expiry of
+// a lease that had not ended yet, so a later expiry still proves it.
 func testServerPaused(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) {
 	const ttl = 4 * time.Second
 	l := newLocker(t, db, d, nil)
@@ -45,38 +53,68 @@ func testServerPaused(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) {
 	if took := time.Since(paused); !errors.Is(terr, context.DeadlineExceeded) || took > timeout+2*time.Second {
 		t.Errorf("TryAcquire with a %v context on a paused server = %v after %v, want context.DeadlineExceeded promptly", timeout, terr, took)
 	}
+	var doneAt time.Time
 	select {
 	case <-k.Done():
+		doneAt = time.Now()
 	case <-time.After(ttl + 5*time.Second):
 		s.Resume(t)
 		t.Fatalf("Done of %q not closed %v after the server was paused", name, time.Since(paused))
 	}
-	closedAfter := time.Since(paused)
 	s.Resume(t)
 	if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrLost) {
 		t.Errorf("Cause(Context()) = %v, want ErrLost", cause)
 	}
 
-	// The database has not ended the lease yet: Done closed first.
-	var h *sqllock.Holder
-	eventually(t, 10*time.Second, "Holders after Resume", func(ctx context.Context) error {
-		hs, err := sqllock.Holders(ctx, db, d, "")
-		for _, x := range hs {
-			if x.Name == name {
-				h = &x
-			}
-		}
+	var r leaseRow
+	eventually(t, 10*time.Second, "read the lease after Resume", func(ctx context.Context) (err error) {
+		r, err = readLease(ctx, db, d, name)
 		return err
 	})
-	if h == nil || h.Fence != k.Fence() {
-		t.Fatalf("Holders() entry for %q right after Done closed (%v after Pause) = %+v, want this lock's token %d with time left: the database lease ended before Done closed",
-			name, closedAfter, h, k.Fence())
+	doneDB := r.now - r.sent.Sub(doneAt) // no earlier than Done's closing, by the database's clock
+	if r.fence != k.Fence() || r.expires <= doneDB {
+		t.Fatalf("lease of %q: token %d, expiry %v after Done closed (database clock), want token %d and an expiry after it: the database lease ended before Done closed",
+			name, r.fence, r.expires-doneDB, k.Fence())
 	}
-	t.Logf("Done closed %v after Pause; the database lease had %v left", closedAfter, h.Remaining)
+	t.Logf("Done closed %v after Pause, at least %v before the database lease ended", doneAt.Sub(paused), r.expires-doneDB)
 
 	// New locks work after Resume, and the lost name is free once its
 	// lease ends.
 	wantWorksAfter(t, newLocker(t, db, d, nil), "Resume", k, ttl)
+}
+
+// leaseRow is a lock's row and the database's clock, read together.
+type leaseRow struct {
+	fence   uint64
+	expires time.Duration // since 1970, by the database's clock
+	now     time.Duration // the database's clock during the read
+	sent    time.Time     // when the read was sent (monotonic)
+}
+
+// readLease reads name's row in the default table together with the
+// database's clock, on a connection that is already open, so that the
+// reading follows its sending by one round trip.
+func readLease(ctx context.Context, db *sql.DB, d sqllock.Dialect, name string) (leaseRow, error) {
+	q := map[sqllock.Dialect]string{
+		sqllock.MySQL: "SELECT fence, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', expires), TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) FROM " +
+			sqllock.DefaultTable + " WHERE name = ?",
+		sqllock.PostgreSQL: "SELECT fence, (extract(epoch FROM expires) * 1000000)::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint FROM " +
+			sqllock.DefaultTable + " WHERE name = $1",
+	}[d]
+	var r leaseRow
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return r, err
+	}
+	defer conn.Close()
+	if err := conn.PingContext(ctx); err != nil {
+		return r, err
+	}
+	var expires, now int64
+	r.sent = time.Now()
+	err = conn.QueryRowContext(ctx, q, name).Scan(&r.fence, &expires, &now)
+	r.expires, r.now = time.Duration(expires)*time.Microsecond, time.Duration(now)*time.Microsecond
+	return r, err
 }
 
 // wantWorksAfter checks that other can take new locks within 10 s of a
@@ -118,21 +156,16 @@ func testServerRestarted(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) 
 		t.Logf("Done closed across the restart (%v)", context.Cause(k.Context()))
 	case <-time.After(3 * ttl):
 		// Renewed across the restart: still ours, and nobody else's.
-		var h *sqllock.Holder
-		eventually(t, 10*time.Second, "Holders after Restart", func(ctx context.Context) error {
-			hs, err := sqllock.Holders(ctx, db, d, "")
-			for _, x := range hs {
-				if x.Name == name {
-					h = &x
-				}
-			}
+		var h *dlock.LockInfo
+		eventually(t, 10*time.Second, "Inspect after Restart", func(ctx context.Context) (err error) {
+			h, err = inspect(ctx, other, name)
 			return err
 		})
 		if isClosed(k.Done()) {
 			break
 		}
 		if h == nil || h.Fence != k.Fence() {
-			t.Fatalf("lock %q open after a restart, but Holders() shows %+v, want token %d", name, h, k.Fence())
+			t.Fatalf("lock %q open after a restart, but Inspect shows %+v, want token %d", name, h, k.Fence())
 		}
 		wantNotAcquired(t, other, name)
 		if err := k.Release(t.Context()); err != nil {
@@ -206,7 +239,7 @@ func testKilledHolder(t *testing.T, db *sql.DB, d sqllock.Dialect, store string)
 	before := time.Now()
 	h := holder(t, db, d, "", name)
 	if h == nil || h.Fence != fence {
-		t.Fatalf("Holders() entry for %q after its holder was killed = %+v, want token %d", name, h, fence)
+		t.Fatalf("Inspect(%q) after its holder was killed = %+v, want token %d", name, h, fence)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), h.Remaining+10*time.Second)
 	defer cancel()
