@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -356,5 +357,173 @@ func testPoolOfOne(t *testing.T, p *testserver.Postgres) {
 		r.k.Release(t.Context())
 	case <-time.After(10 * time.Second):
 		t.Fatalf("waiter on %q not woken 10s after Release", name)
+	}
+}
+
+// testListenerDownAtWatch starts two waits while the waiter's listening
+// connection is down and cannot come back (its role may not log in) for
+// longer than Watch waits for LISTEN. One name is released meanwhile, so
+// its notification goes to nobody: the listener must wake its waiter once
+// it has reconnected. The other is released after that: its waiter must
+// be notified. Neither may have polled in between, which a trigger counts
+// on the server: the waiter's poll interval is an hour and the holder's
+// lease a minute, so only a wake-up can end a wait within the test.
+func testListenerDownAtWatch(t *testing.T, p *testserver.Postgres, db *sql.DB) {
+	const (
+		role  = "dlock_waiter"
+		table = "waiter_locks"
+	)
+	for _, q := range []string{
+		`CREATE ROLE ` + role + ` LOGIN SUPERUSER`,
+		`CREATE TABLE waiter_attempts (name text NOT NULL)`,
+		`CREATE FUNCTION waiter_attempt() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF current_user = '` + role + `' THEN INSERT INTO waiter_attempts VALUES (NEW.name); END IF;
+			RETURN NEW;
+		END $$`,
+	} {
+		mustExec(t, db, q)
+	}
+	if err := sqllock.Migrate(t.Context(), db, sqllock.PostgreSQL, table); err != nil {
+		t.Fatalf("Migrate(%q) = %v", table, err)
+	}
+	mustExec(t, db, `CREATE TRIGGER waiter_attempt BEFORE INSERT ON `+table+` FOR EACH ROW EXECUTE FUNCTION waiter_attempt()`)
+	wdb, err := sql.Open("pgx", strings.Replace(p.DSN(), "postgres@", role+"@", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wdb.Close() })
+	// Open the connections b's pool needs during the outage, when no new
+	// one can log in: one per waiting Acquire.
+	wdb.SetMaxIdleConns(4)
+	var conns []*sql.Conn
+	for range 3 {
+		c, err := wdb.Conn(t.Context())
+		if err == nil {
+			err = c.PingContext(t.Context())
+		}
+		if err != nil {
+			t.Fatalf("connect as %s: %v", role, err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	a := newLocker(t, db, sqllock.PostgreSQL, &sqllock.Options{Table: table})
+	b := newLocker(t, wdb, sqllock.PostgreSQL, &sqllock.Options{Table: table, MaxRetryInterval: time.Hour})
+	waitListening := func(what string) {
+		t.Helper()
+		eventually(t, 10*time.Second, what, func(ctx context.Context) error {
+			if n := listening(t, db, role); n != 1 {
+				return fmt.Errorf("%d LISTEN backends of %s, want 1", n, role)
+			}
+			return nil
+		})
+	}
+
+	// b's listener is up: b waits for a name a holds, then gets it.
+	warm := uniqueName(t) + "/warm"
+	k := mustAcquire(t, a, warm)
+	got := acquireAsync(t, b, warm)
+	waitListening("LISTEN before the outage")
+	if err := k.Release(t.Context()); err != nil {
+		t.Fatalf("Release(%q) = %v", warm, err)
+	}
+	if r := <-got; r.err != nil {
+		t.Fatalf("waiting Acquire(%q) = %v, want a lock", warm, r.err)
+	} else {
+		r.k.Release(t.Context())
+	}
+
+	// b's listening connection ends and cannot be opened again.
+	mustExec(t, db, `ALTER ROLE `+role+` NOLOGIN`)
+	var n int
+	err = db.QueryRowContext(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE usename = $1 AND query LIKE 'LISTEN%'`, role).Scan(&n)
+	if err != nil || n != 1 {
+		t.Fatalf("terminate the listening backend: %d terminated, %v; want 1, nil", n, err)
+	}
+	eventually(t, 10*time.Second, "the end of the LISTEN backend", func(ctx context.Context) error {
+		if n := listening(t, db, role); n != 0 {
+			return fmt.Errorf("%d LISTEN backends of %s, want 0", n, role)
+		}
+		return nil
+	})
+	// Let b's listener see its connection closed, so that the waits below
+	// begin during the outage. (If they began before, they would be woken
+	// on reconnection like the waiters of ListenerLostNotification: this
+	// test would pass without checking what it means to.)
+	time.Sleep(200 * time.Millisecond)
+	missed, notified := uniqueName(t)+"/missed", uniqueName(t)+"/notified"
+	kMissed := mustAcquire(t, a, missed, dlock.WithTTL(time.Minute))
+	kNotified := mustAcquire(t, a, notified, dlock.WithTTL(time.Minute))
+	gotMissed, gotNotified := acquireAsync(t, b, missed), acquireAsync(t, b, notified)
+	eventually(t, 10*time.Second, "the waiters' first attempts", func(ctx context.Context) error {
+		if attempts(t, db, missed) == 0 || attempts(t, db, notified) == 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second) // longer than Watch waits for LISTEN
+	if err := kMissed.Release(t.Context()); err != nil {
+		t.Fatalf("Release(%q) = %v", missed, err)
+	}
+	mustExec(t, db, `ALTER ROLE `+role+` LOGIN`)
+	back := time.Now()
+	wantAcquired := func(name string, got <-chan acquired, since time.Time, what string) {
+		t.Helper()
+		select {
+		case r := <-got:
+			if r.err != nil {
+				t.Fatalf("waiting Acquire(%q) = %v, want a lock", name, r.err)
+			}
+			took := time.Since(since)
+			r.k.Release(t.Context())
+			n := attempts(t, db, name)
+			t.Logf("%q acquired %v after %s, in %d attempts", name, took, what, n)
+			// The first attempt, one after Watch, one when woken on
+			// reconnection, one when notified, and one spare. A waiter
+			// that polls makes 10 or more.
+			if n > 5 {
+				t.Errorf("attempts of the waiter on %q = %d, want at most 5: woken, not polling", name, n)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("waiter on %q not woken 20s after %s", name, what)
+		}
+	}
+	wantAcquired(missed, gotMissed, back, "its listener could reconnect")
+	waitListening("LISTEN after the outage")
+	if err := kNotified.Release(t.Context()); err != nil {
+		t.Fatalf("Release(%q) = %v", notified, err)
+	}
+	wantAcquired(notified, gotNotified, time.Now(), "its release")
+}
+
+// listening counts role's backends that LISTEN.
+func listening(t *testing.T, db *sql.DB, role string) int {
+	t.Helper()
+	var n int
+	err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE usename = $1 AND query LIKE 'LISTEN%'`, role).Scan(&n)
+	if err != nil {
+		t.Fatalf("count LISTEN backends: %v", err)
+	}
+	return n
+}
+
+// attempts counts the waiter's acquire attempts on name.
+func attempts(t *testing.T, db *sql.DB, name string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM waiter_attempts WHERE name = $1`, name).Scan(&n); err != nil {
+		t.Fatalf("count attempts: %v", err)
+	}
+	return n
+}
+
+func mustExec(t *testing.T, db *sql.DB, q string) {
+	t.Helper()
+	if _, err := db.ExecContext(t.Context(), q); err != nil {
+		t.Fatalf("%s: %v", q, err)
 	}
 }

@@ -100,6 +100,7 @@ func TestPostgres(t *testing.T) {
 	t.Run("ServerRestarted", func(t *testing.T) { testServerRestarted(t, p, db, sqllock.PostgreSQL) })
 	t.Run("ListenerReconnects", func(t *testing.T) { testListenerReconnects(t, p, db) })
 	t.Run("ListenerLostNotification", func(t *testing.T) { testListenerLostNotification(t, db) })
+	t.Run("ListenerDownAtWatch", func(t *testing.T) { testListenerDownAtWatch(t, p, db) })
 	t.Run("PoolOfOne", func(t *testing.T) { testPoolOfOne(t, p) })
 }
 
