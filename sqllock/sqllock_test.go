@@ -96,6 +96,7 @@ func TestPostgres(t *testing.T) {
 	t.Run("Conformance", func(t *testing.T) { dlocktest.Run(t, harness(db, sqllock.PostgreSQL)) })
 	testProperties(t, db, sqllock.PostgreSQL, p.DSN())
 	t.Run("OpenURL", func(t *testing.T) { testOpenURL(t, p.DSN(), newLocker(t, db, sqllock.PostgreSQL, nil)) })
+	t.Run("OpenURLLibpq", func(t *testing.T) { testOpenPostgresLibpq(t, p, newLocker(t, db, sqllock.PostgreSQL, nil)) })
 	t.Run("ServerPaused", func(t *testing.T) { testServerPaused(t, p, db, sqllock.PostgreSQL) })
 	t.Run("ServerRestarted", func(t *testing.T) { testServerRestarted(t, p, db, sqllock.PostgreSQL) })
 	t.Run("ListenerReconnects", func(t *testing.T) { testListenerReconnects(t, p, db) })
@@ -123,6 +124,7 @@ func testProperties(t *testing.T, db *sql.DB, d sqllock.Dialect, store string) {
 	t.Run("CustomTable", func(t *testing.T) { testCustomTable(t, db, d) })
 	t.Run("CleanupKeepsFencing", func(t *testing.T) { testCleanup(t, db, d) })
 	t.Run("KilledHolder", func(t *testing.T) { testKilledHolder(t, db, d, store) })
+	t.Run("NoMigrate", func(t *testing.T) { testNoMigrate(t, db, d, store) })
 }
 
 func BenchmarkMariaDB(b *testing.B) {
