@@ -63,6 +63,12 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		return nil, err
 	}
 	opts := &Options{Table: q.Get("table")}
+	if opts.Table != "" {
+		// Bad input is reported before connecting.
+		if err := validTable(opts.Table); err != nil {
+			return nil, fmt.Errorf("sqllock: %w", err)
+		}
+	}
 	if v := q.Get("migrate"); v != "" {
 		migrate, err := strconv.ParseBool(v)
 		if err != nil {

@@ -105,22 +105,31 @@ func newLocker(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (*dlock.L
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 // prepare validates the arguments and returns dialect's statements for
-// table.
+// table ("" for DefaultTable).
 func prepare(db *sql.DB, dialect Dialect, table string) (*queries, error) {
 	if table == "" {
 		table = DefaultTable
 	}
 	if db == nil {
-		return nil, fmt.Errorf("sqllock: nil *sql.DB: %w", dlock.ErrInvalid)
+		return nil, fmt.Errorf("nil *sql.DB: %w", dlock.ErrInvalid)
 	}
-	if !identifier.MatchString(table) {
-		return nil, fmt.Errorf("sqllock: table name %q is not a plain identifier: %w", table, dlock.ErrInvalid)
+	if err := validTable(table); err != nil {
+		return nil, err
 	}
 	build := builders[dialect]
 	if build == nil {
-		return nil, fmt.Errorf("sqllock: unknown dialect %d: %w", int(dialect), dlock.ErrInvalid)
+		return nil, fmt.Errorf("unknown dialect %d: %w", int(dialect), dlock.ErrInvalid)
 	}
 	return build(table), nil
+}
+
+// validTable returns an error wrapping dlock.ErrInvalid unless table is a
+// plain identifier.
+func validTable(table string) error {
+	if !identifier.MatchString(table) {
+		return fmt.Errorf("table name %q is not a plain identifier: %w", table, dlock.ErrInvalid)
+	}
+	return nil
 }
 
 // sqlDriver implements driver.Driver for every dialect; pgDriver adds
