@@ -33,7 +33,10 @@ func (d *pgDriver) Close() error {
 	return d.sqlDriver.Close()
 }
 
-var _ driver.Notifier = (*pgDriver)(nil)
+var (
+	_ driver.Driver   = (*pgDriver)(nil)
+	_ driver.Notifier = (*pgDriver)(nil)
+)
 
 const (
 	// listenTimeout bounds how long Watch waits for LISTEN to be active;
