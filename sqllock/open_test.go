@@ -179,11 +179,26 @@ func TestOpenHonoursContext(t *testing.T) {
 	const timeout = time.Second
 	for _, addr := range []string{closedAddr, silent.Addr().String()} {
 		for _, url := range []string{"mysql://u@" + addr + "/db", "postgres://u@" + addr + "/db?sslmode=disable"} {
+			type opened struct {
+				l   *dlock.Locker
+				err error
+			}
 			ctx, cancel := context.WithTimeout(t.Context(), timeout)
+			defer cancel()
 			start := time.Now()
-			l, err := dlock.Open(ctx, url)
-			took := time.Since(start)
-			cancel()
+			ch := make(chan opened, 1)
+			go func() { // returns at the latest when Cleanup closes the connections
+				l, err := dlock.Open(ctx, url)
+				ch <- opened{l, err}
+			}()
+			var o opened
+			select {
+			case o = <-ch:
+			case <-time.After(timeout + 10*time.Second):
+				t.Errorf("Open(%q) with a %v context has not returned after %v", url, timeout, time.Since(start))
+				continue
+			}
+			l, err, took := o.l, o.err, time.Since(start)
 			if l != nil {
 				l.Close()
 			}
