@@ -105,14 +105,18 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		if u.Host != "" || !strings.HasPrefix(u.Path, "/") {
 			return nil, fmt.Errorf("%w: sqlite:// takes an absolute path, as in sqlite:///var/lib/app/locks.db", dlock.ErrBadURL)
 		}
-		dsn = "file:" + u.Path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+		dsn = "file:" + u.Path + "?_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)"
 		if opts.NoMigrate {
-			// Open read-write without create; the Stat gives the
-			// clearer error, mode=rw closes the race with a removal.
+			// Open read-write without create, and leave the journal
+			// mode as it is (WAL if a Locker made the file). The Stat
+			// gives the clearer error, mode=rw closes the race with a
+			// removal.
 			if _, err := os.Stat(u.Path); err != nil {
 				return nil, fmt.Errorf("sqllock: %s is not created with migrate=false: %w", u.Path, err)
 			}
 			dsn += "&mode=rw"
+		} else {
+			dsn += "&_pragma=journal_mode(WAL)"
 		}
 		dialect = SQLite
 	}
