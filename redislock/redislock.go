@@ -73,8 +73,7 @@
 //	redis+sentinel://[user:pass@]host[:port][,host[:port]]/master-name
 //	redis+cluster://[user:pass@]host[:port][,host[:port]]
 //
-// with the query parameter prefix (Options.Prefix). The password may also
-// come from DLOCK_PASSWORD. go-redis logs through one process-wide logger;
+// with the query parameter prefix (Options.Prefix). go-redis logs through one process-wide logger;
 // the clients Open makes are marked so that what it logs about them is
 // dropped (see redis.SetLogger: a program that sets its own logger decides
 // for them too).

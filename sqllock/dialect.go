@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -63,7 +64,7 @@ func (q *queries) cleanup(ctx context.Context, db querier, retention time.Durati
 }
 
 // holders returns every held lock.
-func (q *queries) holders(ctx context.Context, db querier) ([]Holder, error) {
+func (q *queries) holders(ctx context.Context, db querier) ([]driver.Holder, error) {
 	rows, err := db.QueryContext(ctx, q.holdersSQL)
 	if err != nil {
 		return nil, err
@@ -104,6 +105,22 @@ func retryable(err error) bool {
 		return pe.Code == "40001" || pe.Code == "40P01" // serialization failure, deadlock
 	}
 	return false
+}
+
+// missingTable reports whether err says that the table a statement names
+// does not exist: PostgreSQL's undefined_table, MySQL's ER_NO_SUCH_TABLE,
+// SQLite's "no such table" (SQLite gives it no code of its own).
+func missingTable(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1146 // ER_NO_SUCH_TABLE
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "42P01" // undefined_table
+	}
+	var ce interface{ Code() int }
+	return errors.As(err, &ce) && ce.Code()&0xff == 1 && strings.Contains(err.Error(), "no such table")
 }
 
 // sqliteBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED
@@ -147,10 +164,10 @@ func heldSet(rows *sql.Rows) (map[leaseKey]bool, error) {
 	return held, rows.Err()
 }
 
-// readHolders reads (name, owner, fence, remaining µs) rows.
-func readHolders(rows *sql.Rows) ([]Holder, error) {
+// readHolders reads (name, owner, fence, remaining µs, metadata) rows.
+func readHolders(rows *sql.Rows) ([]driver.Holder, error) {
 	defer rows.Close()
-	var hs []Holder
+	var hs []driver.Holder
 	for rows.Next() {
 		var (
 			name, owner, meta []byte
@@ -159,7 +176,7 @@ func readHolders(rows *sql.Rows) ([]Holder, error) {
 		if err := rows.Scan(&name, &owner, &fence, &us, &meta); err != nil {
 			return nil, err
 		}
-		hs = append(hs, Holder{Name: string(name), Owner: string(owner), Fence: uint64(fence), Remaining: fromMicros(us), Metadata: string(meta)})
+		hs = append(hs, driver.Holder{Name: string(name), Owner: string(owner), Fence: uint64(fence), Remaining: fromMicros(us), Metadata: string(meta)})
 	}
 	return hs, rows.Err()
 }

@@ -5,9 +5,26 @@
 //
 // Locks live in one lease table (Options.Table, DefaultTable by default),
 // created on first use by each Locker with CREATE TABLE IF NOT EXISTS, or
-// ahead of time by Migrate. Names and owners are always bound as
-// parameters, never spliced into SQL text; the table name is validated as
-// a plain identifier.
+// ahead of time by Migrate (with Options.NoMigrate, or migrate=false in a
+// store URL, a Locker creates nothing). Names and owners are always bound
+// as parameters, never spliced into SQL text; the table name is validated
+// as a plain identifier.
+//
+// The administrator's view is the Locker's: Locker.Inspect lists holders
+// with their lease left by the database's clock, Locker.ForceRelease
+// frees a name whatever its owner.
+//
+// # Drivers
+//
+// The package imports github.com/go-sql-driver/mysql and
+// github.com/jackc/pgx/v5, so importing it registers the database/sql
+// drivers "mysql" and "pgx". It needs them beyond database/sql: to build
+// data source names from store URLs (dlock.Open), to tell a deadlock or a
+// missing table from other errors by their codes, and, on PostgreSQL, to
+// open the listening connection with the pool's settings (see Waiting).
+// It does not import a SQLite driver, the largest of the three: a program
+// that opens sqlite:// URLs, or passes New a SQLite *sql.DB, imports
+// modernc.org/sqlite itself (the dlock command does).
 //
 // # Steps
 //
@@ -81,7 +98,7 @@
 // counter continues across release and re-acquisition even if the clock
 // steps back. Rows idle (free or expired) for longer than
 // Options.IdleRetention are deleted, at most 100 at a time, by a Locker's
-// acquire at most once per CleanupInterval; so the table holds the held
+// acquire at most once a minute; so the table holds the held
 // names plus those used within the retention. A name whose row was
 // deleted starts again from the clock, which is past its last token as
 // long as the database's clock has not stepped back by more than
@@ -98,8 +115,10 @@
 // with the settings of the *sql.DB's connections (read once through
 // Conn.Raw; the listening connection itself stays outside the pool, where
 // holding it would block Stmt.Close on the pool). If that connection
-// breaks, the Locker reconnects and wakes all its waiters, since
-// notifications may have been lost. MySQL and SQLite
+// breaks, the Locker reconnects with backoff (up to 2 s apart, until
+// Close) and then wakes all its waiters, since notifications may have
+// been lost; a waiter that begins to wait while the connection is down
+// is kept and woken the same way, not left to poll. MySQL and SQLite
 // have no such mechanism: waiters poll with jittered backoff, at most
 // Options.MaxRetryInterval apart and never past the holder's remaining
 // lease, and waiters in the same Locker are woken directly on release.

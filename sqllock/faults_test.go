@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,8 +27,16 @@ type server interface {
 }
 
 // testServerPaused holds a lock while the server is stopped with SIGSTOP:
-// Done must close before the lease ends in the database, which the row
-// shows once the server runs again; and new locks work after Resume.
+// Done must close before the lease ends in the database, and new locks
+// work after Resume.
+//
+// The check cannot race with the lease running out after Resume: it
+// compares two readings of the database's clock, the row's expiry and
+// the moment Done closed. The latter is the database's clock read after
+// Resume minus the time elapsed (monotonic) since Done closed, counted up
+// to when that reading was sent, so it is no earlier than the true
+// moment. A renewal applied late, or a release, only moves the expiry of
+// a lease that had not ended yet, so a later expiry still proves it.
 func testServerPaused(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) {
 	const ttl = 4 * time.Second
 	l := newLocker(t, db, d, nil)
@@ -45,38 +54,68 @@ func testServerPaused(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) {
 	if took := time.Since(paused); !errors.Is(terr, context.DeadlineExceeded) || took > timeout+2*time.Second {
 		t.Errorf("TryAcquire with a %v context on a paused server = %v after %v, want context.DeadlineExceeded promptly", timeout, terr, took)
 	}
+	var doneAt time.Time
 	select {
 	case <-k.Done():
+		doneAt = time.Now()
 	case <-time.After(ttl + 5*time.Second):
 		s.Resume(t)
 		t.Fatalf("Done of %q not closed %v after the server was paused", name, time.Since(paused))
 	}
-	closedAfter := time.Since(paused)
 	s.Resume(t)
 	if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrLost) {
 		t.Errorf("Cause(Context()) = %v, want ErrLost", cause)
 	}
 
-	// The database has not ended the lease yet: Done closed first.
-	var h *sqllock.Holder
-	eventually(t, 10*time.Second, "Holders after Resume", func(ctx context.Context) error {
-		hs, err := sqllock.Holders(ctx, db, d, "")
-		for _, x := range hs {
-			if x.Name == name {
-				h = &x
-			}
-		}
+	var r leaseRow
+	eventually(t, 10*time.Second, "read the lease after Resume", func(ctx context.Context) (err error) {
+		r, err = readLease(ctx, db, d, name)
 		return err
 	})
-	if h == nil || h.Fence != k.Fence() {
-		t.Fatalf("Holders() entry for %q right after Done closed (%v after Pause) = %+v, want this lock's token %d with time left: the database lease ended before Done closed",
-			name, closedAfter, h, k.Fence())
+	doneDB := r.now - r.sent.Sub(doneAt) // no earlier than Done's closing, by the database's clock
+	if r.fence != k.Fence() || r.expires <= doneDB {
+		t.Fatalf("lease of %q: token %d, expiry %v after Done closed (database clock), want token %d and an expiry after it: the database lease ended before Done closed",
+			name, r.fence, r.expires-doneDB, k.Fence())
 	}
-	t.Logf("Done closed %v after Pause; the database lease had %v left", closedAfter, h.Remaining)
+	t.Logf("Done closed %v after Pause, at least %v before the database lease ended", doneAt.Sub(paused), r.expires-doneDB)
 
 	// New locks work after Resume, and the lost name is free once its
 	// lease ends.
 	wantWorksAfter(t, newLocker(t, db, d, nil), "Resume", k, ttl)
+}
+
+// leaseRow is a lock's row and the database's clock, read together.
+type leaseRow struct {
+	fence   uint64
+	expires time.Duration // since 1970, by the database's clock
+	now     time.Duration // the database's clock during the read
+	sent    time.Time     // when the read was sent (monotonic)
+}
+
+// readLease reads name's row in the default table together with the
+// database's clock, on a connection that is already open, so that the
+// reading follows its sending by one round trip.
+func readLease(ctx context.Context, db *sql.DB, d sqllock.Dialect, name string) (leaseRow, error) {
+	q := map[sqllock.Dialect]string{
+		sqllock.MySQL: "SELECT fence, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', expires), TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) FROM " +
+			sqllock.DefaultTable + " WHERE name = ?",
+		sqllock.PostgreSQL: "SELECT fence, (extract(epoch FROM expires) * 1000000)::bigint, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint FROM " +
+			sqllock.DefaultTable + " WHERE name = $1",
+	}[d]
+	var r leaseRow
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return r, err
+	}
+	defer conn.Close()
+	if err := conn.PingContext(ctx); err != nil {
+		return r, err
+	}
+	var expires, now int64
+	r.sent = time.Now()
+	err = conn.QueryRowContext(ctx, q, name).Scan(&r.fence, &expires, &now)
+	r.expires, r.now = time.Duration(expires)*time.Microsecond, time.Duration(now)*time.Microsecond
+	return r, err
 }
 
 // wantWorksAfter checks that other can take new locks within 10 s of a
@@ -118,21 +157,16 @@ func testServerRestarted(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) 
 		t.Logf("Done closed across the restart (%v)", context.Cause(k.Context()))
 	case <-time.After(3 * ttl):
 		// Renewed across the restart: still ours, and nobody else's.
-		var h *sqllock.Holder
-		eventually(t, 10*time.Second, "Holders after Restart", func(ctx context.Context) error {
-			hs, err := sqllock.Holders(ctx, db, d, "")
-			for _, x := range hs {
-				if x.Name == name {
-					h = &x
-				}
-			}
+		var h *dlock.LockInfo
+		eventually(t, 10*time.Second, "Inspect after Restart", func(ctx context.Context) (err error) {
+			h, err = inspect(ctx, other, name)
 			return err
 		})
 		if isClosed(k.Done()) {
 			break
 		}
 		if h == nil || h.Fence != k.Fence() {
-			t.Fatalf("lock %q open after a restart, but Holders() shows %+v, want token %d", name, h, k.Fence())
+			t.Fatalf("lock %q open after a restart, but Inspect shows %+v, want token %d", name, h, k.Fence())
 		}
 		wantNotAcquired(t, other, name)
 		if err := k.Release(t.Context()); err != nil {
@@ -206,7 +240,7 @@ func testKilledHolder(t *testing.T, db *sql.DB, d sqllock.Dialect, store string)
 	before := time.Now()
 	h := holder(t, db, d, "", name)
 	if h == nil || h.Fence != fence {
-		t.Fatalf("Holders() entry for %q after its holder was killed = %+v, want token %d", name, h, fence)
+		t.Fatalf("Inspect(%q) after its holder was killed = %+v, want token %d", name, h, fence)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), h.Remaining+10*time.Second)
 	defer cancel()
@@ -323,5 +357,173 @@ func testPoolOfOne(t *testing.T, p *testserver.Postgres) {
 		r.k.Release(t.Context())
 	case <-time.After(10 * time.Second):
 		t.Fatalf("waiter on %q not woken 10s after Release", name)
+	}
+}
+
+// testListenerDownAtWatch starts two waits while the waiter's listening
+// connection is down and cannot come back (its role may not log in) for
+// longer than Watch waits for LISTEN. One name is released meanwhile, so
+// its notification goes to nobody: the listener must wake its waiter once
+// it has reconnected. The other is released after that: its waiter must
+// be notified. Neither may have polled in between, which a trigger counts
+// on the server: the waiter's poll interval is an hour and the holder's
+// lease a minute, so only a wake-up can end a wait within the test.
+func testListenerDownAtWatch(t *testing.T, p *testserver.Postgres, db *sql.DB) {
+	const (
+		role  = "dlock_waiter"
+		table = "waiter_locks"
+	)
+	for _, q := range []string{
+		`CREATE ROLE ` + role + ` LOGIN SUPERUSER`,
+		`CREATE TABLE waiter_attempts (name text NOT NULL)`,
+		`CREATE FUNCTION waiter_attempt() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF current_user = '` + role + `' THEN INSERT INTO waiter_attempts VALUES (NEW.name); END IF;
+			RETURN NEW;
+		END $$`,
+	} {
+		mustExec(t, db, q)
+	}
+	if err := sqllock.Migrate(t.Context(), db, sqllock.PostgreSQL, table); err != nil {
+		t.Fatalf("Migrate(%q) = %v", table, err)
+	}
+	mustExec(t, db, `CREATE TRIGGER waiter_attempt BEFORE INSERT ON `+table+` FOR EACH ROW EXECUTE FUNCTION waiter_attempt()`)
+	wdb, err := sql.Open("pgx", strings.Replace(p.DSN(), "postgres@", role+"@", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wdb.Close() })
+	// Open the connections b's pool needs during the outage, when no new
+	// one can log in: one per waiting Acquire.
+	wdb.SetMaxIdleConns(4)
+	var conns []*sql.Conn
+	for range 3 {
+		c, err := wdb.Conn(t.Context())
+		if err == nil {
+			err = c.PingContext(t.Context())
+		}
+		if err != nil {
+			t.Fatalf("connect as %s: %v", role, err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	a := newLocker(t, db, sqllock.PostgreSQL, &sqllock.Options{Table: table})
+	b := newLocker(t, wdb, sqllock.PostgreSQL, &sqllock.Options{Table: table, MaxRetryInterval: time.Hour})
+	waitListening := func(what string) {
+		t.Helper()
+		eventually(t, 10*time.Second, what, func(ctx context.Context) error {
+			if n := listening(t, db, role); n != 1 {
+				return fmt.Errorf("%d LISTEN backends of %s, want 1", n, role)
+			}
+			return nil
+		})
+	}
+
+	// b's listener is up: b waits for a name a holds, then gets it.
+	warm := uniqueName(t) + "/warm"
+	k := mustAcquire(t, a, warm)
+	got := acquireAsync(t, b, warm)
+	waitListening("LISTEN before the outage")
+	if err := k.Release(t.Context()); err != nil {
+		t.Fatalf("Release(%q) = %v", warm, err)
+	}
+	if r := <-got; r.err != nil {
+		t.Fatalf("waiting Acquire(%q) = %v, want a lock", warm, r.err)
+	} else {
+		r.k.Release(t.Context())
+	}
+
+	// b's listening connection ends and cannot be opened again.
+	mustExec(t, db, `ALTER ROLE `+role+` NOLOGIN`)
+	var n int
+	err = db.QueryRowContext(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE usename = $1 AND query LIKE 'LISTEN%'`, role).Scan(&n)
+	if err != nil || n != 1 {
+		t.Fatalf("terminate the listening backend: %d terminated, %v; want 1, nil", n, err)
+	}
+	eventually(t, 10*time.Second, "the end of the LISTEN backend", func(ctx context.Context) error {
+		if n := listening(t, db, role); n != 0 {
+			return fmt.Errorf("%d LISTEN backends of %s, want 0", n, role)
+		}
+		return nil
+	})
+	// Let b's listener see its connection closed, so that the waits below
+	// begin during the outage. (If they began before, they would be woken
+	// on reconnection like the waiters of ListenerLostNotification: this
+	// test would pass without checking what it means to.)
+	time.Sleep(200 * time.Millisecond)
+	missed, notified := uniqueName(t)+"/missed", uniqueName(t)+"/notified"
+	kMissed := mustAcquire(t, a, missed, dlock.WithTTL(time.Minute))
+	kNotified := mustAcquire(t, a, notified, dlock.WithTTL(time.Minute))
+	gotMissed, gotNotified := acquireAsync(t, b, missed), acquireAsync(t, b, notified)
+	eventually(t, 10*time.Second, "the waiters' first attempts", func(ctx context.Context) error {
+		if attempts(t, db, missed) == 0 || attempts(t, db, notified) == 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second) // longer than Watch waits for LISTEN
+	if err := kMissed.Release(t.Context()); err != nil {
+		t.Fatalf("Release(%q) = %v", missed, err)
+	}
+	mustExec(t, db, `ALTER ROLE `+role+` LOGIN`)
+	back := time.Now()
+	wantAcquired := func(name string, got <-chan acquired, since time.Time, what string) {
+		t.Helper()
+		select {
+		case r := <-got:
+			if r.err != nil {
+				t.Fatalf("waiting Acquire(%q) = %v, want a lock", name, r.err)
+			}
+			took := time.Since(since)
+			r.k.Release(t.Context())
+			n := attempts(t, db, name)
+			t.Logf("%q acquired %v after %s, in %d attempts", name, took, what, n)
+			// The first attempt, one after Watch, one when woken on
+			// reconnection, one when notified, and one spare. A waiter
+			// that polls makes 10 or more.
+			if n > 5 {
+				t.Errorf("attempts of the waiter on %q = %d, want at most 5: woken, not polling", name, n)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("waiter on %q not woken 20s after %s", name, what)
+		}
+	}
+	wantAcquired(missed, gotMissed, back, "its listener could reconnect")
+	waitListening("LISTEN after the outage")
+	if err := kNotified.Release(t.Context()); err != nil {
+		t.Fatalf("Release(%q) = %v", notified, err)
+	}
+	wantAcquired(notified, gotNotified, time.Now(), "its release")
+}
+
+// listening counts role's backends that LISTEN.
+func listening(t *testing.T, db *sql.DB, role string) int {
+	t.Helper()
+	var n int
+	err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE usename = $1 AND query LIKE 'LISTEN%'`, role).Scan(&n)
+	if err != nil {
+		t.Fatalf("count LISTEN backends: %v", err)
+	}
+	return n
+}
+
+// attempts counts the waiter's acquire attempts on name.
+func attempts(t *testing.T, db *sql.DB, name string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM waiter_attempts WHERE name = $1`, name).Scan(&n); err != nil {
+		t.Fatalf("count attempts: %v", err)
+	}
+	return n
+}
+
+func mustExec(t *testing.T, db *sql.DB, q string) {
+	t.Helper()
+	if _, err := db.ExecContext(t.Context(), q); err != nil {
+		t.Fatalf("%s: %v", q, err)
 	}
 }

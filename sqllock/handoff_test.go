@@ -19,10 +19,8 @@ const holdTime = 300 * time.Millisecond
 // waiter's Acquire returning when the waiter has waited holdTime, the case
 // where polling and notifications differ.
 func benchLongHoldHandoff(b *testing.B, db *sql.DB, d sqllock.Dialect) {
-	holder := sqllock.New(db, d, nil)
-	defer holder.Close()
-	waiter := sqllock.New(db, d, nil)
-	defer waiter.Close()
+	holder := newLocker(b, db, d, nil)
+	waiter := newLocker(b, db, d, nil)
 	name := uniqueName(b)
 	ctx := b.Context()
 	var ds []time.Duration

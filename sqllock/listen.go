@@ -33,11 +33,15 @@ func (d *pgDriver) Close() error {
 	return d.sqlDriver.Close()
 }
 
-var _ driver.Notifier = (*pgDriver)(nil)
+var (
+	_ driver.Driver   = (*pgDriver)(nil)
+	_ driver.Notifier = (*pgDriver)(nil)
+)
 
 const (
 	// listenTimeout bounds how long Watch waits for LISTEN to be active;
-	// past it the waiter polls instead.
+	// past it Watch returns anyway, and the listener wakes the watcher
+	// once LISTEN is active again.
 	listenTimeout = 2 * time.Second
 	// maxReconnectDelay bounds the wait between attempts to reopen the
 	// listening connection.
@@ -47,7 +51,14 @@ const (
 // listener holds one connection, with the settings of the pool's, that
 // LISTENs on the table's channel, and wakes the watchers of the names that
 // notifications carry. Its goroutine, started by the first watch, owns the
-// connection; it exits when close cancels its context.
+// connection and opens it again, with backoff, whenever it breaks; it
+// exits when close cancels its context.
+//
+// A watch is never refused because the connection is down: a watcher
+// registered meanwhile is woken when LISTEN is active again, as every
+// watcher is after a reconnection, since a release while the connection
+// was down notified nobody. So a waiter that began to wait during an
+// outage is notified like the others once it ends, instead of polling.
 type listener struct {
 	db      *sql.DB
 	channel string
@@ -59,6 +70,7 @@ type listener struct {
 	done     chan struct{}      // closed when the goroutine has exited
 	ready    chan struct{}      // closed while LISTEN is active; replaced when the connection breaks
 	sessions int                // connections on which LISTEN succeeded
+	stale    bool               // a watch returned while LISTEN was not active: wake all when it is
 	watchers map[string]map[chan struct{}]struct{}
 }
 
@@ -97,14 +109,21 @@ func (l *listener) watch(ctx context.Context, name string) (<-chan struct{}, fun
 	defer t.Stop()
 	select {
 	case <-ready:
-		return w, stop, nil
 	case <-t.C:
-		stop()
-		return nil, nil, fmt.Errorf("LISTEN not active after %v", listenTimeout)
+		// The connection is down or slow to open: keep the watch, and
+		// have the listener wake it once LISTEN is active.
+		l.mu.Lock()
+		select {
+		case <-l.ready:
+		default:
+			l.stale = true
+		}
+		l.mu.Unlock()
 	case <-ctx.Done():
 		stop()
 		return nil, nil, ctx.Err()
 	}
+	return w, stop, nil
 }
 
 func (l *listener) unwatch(name string, w chan struct{}) {
@@ -207,18 +226,20 @@ func (l *listener) config(ctx context.Context) (*pgx.ConnConfig, error) {
 	return cfg, err
 }
 
-// listening marks LISTEN active. After a reconnection it wakes every
-// watcher, since notifications may have been lost meanwhile.
+// listening marks LISTEN active. After a reconnection, or if a watch
+// returned before LISTEN was active, it wakes every watcher, since
+// notifications may have been lost meanwhile.
 func (l *listener) listening() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	close(l.ready)
 	l.sessions++
-	if l.sessions > 1 {
+	if l.sessions > 1 || l.stale {
 		for _, m := range l.watchers {
 			wake(m)
 		}
 	}
+	l.stale = false
 }
 
 func (l *listener) notify(name string) {

@@ -3,9 +3,12 @@ package sqllock
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
@@ -21,10 +24,10 @@ func init() {
 	backend.Register("sqlite", open)
 }
 
-// sqlDrivers names the database/sql driver each scheme needs; like
-// database/sql, sqllock does not import them: the program does
-// (github.com/go-sql-driver/mysql, github.com/jackc/pgx/v5/stdlib,
-// modernc.org/sqlite; the dlock command imports all three).
+// sqlDrivers names the database/sql driver each scheme needs and the
+// package that registers it. sqllock itself imports the MySQL and pgx
+// drivers (see the package documentation), so only SQLite's must be
+// imported by the program (the dlock command does).
 var sqlDrivers = map[string]struct{ name, pkg string }{
 	"mysql":      {"mysql", "github.com/go-sql-driver/mysql"},
 	"postgres":   {"pgx", "github.com/jackc/pgx/v5/stdlib"},
@@ -33,27 +36,45 @@ var sqlDrivers = map[string]struct{ name, pkg string }{
 }
 
 // postgresParams are the libpq parameters a postgres:// URL may carry
-// besides table.
-var postgresParams = []string{"sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "application_name"}
+// besides table and migrate. host may name a Unix socket directory.
+var postgresParams = []string{"host", "port", "sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "application_name"}
 
 // open serves store URLs:
 //
 //	mysql://user[:pass]@host[:port]/dbname
-//	postgres://user[:pass]@host[:port]/dbname[?sslmode=...]
+//	postgres://[user[:pass]@][host][:port][/dbname][?host=/socket/dir&sslmode=...]
 //	sqlite:///absolute/path.db
 //
-// with the query parameter table (Options.Table). The password may also
-// come from DLOCK_PASSWORD. SQLite files are opened in WAL mode with a busy
-// timeout, as the package documentation recommends. The Locker closes the
-// *sql.DB it opens.
+// with the query parameters table (Options.Table) and migrate (true by
+// default; false sets Options.NoMigrate, and for SQLite also creates no
+// file: a missing one is an error wrapping fs.ErrNotExist). A postgres://
+// URL follows libpq: the host may instead be given by the host parameter,
+// which may be a Unix socket directory, and a missing database name means
+// the user's name. SQLite files are opened in WAL mode with a busy timeout, as the package
+// documentation recommends. Opening connects once, within ctx. The Locker
+// closes the *sql.DB it opens.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
-	known := []string{"table"}
+	known := []string{"table", "migrate"}
 	if u.Scheme == "postgres" || u.Scheme == "postgresql" {
 		known = append(known, postgresParams...)
 	}
 	q, err := backend.URLParams(u, known...)
 	if err != nil {
 		return nil, err
+	}
+	opts := &Options{Table: q.Get("table")}
+	if opts.Table != "" {
+		// Bad input is reported before connecting.
+		if err := validTable(opts.Table); err != nil {
+			return nil, fmt.Errorf("sqllock: %w", err)
+		}
+	}
+	if v := q.Get("migrate"); v != "" {
+		migrate, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: migrate=%q: want true or false", dlock.ErrBadURL, v)
+		}
+		opts.NoMigrate = !migrate
 	}
 	drv := sqlDrivers[u.Scheme]
 	if !slices.Contains(sql.Drivers(), drv.name) {
@@ -76,33 +97,27 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		}
 		dsn, dialect = c.FormatDSN(), MySQL
 	case "postgres", "postgresql":
-		addr, err := oneHost(u, 5432)
-		if err != nil {
+		if dsn, err = postgresDSN(u, q); err != nil {
 			return nil, err
 		}
-		name, err := dbName(u)
-		if err != nil {
-			return nil, err
-		}
-		pg := url.URL{Scheme: "postgres", Host: addr, Path: "/" + name}
-		if pass := backend.URLPassword(u); pass != "" {
-			pg.User = url.UserPassword(u.User.Username(), pass)
-		} else {
-			pg.User = url.User(u.User.Username())
-		}
-		params := url.Values{}
-		for _, k := range postgresParams {
-			if v := q.Get(k); v != "" {
-				params.Set(k, v)
-			}
-		}
-		pg.RawQuery = params.Encode()
-		dsn, dialect = pg.String(), PostgreSQL
+		dialect = PostgreSQL
 	case "sqlite":
 		if u.Host != "" || !strings.HasPrefix(u.Path, "/") {
 			return nil, fmt.Errorf("%w: sqlite:// takes an absolute path, as in sqlite:///var/lib/app/locks.db", dlock.ErrBadURL)
 		}
-		dsn = "file:" + u.Path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+		dsn = "file:" + u.Path + "?_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)"
+		if opts.NoMigrate {
+			// Open read-write without create, and leave the journal
+			// mode as it is (WAL if a Locker made the file). The Stat
+			// gives the clearer error, mode=rw closes the race with a
+			// removal.
+			if _, err := os.Stat(u.Path); err != nil {
+				return nil, fmt.Errorf("sqllock: %s is not created with migrate=false: %w", u.Path, err)
+			}
+			dsn += "&mode=rw"
+		} else {
+			dsn += "&_pragma=journal_mode(WAL)"
+		}
 		dialect = SQLite
 	}
 	db, err := sql.Open(drv.name, dsn)
@@ -113,9 +128,59 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	// that opens it at the same moment, without waiting; try again.
 	if err := retryErr(ctx, func() error { return db.PingContext(ctx) }); err != nil {
 		db.Close()
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			return nil, fmt.Errorf("sqllock: connect: %w: %w", ctx.Err(), err)
+		}
 		return nil, fmt.Errorf("sqllock: connect: %w", err)
 	}
-	return newLocker(db, dialect, &Options{Table: q.Get("table")}, true), nil
+	l, err := newLocker(db, dialect, opts, true)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// postgresDSN returns the pgx data source name (a URL) for a postgres://
+// store URL with query parameters q. As with libpq, the host parameter
+// overrides the URL's host and may be a Unix socket directory, and the
+// database name may be left out (the server then takes the user's name).
+func postgresDSN(u *url.URL, q url.Values) (string, error) {
+	pg := url.URL{Scheme: "postgres"}
+	if q.Get("host") != "" {
+		// The URL may still carry a port, which applies to the socket.
+		if port := u.Port(); port != "" {
+			pg.Host = ":" + port
+		}
+	} else {
+		addr, err := oneHost(u, 5432)
+		if err != nil {
+			return "", err
+		}
+		pg.Host = addr
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	if strings.Contains(name, "/") {
+		return "", fmt.Errorf("%w: postgres:// takes the database name as its path, as in postgres://user@host/dbname", dlock.ErrBadURL)
+	}
+	if name != "" {
+		pg.Path = "/" + name
+	}
+	user := u.User.Username()
+	switch pass := backend.URLPassword(u); {
+	case pass != "":
+		pg.User = url.UserPassword(user, pass)
+	case user != "":
+		pg.User = url.User(user)
+	}
+	params := url.Values{}
+	for _, k := range postgresParams {
+		if v := q.Get(k); v != "" {
+			params.Set(k, v)
+		}
+	}
+	pg.RawQuery = params.Encode()
+	return pg.String(), nil
 }
 
 // oneHost returns u's single host:port.

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,27 +22,37 @@ func uniqueName(t testing.TB) string {
 	return "sqllock/" + t.Name() + "/" + hex.EncodeToString(b[:])
 }
 
+// newLocker returns a Locker on db, closed when the test ends.
 func newLocker(t testing.TB, db *sql.DB, d sqllock.Dialect, opts *sqllock.Options) *dlock.Locker {
 	t.Helper()
-	l := sqllock.New(db, d, opts)
+	l, err := sqllock.New(db, d, opts)
+	if err != nil {
+		t.Fatalf("New(%v, %+v) = %v, want a Locker", d, opts, err)
+	}
 	t.Cleanup(func() { l.Close() })
 	return l
 }
 
 // holder returns the holder of name in table ("" for the default), or
-// nil.
-func holder(t *testing.T, db *sql.DB, d sqllock.Dialect, table, name string) *sqllock.Holder {
+// nil, as Locker.Inspect reports it.
+func holder(t *testing.T, db *sql.DB, d sqllock.Dialect, table, name string) *dlock.LockInfo {
 	t.Helper()
-	hs, err := sqllock.Holders(t.Context(), db, d, table)
+	h, err := inspect(t.Context(), newLocker(t, db, d, &sqllock.Options{Table: table}), name)
 	if err != nil {
-		t.Fatalf("Holders() = %v, want nil error", err)
+		t.Fatalf("Inspect(%q) = %v, want nil error", name, err)
 	}
+	return h
+}
+
+// inspect returns the holder of name as l.Inspect reports it, or nil.
+func inspect(ctx context.Context, l *dlock.Locker, name string) (*dlock.LockInfo, error) {
+	hs, err := l.Inspect(ctx, name)
 	for _, h := range hs {
 		if h.Name == name {
-			return &h
+			return &h, err
 		}
 	}
-	return nil
+	return nil, err
 }
 
 // rows counts the rows of name in the default table, held or not.
@@ -79,7 +90,7 @@ func testHostileNames(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 		wantNotAcquired(t, b, name)
 		h := holder(t, db, d, "", name)
 		if h == nil || h.Fence != held[i].Fence() {
-			t.Errorf("Holders() entry for %q = %+v, want fence %d", name, h, held[i].Fence())
+			t.Errorf("Inspect(%q) = %+v, want fence %d", name, h, held[i].Fence())
 		}
 	}
 	for _, k := range held {
@@ -106,60 +117,61 @@ func testHostileNames(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 func testBadTable(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	ctx := t.Context()
 	for _, table := range []string{"x; DROP TABLE y", "1abc", "a-b", "a.b", `a"b`, "a`b", "tábla", " t", strings.Repeat("t", 64)} {
-		l := sqllock.New(db, d, &sqllock.Options{Table: table})
-		if k, err := l.TryAcquire(ctx, "n"); !errors.Is(err, dlock.ErrInvalid) {
-			if k != nil {
-				k.Release(ctx)
+		if l, err := sqllock.New(db, d, &sqllock.Options{Table: table}); !errors.Is(err, dlock.ErrInvalid) {
+			if l != nil {
+				l.Close()
 			}
-			t.Errorf("Table %q: TryAcquire = %v, want ErrInvalid", table, err)
+			t.Errorf("New with Table %q = %v, want ErrInvalid", table, err)
 		}
-		l.Close()
 		if err := sqllock.Migrate(ctx, db, d, table); !errors.Is(err, dlock.ErrInvalid) {
 			t.Errorf("Migrate(%q) = %v, want ErrInvalid", table, err)
 		}
-		if _, err := sqllock.Holders(ctx, db, d, table); !errors.Is(err, dlock.ErrInvalid) {
-			t.Errorf("Holders(%q) = %v, want ErrInvalid", table, err)
-		}
-		if err := sqllock.ForceRelease(ctx, db, d, table, "n"); !errors.Is(err, dlock.ErrInvalid) {
-			t.Errorf("ForceRelease(%q) = %v, want ErrInvalid", table, err)
-		}
 	}
 	for _, bad := range []sqllock.Dialect{0, 99} {
-		l := sqllock.New(db, bad, nil)
-		if _, err := l.TryAcquire(ctx, "n"); !errors.Is(err, dlock.ErrInvalid) {
-			t.Errorf("Dialect(%d): TryAcquire = %v, want ErrInvalid", bad, err)
+		if l, err := sqllock.New(db, bad, nil); !errors.Is(err, dlock.ErrInvalid) {
+			if l != nil {
+				l.Close()
+			}
+			t.Errorf("New with Dialect(%d) = %v, want ErrInvalid", bad, err)
 		}
-		l.Close()
 	}
-	l := sqllock.New(nil, d, nil)
-	if _, err := l.TryAcquire(ctx, "n"); !errors.Is(err, dlock.ErrInvalid) {
-		t.Errorf("nil *sql.DB: TryAcquire = %v, want ErrInvalid", err)
+	if l, err := sqllock.New(nil, d, nil); !errors.Is(err, dlock.ErrInvalid) {
+		if l != nil {
+			l.Close()
+		}
+		t.Errorf("New with a nil *sql.DB = %v, want ErrInvalid", err)
 	}
-	l.Close()
 }
 
-func testHolders(t *testing.T, db *sql.DB, d sqllock.Dialect) {
+// testInspect checks Locker.Inspect and Locker.ForceRelease, the admin
+// API: another Locker sees the holder with its token, metadata and lease
+// left, and frees the name; the holder's Done closes.
+func testInspect(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	const ttl = 3 * time.Second
 	l := newLocker(t, db, d, nil)
+	admin := newLocker(t, db, d, nil)
 	name := uniqueName(t)
-	k := mustAcquire(t, l, name, dlock.WithTTL(ttl))
-	h := holder(t, db, d, "", name)
-	if h == nil || h.Fence != k.Fence() || h.Owner == "" || h.Remaining <= 0 || h.Remaining > ttl {
-		t.Fatalf("Holders() entry for %q = %+v, want fence %d, an owner and remaining in (0, %v]", name, h, k.Fence(), ttl)
+	k := mustAcquire(t, l, name, dlock.WithTTL(ttl), dlock.WithMetadata("host=h pid=1"))
+	h, err := inspect(t.Context(), admin, name)
+	if err != nil || h == nil || h.Fence != k.Fence() || h.Owner == "" || h.Metadata != "host=h pid=1" || h.Remaining <= 0 || h.Remaining > ttl {
+		t.Fatalf("Inspect(%q) = %+v, %v, want fence %d, an owner, the metadata and remaining in (0, %v]", name, h, err, k.Fence(), ttl)
 	}
-	if err := sqllock.ForceRelease(t.Context(), db, d, "", name); err != nil {
-		t.Fatalf("ForceRelease(%q) = %v, want nil", name, err)
+	if all, err := admin.Inspect(t.Context()); err != nil || !slices.ContainsFunc(all, func(h dlock.LockInfo) bool { return h.Name == name }) {
+		t.Errorf("Inspect() = %+v, %v, want a list with %q", all, err, name)
+	}
+	if held, err := admin.ForceRelease(t.Context(), name); !held || err != nil {
+		t.Fatalf("ForceRelease(%q) = %v, %v, want true, nil", name, held, err)
 	}
 	if h := holder(t, db, d, "", name); h != nil {
-		t.Errorf("Holders() after ForceRelease lists %+v", h)
+		t.Errorf("Inspect(%q) after ForceRelease = %+v, want nothing", name, h)
 	}
 	select {
 	case <-k.Done():
 	case <-time.After(ttl):
 		t.Fatalf("Done of %q not closed %v after ForceRelease", name, ttl)
 	}
-	if err := sqllock.ForceRelease(t.Context(), db, d, "", name); !errors.Is(err, dlock.ErrNotHeld) {
-		t.Errorf("second ForceRelease(%q) = %v, want ErrNotHeld", name, err)
+	if held, err := admin.ForceRelease(t.Context(), name); held || err != nil {
+		t.Errorf("second ForceRelease(%q) = %v, %v, want false, nil", name, held, err)
 	}
 }
 
@@ -176,7 +188,7 @@ func testCustomTable(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	k1 := mustAcquire(t, custom, name)
 	k2 := mustAcquire(t, def, name) // another table, another lock
 	if h := holder(t, db, d, table, name); h == nil || h.Fence != k1.Fence() {
-		t.Errorf("Holders(%q) entry for %q = %+v, want fence %d", table, name, h, k1.Fence())
+		t.Errorf("Inspect(%q) on table %q = %+v, want fence %d", name, table, h, k1.Fence())
 	}
 	k1.Release(t.Context())
 	k2.Release(t.Context())

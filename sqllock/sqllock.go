@@ -27,8 +27,8 @@ const (
 	// DefaultIdleRetention is Options.IdleRetention's default.
 	DefaultIdleRetention = time.Hour
 
-	// CleanupInterval is how often, at most, a Locker deletes idle rows.
-	CleanupInterval = time.Minute
+	// cleanupInterval is how often, at most, a Locker deletes idle rows.
+	cleanupInterval = time.Minute
 
 	// cleanupBatch bounds the rows one cleanup deletes.
 	cleanupBatch = 100
@@ -56,19 +56,28 @@ type Options struct {
 	// deleted stay increasing unless the database's clock steps back by
 	// more than this. Default: DefaultIdleRetention.
 	IdleRetention time.Duration
+
+	// NoMigrate makes the Locker create no table: it expects the table
+	// to exist (see Migrate). Acquiring on a missing table fails, and
+	// Inspect and ForceRelease find nothing held there, so that a tool
+	// which only reads ("dlock status") changes nothing in the database.
+	// Default: false, the Locker creates the table on first use.
+	NoMigrate bool
 }
 
 // New returns a Locker on the lease table of db, which must be opened
 // with the driver for dialect. The Locker does not close db. A nil opts
-// means defaults. An invalid dialect, table name or a nil db makes every
-// acquisition fail with an error wrapping dlock.ErrInvalid.
-func New(db *sql.DB, dialect Dialect, opts *Options) *dlock.Locker {
+// means defaults. A nil db, an unknown dialect or a table name that is not
+// a plain identifier is an error wrapping dlock.ErrInvalid. New does not
+// contact the database: the table is created on first use (unless
+// Options.NoMigrate is set).
+func New(db *sql.DB, dialect Dialect, opts *Options) (*dlock.Locker, error) {
 	return newLocker(db, dialect, opts, false)
 }
 
 // newLocker is New; with ownDB set (Open made db) the Locker's Close closes
 // db.
-func newLocker(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) *dlock.Locker {
+func newLocker(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (*dlock.Locker, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -82,34 +91,46 @@ func newLocker(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) *dlock.Lo
 	if o.MaxRetryInterval <= 0 && dialect != PostgreSQL {
 		o.MaxRetryInterval = DefaultPollInterval
 	}
-	d := &sqlDriver{db: db, ownDB: ownDB, stmts: newStmtCache(db), table: o.Table, retention: o.IdleRetention}
-	d.q, d.err = prepare(db, dialect, o.Table)
-	cfg := &backend.Config{MaxRetryInterval: o.MaxRetryInterval}
-	if dialect == PostgreSQL && d.err == nil {
-		return backend.New(&pgDriver{sqlDriver: d, lis: newListener(db, o.Table)}, cfg)
+	q, err := prepare(db, dialect, o.Table)
+	if err != nil {
+		return nil, fmt.Errorf("sqllock: new: %w", err)
 	}
-	return backend.New(d, cfg)
+	d := &sqlDriver{db: db, ownDB: ownDB, stmts: newStmtCache(db), q: q, table: o.Table, retention: o.IdleRetention, noMigrate: o.NoMigrate}
+	cfg := &backend.Config{MaxRetryInterval: o.MaxRetryInterval}
+	if dialect == PostgreSQL {
+		return backend.New(&pgDriver{sqlDriver: d, lis: newListener(db, o.Table)}, cfg), nil
+	}
+	return backend.New(d, cfg), nil
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 // prepare validates the arguments and returns dialect's statements for
-// table.
+// table ("" for DefaultTable).
 func prepare(db *sql.DB, dialect Dialect, table string) (*queries, error) {
 	if table == "" {
 		table = DefaultTable
 	}
 	if db == nil {
-		return nil, fmt.Errorf("sqllock: nil *sql.DB: %w", dlock.ErrInvalid)
+		return nil, fmt.Errorf("nil *sql.DB: %w", dlock.ErrInvalid)
 	}
-	if !identifier.MatchString(table) {
-		return nil, fmt.Errorf("sqllock: table name %q is not a plain identifier: %w", table, dlock.ErrInvalid)
+	if err := validTable(table); err != nil {
+		return nil, err
 	}
 	build := builders[dialect]
 	if build == nil {
-		return nil, fmt.Errorf("sqllock: unknown dialect %d: %w", int(dialect), dlock.ErrInvalid)
+		return nil, fmt.Errorf("unknown dialect %d: %w", int(dialect), dlock.ErrInvalid)
 	}
 	return build(table), nil
+}
+
+// validTable returns an error wrapping dlock.ErrInvalid unless table is a
+// plain identifier.
+func validTable(table string) error {
+	if !identifier.MatchString(table) {
+		return fmt.Errorf("table name %q is not a plain identifier: %w", table, dlock.ErrInvalid)
+	}
+	return nil
 }
 
 // sqlDriver implements driver.Driver for every dialect; pgDriver adds
@@ -120,19 +141,19 @@ type sqlDriver struct {
 	stmts     *stmtCache // db with this Locker's prepared statements
 	table     string
 	retention time.Duration
+	noMigrate bool // Options.NoMigrate
 	q         *queries
-	err       error // configuration error, wrapping dlock.ErrInvalid
 
 	mu          sync.Mutex
 	migrated    bool      // the table is known to exist
 	nextCleanup time.Time // earliest time of the next cleanup
 }
 
-// ensure creates the table once per Locker; a failure is retried on the
-// next call.
+// ensure creates the table once per Locker, unless Options.NoMigrate is
+// set; a failure is retried on the next call.
 func (d *sqlDriver) ensure(ctx context.Context) error {
-	if d.err != nil {
-		return d.err
+	if d.noMigrate {
+		return nil
 	}
 	d.mu.Lock()
 	done := d.migrated
@@ -155,21 +176,21 @@ func (d *sqlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result,
 	}
 	res, err := retry(ctx, func() (driver.Result, error) { return d.q.acquire(ctx, d.stmts, l) })
 	if err != nil {
-		return driver.Result{}, fmt.Errorf("sqllock: acquire %q: %w", l.Name, err)
+		return driver.Result{}, fmt.Errorf("sqllock: acquire %q: %w", l.Name, d.explain(err))
 	}
 	d.maybeCleanup(ctx)
 	return res, nil
 }
 
 // maybeCleanup deletes a bounded number of idle rows if none was deleted
-// by this Locker within CleanupInterval. Errors are ignored: the next
+// by this Locker within cleanupInterval. Errors are ignored: the next
 // cleanup tries again.
 func (d *sqlDriver) maybeCleanup(ctx context.Context) {
 	now := time.Now()
 	d.mu.Lock()
 	due := !now.Before(d.nextCleanup)
 	if due {
-		d.nextCleanup = now.Add(CleanupInterval)
+		d.nextCleanup = now.Add(cleanupInterval)
 	}
 	d.mu.Unlock()
 	if due {
@@ -181,11 +202,7 @@ func (d *sqlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	errs := make([]error, len(ls))
 	for start := 0; start < len(ls); start += refreshBatch {
 		chunk := ls[start:min(start+refreshBatch, len(ls))]
-		var held map[leaseKey]bool
-		err := d.err
-		if err == nil {
-			held, err = retry(ctx, func() (map[leaseKey]bool, error) { return d.q.refresh(ctx, d.stmts, chunk) })
-		}
+		held, err := retry(ctx, func() (map[leaseKey]bool, error) { return d.q.refresh(ctx, d.stmts, chunk) })
 		for i, l := range chunk {
 			switch {
 			case err != nil:
@@ -199,9 +216,6 @@ func (d *sqlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 }
 
 func (d *sqlDriver) Release(ctx context.Context, l driver.Lease) error {
-	if d.err != nil {
-		return fmt.Errorf("sqllock: release %q: %w", l.Name, d.err)
-	}
 	ok, err := retry(ctx, func() (bool, error) { return d.q.release(ctx, d.stmts, l.Name, l.Owner) })
 	switch {
 	case err != nil:
@@ -263,5 +277,18 @@ func retryBackoff(attempt int) time.Duration {
 	return d/2 + rand.N(d)
 }
 
-// errNoRow reports a missing row where one must exist.
-var errNoRow = errors.New("no row")
+// explain adds to err, when it says the table is missing and this Locker
+// does not create it, what to do about it.
+func (d *sqlDriver) explain(err error) error {
+	if d.noMigrate && missingTable(err) {
+		return fmt.Errorf("table %s does not exist and is not created with migrate=false (Options.NoMigrate); create it with Migrate: %w", d.table, err)
+	}
+	return err
+}
+
+var (
+	_ driver.Driver          = (*sqlDriver)(nil)
+	_ driver.Inspector       = (*sqlDriver)(nil)
+	_ driver.ForceReleaser   = (*sqlDriver)(nil)
+	_ driver.ContextHonourer = (*sqlDriver)(nil)
+)

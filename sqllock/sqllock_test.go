@@ -26,11 +26,23 @@ func TestMain(m *testing.M) {
 // the goroutines of one service would.
 func harness(db *sql.DB, dialect sqllock.Dialect) dlocktest.Harness {
 	return dlocktest.Harness{
-		NewLocker: func(t testing.TB) *dlock.Locker { return sqllock.New(db, dialect, nil) },
+		NewLocker: func(t testing.TB) *dlock.Locker {
+			t.Helper()
+			l, err := sqllock.New(db, dialect, nil)
+			if err != nil {
+				t.Fatalf("New(%v) = %v, want a Locker", dialect, err)
+			}
+			return l
+		},
 		Expire: func(t testing.TB, name string) {
 			t.Helper()
-			if err := sqllock.ForceRelease(t.Context(), db, dialect, "", name); err != nil {
-				t.Fatalf("ForceRelease(%q) = %v, want nil", name, err)
+			admin, err := sqllock.New(db, dialect, nil)
+			if err != nil {
+				t.Fatalf("New(%v) = %v, want a Locker", dialect, err)
+			}
+			defer admin.Close()
+			if held, err := admin.ForceRelease(t.Context(), name); !held || err != nil {
+				t.Fatalf("ForceRelease(%q) = %v, %v, want true, nil", name, held, err)
 			}
 		},
 		Ping: func(ctx context.Context) error {
@@ -73,7 +85,7 @@ func TestMariaDB(t *testing.T) {
 	t.Run("Conformance", func(t *testing.T) { dlocktest.Run(t, harness(db, sqllock.MySQL)) })
 	store := mysqlURL(t, m.DSN())
 	testProperties(t, db, sqllock.MySQL, store)
-	t.Run("OpenURL", func(t *testing.T) { testOpenURL(t, store, sqllock.New(db, sqllock.MySQL, nil)) })
+	t.Run("OpenURL", func(t *testing.T) { testOpenURL(t, store, newLocker(t, db, sqllock.MySQL, nil)) })
 	t.Run("ServerPaused", func(t *testing.T) { testServerPaused(t, m, db, sqllock.MySQL) })
 	t.Run("ServerRestarted", func(t *testing.T) { testServerRestarted(t, m, db, sqllock.MySQL) })
 }
@@ -83,11 +95,13 @@ func TestPostgres(t *testing.T) {
 	db := p.DB(t)
 	t.Run("Conformance", func(t *testing.T) { dlocktest.Run(t, harness(db, sqllock.PostgreSQL)) })
 	testProperties(t, db, sqllock.PostgreSQL, p.DSN())
-	t.Run("OpenURL", func(t *testing.T) { testOpenURL(t, p.DSN(), sqllock.New(db, sqllock.PostgreSQL, nil)) })
+	t.Run("OpenURL", func(t *testing.T) { testOpenURL(t, p.DSN(), newLocker(t, db, sqllock.PostgreSQL, nil)) })
+	t.Run("OpenURLLibpq", func(t *testing.T) { testOpenPostgresLibpq(t, p, newLocker(t, db, sqllock.PostgreSQL, nil)) })
 	t.Run("ServerPaused", func(t *testing.T) { testServerPaused(t, p, db, sqllock.PostgreSQL) })
 	t.Run("ServerRestarted", func(t *testing.T) { testServerRestarted(t, p, db, sqllock.PostgreSQL) })
 	t.Run("ListenerReconnects", func(t *testing.T) { testListenerReconnects(t, p, db) })
 	t.Run("ListenerLostNotification", func(t *testing.T) { testListenerLostNotification(t, db) })
+	t.Run("ListenerDownAtWatch", func(t *testing.T) { testListenerDownAtWatch(t, p, db) })
 	t.Run("PoolOfOne", func(t *testing.T) { testPoolOfOne(t, p) })
 }
 
@@ -96,7 +110,7 @@ func TestSQLite(t *testing.T) {
 	db := openSQLite(t, path)
 	t.Run("Conformance", func(t *testing.T) { dlocktest.Run(t, harness(db, sqllock.SQLite)) })
 	testProperties(t, db, sqllock.SQLite, "sqlite://"+path)
-	t.Run("OpenURL", func(t *testing.T) { testOpenURL(t, "sqlite://"+path, sqllock.New(db, sqllock.SQLite, nil)) })
+	t.Run("OpenURL", func(t *testing.T) { testOpenURL(t, "sqlite://"+path, newLocker(t, db, sqllock.SQLite, nil)) })
 	t.Run("Processes", func(t *testing.T) { testProcesses(t, "sqlite://"+path) })
 }
 
@@ -106,10 +120,11 @@ func TestSQLite(t *testing.T) {
 func testProperties(t *testing.T, db *sql.DB, d sqllock.Dialect, store string) {
 	t.Run("HostileNames", func(t *testing.T) { testHostileNames(t, db, d) })
 	t.Run("BadTable", func(t *testing.T) { testBadTable(t, db, d) })
-	t.Run("HoldersAndForceRelease", func(t *testing.T) { testHolders(t, db, d) })
+	t.Run("InspectAndForceRelease", func(t *testing.T) { testInspect(t, db, d) })
 	t.Run("CustomTable", func(t *testing.T) { testCustomTable(t, db, d) })
 	t.Run("CleanupKeepsFencing", func(t *testing.T) { testCleanup(t, db, d) })
 	t.Run("KilledHolder", func(t *testing.T) { testKilledHolder(t, db, d, store) })
+	t.Run("NoMigrate", func(t *testing.T) { testNoMigrate(t, db, d, store) })
 }
 
 func BenchmarkMariaDB(b *testing.B) {

@@ -159,6 +159,17 @@ func (p *Postgres) DSN() string {
 	return postgresDSN(p.port)
 }
 
+// SocketDir returns the directory of the server's Unix socket
+// (.s.PGSQL.<port>), as libpq's host parameter names it.
+func (p *Postgres) SocketDir() string { return p.dir }
+
+// Port returns the server's TCP port, which also names its Unix socket.
+func (p *Postgres) Port() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.port
+}
+
 // DB returns a new *sql.DB (driver "pgx") for DSN, closed when the test
 // ends.
 func (p *Postgres) DB(t testing.TB) *sql.DB {
