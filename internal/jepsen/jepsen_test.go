@@ -3,33 +3,138 @@ package jepsen_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/go-sql-driver/mysql"
+	_ "modernc.org/sqlite"
+
+	_ "github.com/dlock-go/dlock/etcdlock"
 	"github.com/dlock-go/dlock/internal/jepsen"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
 	_ "github.com/dlock-go/dlock/redislock"
 	_ "github.com/dlock-go/dlock/sqllock"
-	_ "modernc.org/sqlite"
+	_ "github.com/dlock-go/dlock/zklock"
 )
+
+var report jepsen.Report
 
 func TestMain(m *testing.M) {
 	testworker.Run(jepsen.Workers)
-	os.Exit(m.Run())
+	code := m.Run()
+	if path := os.Getenv("DLOCK_JEPSEN_REPORT"); path != "" {
+		if err := report.WriteFile(path, "dlock under faults: "+options().Duration.String()+" before and after each fault"); err != nil {
+			os.Stderr.WriteString("jepsen report: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
-func TestSQLite(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "locks.db")
-	jepsen.RunAll(t, jepsen.Target{Name: "sqlite", URL: func(string) string { return "sqlite://" + path }}, jepsen.Options{})
+// options are the short mode's, unless DLOCK_JEPSEN_DURATION (make
+// verify) asks for longer runs.
+func options() jepsen.Options {
+	var o jepsen.Options
+	if d, err := time.ParseDuration(os.Getenv("DLOCK_JEPSEN_DURATION")); err == nil {
+		o.Duration = d
+	}
+	return o
 }
 
-func TestRedis(t *testing.T) {
-	r := testserver.StartRedis(t)
-	jepsen.RunAll(t, jepsen.Target{
-		Name:     "redis",
-		URL:      func(addr string) string { return "redis://" + addr },
-		Upstream: r.Addr(),
-		Server:   r,
-		Forgets:  []string{"restart-server"},
-	}, jepsen.Options{})
+// run puts target through every nemesis, in parallel with the other
+// targets (the workers are mostly idle; the servers are separate).
+func run(t *testing.T, target jepsen.Target) {
+	for _, r := range jepsen.RunAll(t, target, options()) {
+		report.Add(r)
+	}
+}
+
+func TestJepsen(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "locks.db")
+		run(t, jepsen.Target{Name: "sqlite", URL: func(string) string { return "sqlite://" + path }})
+	})
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		r := testserver.StartRedis(t)
+		run(t, jepsen.Target{
+			Name:     "redis",
+			URL:      func(addr string) string { return "redis://" + addr },
+			Upstream: r.Addr(),
+			Server:   r,
+			Forgets:  []string{"restart-server"}, // no persistence: restarted empty
+		})
+	})
+	t.Run("redis-cluster", func(t *testing.T) {
+		t.Parallel()
+		c := testserver.StartRedisCluster(t, 3)
+		// The cluster redirects clients to each node's own address, past
+		// any proxy: only the process faults apply.
+		run(t, jepsen.Target{
+			Name: "redis-cluster",
+			URL:  func(string) string { return "redis+cluster://" + strings.Join(c.Addrs(), ",") },
+		})
+	})
+	t.Run("redis-sentinel", func(t *testing.T) {
+		t.Parallel()
+		s := testserver.StartRedisSentinel(t)
+		run(t, jepsen.Target{
+			Name:    "redis-sentinel",
+			URL:     func(string) string { return "redis+sentinel://" + s.Addr() + "/" + testserver.SentinelMaster },
+			Server:  s.Master,
+			Forgets: []string{"restart-server"},
+		})
+	})
+	t.Run("mariadb", func(t *testing.T) {
+		t.Parallel()
+		m := testserver.StartMariaDB(t)
+		c, err := mysql.ParseDSN(m.DSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(t, jepsen.Target{
+			Name:     "mariadb",
+			URL:      func(addr string) string { return "mysql://" + c.User + "@" + addr + "/" + c.DBName },
+			Upstream: c.Addr,
+			Server:   m,
+		})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		p := testserver.StartPostgres(t)
+		addr := strings.TrimPrefix(strings.SplitN(p.DSN(), "/", 4)[2], "postgres@")
+		run(t, jepsen.Target{
+			Name:     "postgres",
+			URL:      func(addr string) string { return "postgres://postgres@" + addr + "/postgres" },
+			Upstream: addr,
+			Server:   p,
+		})
+	})
+	t.Run("zookeeper", func(t *testing.T) {
+		t.Parallel()
+		z := testserver.StartZooKeeper(t)
+		run(t, jepsen.Target{
+			Name:     "zookeeper",
+			URL:      func(addr string) string { return "zk://" + addr + "?session_timeout=4s" },
+			Upstream: z.Addr(),
+			Server:   z,
+			// A lock lives in its holder's session (zklock's doc).
+			DeadHolderLease: 4 * time.Second,
+		})
+	})
+	t.Run("etcd", func(t *testing.T) {
+		t.Parallel()
+		e := testserver.StartEtcd(t)
+		run(t, jepsen.Target{
+			Name:     "etcd",
+			URL:      func(addr string) string { return "etcd://" + addr + "?session_ttl=3s" },
+			Upstream: e.Addr(),
+			Server:   e,
+			// A lock lives in its holder's session lease (etcdlock's doc).
+			DeadHolderLease: 3 * time.Second,
+		})
+	})
 }
