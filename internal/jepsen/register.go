@@ -3,12 +3,15 @@ package jepsen
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"sync"
+
+	"github.com/dlock-go/dlock/fence"
 )
 
 // regOp is one operation the register served, in the order it served them.
@@ -21,28 +24,34 @@ type regOp struct {
 	Accepted bool   `json:"accepted"`
 }
 
-// register is the fenced register: an int64 and the highest fence it has
-// accepted. An operation whose fence is below that is refused; an
-// accepted one raises it.
+// register is the fenced register: an int64 behind a fence.Guard, which
+// refuses an operation whose fence is below the highest it has accepted
+// and raises it on an accepted one.
 type register struct {
 	mu    sync.Mutex
+	guard fence.Guard
 	value int64
-	fence uint64
 	seq   int
 	log   *json.Encoder // one line per operation, written before the reply
-	// holder is the last worker that said it acquired, and its pid.
+	// holder is the worker that said it acquired and has not said it
+	// released, and its pid; waiting are the workers in Acquire.
 	holder, holderPID int
+	waiting           map[int]bool
 }
 
 func (r *register) serve(w http.ResponseWriter, req *http.Request) {
 	q := req.URL.Query()
 	worker, _ := strconv.Atoi(q.Get("worker"))
-	fence, _ := strconv.ParseUint(q.Get("fence"), 10, 64)
+	token, _ := strconv.ParseUint(q.Get("fence"), 10, 64)
 	value, _ := strconv.ParseInt(q.Get("value"), 10, 64)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch kind := q.Get("kind"); kind {
+	case "waiting":
+		r.waiting[worker] = true
+		return
 	case "acquired":
+		delete(r.waiting, worker)
 		r.holder = worker
 		r.holderPID, _ = strconv.Atoi(q.Get("pid"))
 		return
@@ -54,15 +63,30 @@ func (r *register) serve(w http.ResponseWriter, req *http.Request) {
 	case "holder":
 		fmt.Fprintf(w, "%d %d", r.holder, r.holderPID)
 		return
+	case "waiter":
+		for n := range r.waiting {
+			if n != r.holder {
+				fmt.Fprintf(w, "%d", n)
+				return
+			}
+		}
+		fmt.Fprintf(w, "-1")
+		return
 	case "read", "write":
-		op := regOp{Seq: r.seq, Kind: kind, Worker: worker, Fence: fence}
+		op := regOp{Seq: r.seq, Kind: kind, Worker: worker, Fence: token}
 		r.seq++
-		if fence >= r.fence {
-			op.Accepted = true
-			r.fence = fence
+		err := r.guard.Do(token, func() error {
 			if kind == "write" {
 				r.value = value
 			}
+			return nil
+		})
+		switch {
+		case err == nil:
+			op.Accepted = true
+		case !errors.Is(err, fence.ErrStale):
+			http.Error(w, err.Error(), 400)
+			return
 		}
 		if kind == "read" || !op.Accepted {
 			op.Value = r.value
@@ -95,7 +119,7 @@ func Register(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	r := &register{log: json.NewEncoder(f), holder: -1}
+	r := &register{log: json.NewEncoder(f), holder: -1, waiting: map[int]bool{}}
 	srv := &http.Server{Handler: http.HandlerFunc(r.serve)}
 	fmt.Println("listening", ln.Addr())
 	go func() { // exits when ctx ends

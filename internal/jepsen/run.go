@@ -115,6 +115,27 @@ func (c *Cluster) Holder() int {
 	return -1
 }
 
+// Waiter waits until a worker other than the holder is in Acquire and
+// returns its number, or -1 if none is within 30 s.
+func (c *Cluster) Waiter() int {
+	c.T.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + c.regAddr + "/?kind=waiter")
+		if err != nil {
+			c.T.Fatalf("ask the register for a waiter: %v", err)
+		}
+		n := -1
+		fmt.Fscan(resp.Body, &n)
+		resp.Body.Close()
+		if n >= 0 {
+			return n
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return -1
+}
+
 // Kill kills worker n with SIGKILL.
 func (c *Cluster) Kill(n int) {
 	c.workers[n].Kill(c.T)
@@ -190,9 +211,14 @@ var Nemeses = []Nemesis{
 		}
 	}},
 	{"partition-waiter", func(c *Cluster) {
-		// A worker that is not the holder has most likely queued: cut it
-		// off for longer than the TTL, then heal (the stale-grant case).
-		n := (c.Holder() + 1) % len(c.proxies)
+		// Cut a worker off right after it has queued, for longer than
+		// the TTL, then heal: the stale-grant case.
+		c.Holder()
+		n := c.Waiter()
+		if n < 0 {
+			c.T.Fatalf("no worker waited for the lock within 30 s")
+		}
+		time.Sleep(c.Options.TTL / 20) // its queued attempt has been answered
 		c.proxies[n].Partition(c.T)
 		time.Sleep(2 * c.Options.TTL)
 		c.proxies[n].Heal(c.T)

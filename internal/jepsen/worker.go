@@ -9,9 +9,12 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/dlock-go/dlock"
 )
@@ -67,6 +70,8 @@ func Worker(ctx context.Context, args []string) error {
 	}
 	defer f.Close()
 	h := &history{f: f}
+	goroutines := goleak.IgnoreCurrent()
+	sockets0 := sockets()
 	var l *dlock.Locker
 	for { // the store may be down at first: keep trying
 		octx, cancel := context.WithTimeout(ctx, ttl)
@@ -83,11 +88,11 @@ func Worker(ctx context.Context, args []string) error {
 		}
 		time.Sleep(ttl / 4)
 	}
-	defer l.Close()
 	fmt.Println("ready")
 	reg := &registerClient{addr: regAddr, worker: n, http: &http.Client{Timeout: 10 * time.Second}}
 	opID := 0
 	for acq := 1; ctx.Err() == nil; acq++ {
+		reg.do(ctx, "waiting", 0, 0)
 		actx, cancel := context.WithTimeout(ctx, 10*ttl)
 		k, err := l.Acquire(actx, name, dlock.WithTTL(ttl))
 		cancel()
@@ -134,7 +139,29 @@ func Worker(ctx context.Context, args []string) error {
 		k.Release(context.Background())
 		sleepCtx(ctx, rand.N(ttl/10))
 	}
+	// A long-running worker leaves nothing behind once its Locker is
+	// closed: no goroutine, no connection.
+	l.Close()
+	reg.http.CloseIdleConnections()
+	if err := goleak.Find(goroutines); err != nil {
+		return fmt.Errorf("after Close: %w", err)
+	}
+	if n := sockets(); n > sockets0 {
+		return fmt.Errorf("after Close: %d sockets open, %d before Open", n, sockets0)
+	}
 	return nil
+}
+
+// sockets counts this process's open sockets.
+func sockets() int {
+	fds, _ := os.ReadDir("/proc/self/fd")
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && strings.HasPrefix(target, "socket:") {
+			n++
+		}
+	}
+	return n
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
