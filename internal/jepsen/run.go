@@ -46,6 +46,9 @@ type Target struct {
 	Upstream string
 	// Server is the store's server, or nil when it has none (SQLite).
 	Server Server
+	// Failover promotes a replica to master, for the failover nemesis;
+	// nil when the store has no replicas.
+	Failover func(t testing.TB)
 	// DeadHolderLease is how long the lock of a holder that died can
 	// outlive it: the TTL (the default), or the session timeout of a
 	// store whose locks live in a session (ZooKeeper, etcd).
@@ -175,6 +178,7 @@ var Nemeses = []Nemesis{
 		c.Target.Server.Resume(c.T)
 	}},
 	{"restart-server", func(c *Cluster) { c.Target.Server.Restart(c.T) }},
+	{"failover", func(c *Cluster) { c.Target.Failover(c.T) }},
 	{"partition-holder", func(c *Cluster) {
 		p := c.proxies[c.Holder()]
 		p.Partition(c.T)
@@ -410,7 +414,8 @@ func RunAll(t *testing.T, target Target, opts Options) []Result {
 	var results []Result
 	var na []string
 	for _, nem := range Nemeses {
-		if needsServer(nem.Name) && target.Server == nil || needsNetwork(nem.Name) && target.Upstream == "" {
+		if needsServer(nem.Name) && target.Server == nil || needsNetwork(nem.Name) && target.Upstream == "" ||
+			nem.Name == "failover" && target.Failover == nil {
 			na = append(na, nem.Name)
 			continue
 		}
@@ -419,7 +424,7 @@ func RunAll(t *testing.T, target Target, opts Options) []Result {
 		})
 	}
 	if len(na) > 0 {
-		t.Logf("%s: not applicable (no server process or no proxied network): %s", target.Name, strings.Join(na, ", "))
+		t.Logf("%s: not applicable (no server process, no proxied network or no replica): %s", target.Name, strings.Join(na, ", "))
 	}
 	return results
 }
