@@ -64,6 +64,18 @@
 // failover can also lose a held lock outright; that is Redis's
 // replication model, and why the tokens exist.)
 //
+// # Under faults
+//
+// The fault suite (internal/jepsen) runs this backend through kill -9 and
+// SIGSTOP of holders, a paused and a restarted server, partitions, lost
+// replies, latency, reset connections and a Sentinel failover. A server
+// restarted without persistence, or a failover that loses the latest
+// writes, forgets held locks: another owner can then take the name while
+// the old holder's Done is still open, until its next renewal (at most
+// TTL/3 later) finds the lock gone. Tokens keep increasing across it
+// (they come from the server's clock), so storage that checks them
+// rejects the old holder's writes; the suite checks exactly that.
+//
 // # Store URLs
 //
 // Importing the package registers these with dlock.Open:

@@ -18,5 +18,30 @@
 //     the older belief had no accepted operation during the overlap (a
 //     paused worker that fencing stopped); the longest such stale belief
 //     is reported;
-//   - every worker acquires again after the fault ends.
+//   - every worker acquires again after the fault ends;
+//   - after a holder is killed, another worker holds the lock within the
+//     dead holder's lease (the TTL, or the session timeout on ZooKeeper
+//     and etcd) plus a margin;
+//   - a long-running worker leaks no goroutine and no socket once its
+//     Locker is closed.
+//
+// The nemeses, each bounded in time: kill -9 the holder; SIGSTOP the
+// holder past the TTL; SIGSTOP the server past the TTL; restart the
+// server; through a fault proxy per worker (Toxiproxy in-process), cut
+// off the holder, everyone, or a worker right after it has queued, drop
+// the holder's replies, add latency, reset every connection; and a
+// Sentinel failover.
+//
+// Documented exceptions: a store that forgets its locks (Redis without
+// persistence restarted empty, an asynchronous Sentinel failover that
+// loses the latest writes) may let a second worker in while the first
+// still believes it holds the lock, until its next renewal finds the lock
+// gone. The suite expects that there, and checks instead that fencing
+// made it harmless: no accepted write with a fence at or below an
+// earlier accepted one, and no lost update.
+//
+// Not covered: memlock (one process: its contract is checked by the
+// conformance suite and the core's synctest tests); network faults on a
+// Redis Cluster or Sentinel, whose clients follow redirections to each
+// node's own address, past any proxy; a Cluster failover.
 package jepsen
