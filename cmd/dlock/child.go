@@ -37,8 +37,8 @@ type childEvent struct {
 // fires when the thread that forked the child ends, so the child is
 // started and reaped by one goroutine locked to its thread, which exits
 // after the child has.
-func startChild(argv, env []string) (*child, error) {
-	c := &child{events: make(chan childEvent, 4), tty: isTerminal(0)}
+func startChild(argv, env []string, tty bool) (*child, error) {
+	c := &child{events: make(chan childEvent, 4), tty: tty}
 	started := make(chan error, 1)
 	go func() { // owns the child: exits once the child has exited and been reaped
 		runtime.LockOSThread()

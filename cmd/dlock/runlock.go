@@ -72,18 +72,27 @@ func runLocked(cmd *cobra.Command, name string, argv []string, o runOptions) err
 	if err != nil {
 		return waitError(ctx, err)
 	}
+	// At the end, the Locker closes in the background, and dlock waits
+	// for it only until the release's deadline: a store that does not
+	// answer does not hold dlock up.
 	closed := make(chan struct{})
-	defer func() { // bounded: a store that does not answer does not hold dlock up
+	var closeBy time.Time
+	closeLocker := func(deadline time.Time) {
+		closeBy = deadline
+		go func() { locker.Close(); close(closed) }() // exits when Close returns
+	}
+	defer func() {
+		t := time.NewTimer(time.Until(closeBy))
+		defer t.Stop()
 		select {
 		case <-closed:
-		case <-time.After(releaseTimeout):
+		case <-t.C:
 		}
 	}()
-	closeLocker := func() { go func() { locker.Close(); close(closed) }() } // exits when Close returns
 
 	lock, v, err := r.acquire(ctx, locker, argv, began)
 	if err != nil {
-		closeLocker()
+		closeLocker(time.Now().Add(releaseTimeout))
 		return err
 	}
 	// From here signals go to the command. Registered before the wait's
@@ -95,7 +104,15 @@ func runLocked(cmd *cobra.Command, name string, argv []string, o runOptions) err
 	defer signal.Stop(sigs)
 
 	r.say("acquired %q (fence %d)", name, lock.Fence())
-	c, err := startChild(argv, childEnv("DLOCK_NAME="+name, "DLOCK_FENCE="+strconv.FormatUint(lock.Fence(), 10)))
+	tty := isTerminal(0)
+	conts := make(chan os.Signal, 1)
+	signal.Notify(conts, syscall.SIGCONT)
+	defer signal.Stop(conts)
+	signal.Notify(sigs, syscall.SIGTSTP)
+	if !tty {
+		signal.Notify(sigs, syscall.SIGTTIN, syscall.SIGTTOU)
+	}
+	c, err := startChild(argv, childEnv("DLOCK_NAME="+name, "DLOCK_FENCE="+strconv.FormatUint(lock.Fence(), 10)), tty)
 	if err != nil {
 		r.release(lock, closeLocker)
 		code := 126
@@ -104,17 +121,15 @@ func runLocked(cmd *cobra.Command, name string, argv []string, o runOptions) err
 		}
 		return fail(code, "run %s: %v", argv[0], err)
 	}
-	signal.Notify(sigs, syscall.SIGCONT, syscall.SIGTSTP)
-	if c.tty {
+	if tty {
 		// The command has the terminal; dlock, in the background, must be
-		// able to write to it and to take the foreground back.
+		// able to write to it and to take the foreground back. (Ignored
+		// only now: the command would inherit it.)
 		signal.Ignore(syscall.SIGTTIN, syscall.SIGTTOU)
-	} else {
-		signal.Notify(sigs, syscall.SIGTTIN, syscall.SIGTTOU)
 	}
 	renewCtx, stopRenewing := context.WithCancel(context.Background())
 	go v.renew(renewCtx) // exits when stopRenewing is called or the lock is done
-	err = r.supervise(c, v, sigs)
+	err = r.supervise(c, v, sigs, conts)
 	stopRenewing()
 	r.release(lock, closeLocker)
 	return err
@@ -229,11 +244,12 @@ func (r *runner) holder(l *dlock.Locker, unknown string) string {
 
 // release frees the lock, waiting at most releaseTimeout for the store,
 // then closes the Locker in the background.
-func (r *runner) release(lock *dlock.Lock, closeLocker func()) {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+func (r *runner) release(lock *dlock.Lock, closeLocker func(time.Time)) {
+	deadline := time.Now().Add(releaseTimeout)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	err := lock.Release(ctx) // returns when ctx ends, whatever the client library does
-	closeLocker()
+	closeLocker(deadline)
 	switch {
 	case err == nil:
 		r.say("released %q", r.name)

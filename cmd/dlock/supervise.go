@@ -16,7 +16,7 @@ const watchdogPeriod = 100 * time.Millisecond
 
 // supervise runs until the command exits or must be stopped, and returns
 // run's exit status.
-func (r *runner) supervise(c *child, v *lease, sigs chan os.Signal) error {
+func (r *runner) supervise(c *child, v *lease, sigs, conts chan os.Signal) error {
 	tick := time.NewTicker(watchdogPeriod)
 	defer tick.Stop()
 	for {
@@ -29,18 +29,18 @@ func (r *runner) supervise(c *child, v *lease, sigs chan os.Signal) error {
 				if ev, stopped := c.waitStopped(); !stopped {
 					return r.exited(c, ev)
 				}
-				stopSelf(sig, sigs)
+				stopSelf(conts)
 				if err := r.resume(c, v); err != nil {
 					return err
 				}
-			case syscall.SIGCONT:
-				// Sent after a SIGSTOP, which dlock cannot see: check at
-				// once rather than at the next tick.
-				if v.expired() {
-					return r.killExpired(c, v, "was not running")
-				}
 			default:
 				c.signal(sig)
+			}
+		case <-conts:
+			// Sent after a SIGSTOP, which dlock cannot see: check at once
+			// rather than at the next tick.
+			if v.expired() {
+				return r.killExpired(c, v, "was not running")
 			}
 		case ev := <-c.events:
 			if !ev.stopped {
@@ -50,7 +50,7 @@ func (r *runner) supervise(c *child, v *lease, sigs chan os.Signal) error {
 				// Job control: the command stopped at the terminal
 				// (Ctrl-Z, or a read from the background). Stop with it,
 				// so that the shell sees the job stopped.
-				stopSelf(syscall.SIGTSTP, sigs)
+				stopSelf(conts)
 				if err := r.resume(c, v); err != nil {
 					return err
 				}
@@ -68,13 +68,19 @@ func (r *runner) supervise(c *child, v *lease, sigs chan os.Signal) error {
 	}
 }
 
-// stopSelf stops dlock with sig's default action, as if it had not caught
-// it, and returns once dlock is continued. The kernel discards the stop
-// if dlock's process group is orphaned (nobody could continue it).
-func stopSelf(sig syscall.Signal, sigs chan<- os.Signal) {
-	signal.Reset(sig)
-	syscall.Kill(os.Getpid(), sig)
-	signal.Notify(sigs, sig)
+// stopSelf stops dlock and returns once it is continued (conts receives
+// SIGCONT). It raises SIGSTOP: the Go runtime keeps its handler for
+// SIGTSTP, SIGTTIN and SIGTTOU even after signal.Reset, so their default
+// action (stop) cannot be had. Unlike SIGTSTP, SIGSTOP also stops a
+// process whose group is orphaned; whoever stopped dlock continues it.
+// The wait for SIGCONT matters: kill returns before every thread has
+// stopped.
+func stopSelf(conts <-chan os.Signal) {
+	for len(conts) > 0 {
+		<-conts
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	<-conts
 }
 
 // resume continues the stopped command after dlock was continued, unless
