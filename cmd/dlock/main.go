@@ -22,6 +22,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/dlock-go/dlock"
 )
 
 // Exit statuses (sysexits.h where one fits).
@@ -71,9 +73,23 @@ func execute(args []string) int {
 }
 
 // warn prints one line to stderr with one "dlock: " prefix, however many
-// the message already carries (errors from package dlock start with one).
+// the message already carries (errors from package dlock start with one),
+// and the lines of a multi-line error (pgx writes them) joined.
 func warn(format string, args ...any) {
-	fmt.Fprintln(os.Stderr, "dlock: "+plain(fmt.Sprintf(format, args...)))
+	lines := strings.Split(plain(fmt.Sprintf(format, args...)), "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	fmt.Fprintln(os.Stderr, "dlock: "+strings.Join(lines, " "))
+}
+
+// badName is the usage error for a lock name dlock.ValidateName rejects.
+func badName(cmd, name string, err error) error {
+	why := strings.TrimSuffix(plain(err.Error()), ": "+plain(dlock.ErrInvalid.Error()))
+	if len(name) > 40 {
+		name = name[:40] + "..."
+	}
+	return usageError{fmt.Errorf("%s: bad lock name %q: %s", cmd, name, why)}
 }
 
 // plain strips the "dlock: " prefixes an error message starts with.

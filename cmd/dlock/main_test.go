@@ -113,7 +113,7 @@ func TestUsage(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"run", "name"}, exitUsage, "no COMMAND"},
-		{[]string{"run", "name", "--"}, exitUsage, "no command"},
+		{[]string{"run", "name", "--"}, exitUsage, "no COMMAND"},
 		{[]string{"run", "--try", "--wait", "1s", "n", "--", "true"}, exitUsage, "exclude each other"},
 		{[]string{"run", "--bogus", "n", "--", "true"}, exitUsage, "unknown flag"},
 		{[]string{"release", "name"}, exitUsage, "without --force"},

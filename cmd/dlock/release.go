@@ -24,7 +24,7 @@ nothing is done: a lock belongs to its holder, which releases it itself.`,
 				return fail(exitUsage, "refusing to release %q without --force: a lock belongs to its holder; --force frees it whatever the holder does", name)
 			}
 			if err := dlock.ValidateName(name); err != nil {
-				return usageError{fmt.Errorf("release: lock name %q: %w", name, err)}
+				return badName("release", name, err)
 			}
 			s, err := chooseStore(cmd)
 			if err != nil {

@@ -142,7 +142,7 @@ func parseRunArgs(cmd *cobra.Command, args []string, o *runOptions) (string, []s
 		return "", nil, usageError{errors.New("run: --quiet and --verbose exclude each other")}
 	}
 	if err := dlock.ValidateName(name); err != nil {
-		return "", nil, usageError{fmt.Errorf("run: lock name %q: %w", name, err)}
+		return "", nil, badName("run", name, err)
 	}
 	return name, argv, nil
 }

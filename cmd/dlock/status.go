@@ -30,7 +30,7 @@ file (SQL store URLs get migrate=false).`,
 		RunE: func(cmd *cobra.Command, names []string) error {
 			for _, n := range names {
 				if err := dlock.ValidateName(n); err != nil {
-					return usageError{fmt.Errorf("status: lock name %q: %w", n, err)}
+					return badName("status", n, err)
 				}
 			}
 			s, err := chooseStore(cmd)
