@@ -123,16 +123,24 @@ func jobCmd(t *testing.T, args ...string) *exec.Cmd {
 	return c
 }
 
+// stoppedJob starts "dlock run" of a ticker with lease ttl as a job, sends
+// it SIGTSTP and returns once both dlock and the command are stopped.
+func stoppedJob(t *testing.T, ttl string) (store, dir string, c *exec.Cmd, done <-chan result, pid int) {
+	t.Helper()
+	store, dir = sqliteStore(t), t.TempDir()
+	c = jobCmd(t, append([]string{"run", "--store", store, "--ttl", ttl, "job", "--"}, ticker(dir)...)...)
+	done = start(t, c)
+	pid = readPid(t, filepath.Join(dir, "pid"))
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	c.Process.Signal(syscall.SIGTSTP)
+	waitStopped(t, pid, "command after SIGTSTP to dlock")
+	waitStopped(t, c.Process.Pid, "dlock after SIGTSTP")
+	return store, dir, c, done, pid
+}
+
 func TestRunStopsCommandWithItself(t *testing.T) {
 	t.Run("continued in time", func(t *testing.T) {
-		store, dir := sqliteStore(t), t.TempDir()
-		c := jobCmd(t, append([]string{"run", "--store", store, "--ttl", "6s", "job", "--"}, ticker(dir)...)...)
-		done := start(t, c)
-		pid := readPid(t, filepath.Join(dir, "pid"))
-		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-		c.Process.Signal(syscall.SIGTSTP)
-		waitStopped(t, pid, "command after SIGTSTP to dlock")
-		waitStopped(t, c.Process.Pid, "dlock after SIGTSTP")
+		store, dir, c, done, pid := stoppedJob(t, "6s")
 		size := fileSize(filepath.Join(dir, "log"))
 		time.Sleep(300 * time.Millisecond)
 		if now := fileSize(filepath.Join(dir, "log")); now != size {
@@ -148,14 +156,7 @@ func TestRunStopsCommandWithItself(t *testing.T) {
 		wantCode(t, <-done, 128+int(syscall.SIGTERM), "dlock run, SIGTERM passed on to the command")
 	})
 	t.Run("continued after the lease", func(t *testing.T) {
-		store, dir := sqliteStore(t), t.TempDir()
-		c := jobCmd(t, append([]string{"run", "--store", store, "--ttl", "1s", "job", "--"}, ticker(dir)...)...)
-		done := start(t, c)
-		pid := readPid(t, filepath.Join(dir, "pid"))
-		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-		c.Process.Signal(syscall.SIGTSTP)
-		waitStopped(t, pid, "command after SIGTSTP to dlock")
-		waitStopped(t, c.Process.Pid, "dlock after SIGTSTP")
+		_, dir, c, done, pid := stoppedJob(t, "1s")
 		time.Sleep(2 * time.Second) // the 1s lease runs out
 		size := fileSize(filepath.Join(dir, "log"))
 		c.Process.Signal(syscall.SIGCONT)
