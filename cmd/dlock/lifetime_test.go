@@ -140,7 +140,7 @@ func stoppedJob(t *testing.T, ttl string) (store, dir string, c *exec.Cmd, done 
 
 func TestRunStopsCommandWithItself(t *testing.T) {
 	t.Run("continued in time", func(t *testing.T) {
-		store, dir, c, done, pid := stoppedJob(t, "6s")
+		store, dir, c, done, _ := stoppedJob(t, "6s")
 		size := fileSize(filepath.Join(dir, "log"))
 		time.Sleep(300 * time.Millisecond)
 		if now := fileSize(filepath.Join(dir, "log")); now != size {
