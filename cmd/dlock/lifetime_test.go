@@ -81,14 +81,13 @@ func fileSize(path string) int64 {
 func TestRunKill9KillsCommand(t *testing.T) {
 	store, dir := sqliteStore(t), t.TempDir()
 	c := dlockCmd(t, append([]string{"run", "--store", store, "--ttl", "1s", "job", "--"}, ticker(dir)...)...)
-	done := start(t, c)
+	start(t, c) // its result arrives only once the command is gone too: not awaited
 	pid := readPid(t, filepath.Join(dir, "pid"))
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 	if err := c.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	<-done
 	if !waitFor(time.Second, func() bool { return gone(pid) }) {
 		st, _ := procState(pid)
 		t.Fatalf("command (pid %d) still running %v after kill -9 of dlock (state %c), want it killed with dlock", pid, time.Since(killed), st)
