@@ -11,14 +11,15 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
-	"github.com/dlock-go/dlock/backend"
 	"github.com/spf13/cobra"
 )
 
@@ -66,10 +67,30 @@ against the fencing token, which the storage rejects when stale.`,
 }
 
 func runDemo(cmd *cobra.Command, o demoOptions) error {
-	store, err := storeURL(cmd)
+	s, err := chooseStore(cmd)
 	if err != nil {
 		return err
 	}
+	if s.isDefault {
+		if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+			return fail(exitStore, "cannot create the default store's directory: %v", err)
+		}
+	}
+	store := s.url
+	// SIGINT, SIGTERM and SIGHUP stop the workers and remove the demo's
+	// files before dlock exits.
+	ctx, cancel := context.WithCancelCause(cmd.Context())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, waitSignals...)
+	defer signal.Stop(sigs)
+	go func() { // exits when a signal arrives or the demo ends
+		select {
+		case sig := <-sigs:
+			cancel(signalError{sig.(syscall.Signal)})
+		case <-ctx.Done():
+		}
+	}()
 	if u, err := url.Parse(store); err == nil && u.Scheme == "mem" && o.procs > 1 {
 		return usageError{errors.New("demo: mem:// locks live in one process; use --procs 1 or another --store")}
 	}
@@ -79,7 +100,7 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 		mode = "WITHOUT a lock"
 	}
 	fmt.Fprintf(out, "dlock demo: %d processes × %d goroutines buy %d items %s; store %s\n",
-		o.procs, o.workers, o.stock, mode, backend.RedactURL(store))
+		o.procs, o.workers, o.stock, mode, s.shown)
 	phases := []bool{!o.noLock} // fenced writes when locked
 	if o.pause {
 		phases = []bool{false, true}
@@ -89,7 +110,10 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 		if o.pause {
 			fmt.Fprintf(out, "\n%s: holders stall %v past a %v lease mid-purchase\n", map[bool]string{false: "plain writes", true: "fenced writes"}[fenced], o.ttl*3/2, o.ttl)
 		}
-		r, err := demoPhase(cmd.Context(), store, o, fenced)
+		r, err := demoPhase(ctx, store, o, fenced)
+		if se := signalCause(ctx); se != nil {
+			return fail(128+int(se.sig), "demo %v: workers stopped, files removed", se)
+		}
 		if err != nil {
 			return err
 		}
@@ -117,7 +141,7 @@ func demoPhase(ctx context.Context, store string, o demoOptions, fenced bool) (*
 	rand.Read(b[:])
 	name := "dlock-demo/stock-" + hex.EncodeToString(b[:])
 	args := []string{"--dir", dir, "--name", name, "--workers", strconv.Itoa(o.workers),
-		"--ttl", o.ttl.String(), "--store", store}
+		"--ttl", o.ttl.String()}
 	if o.noLock {
 		args = append(args, "--no-lock")
 	}
@@ -131,7 +155,7 @@ func demoPhase(ctx context.Context, store string, o demoOptions, fenced bool) (*
 	defer cancel()
 	start := time.Now()
 	stopProgress := progress(sh, o.stock)
-	err = startWorkers(ctx, o.procs, args)
+	err = startWorkers(ctx, o.procs, args, store)
 	stopProgress()
 	elapsed := time.Since(start)
 	if err != nil {
@@ -149,10 +173,12 @@ func demoPhase(ctx context.Context, store string, o demoOptions, fenced bool) (*
 }
 
 // startWorkers runs procs worker processes (this executable's hidden
-// demo-worker command), or one in this process when procs is 1.
-func startWorkers(ctx context.Context, procs int, args []string) error {
+// demo-worker command), or one in this process when procs is 1. The store
+// URL goes by environment, not argv, where ps would show its password.
+// Workers die with ctx, and with dlock (see dieWithParent).
+func startWorkers(ctx context.Context, procs int, args []string, store string) error {
 	if procs == 1 {
-		return runDemoWorkerArgs(ctx, append(args, "--id", "0"))
+		return runDemoWorkerArgs(ctx, append(args, "--id", "0"), store)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -164,6 +190,9 @@ func startWorkers(ctx context.Context, procs int, args []string) error {
 		c := exec.CommandContext(ctx, exe, append([]string{"demo-worker", "--id", strconv.Itoa(i)}, args...)...)
 		var stderr strings.Builder
 		c.Stderr = &stderr
+		c.Env = append(childEnv(), demoStoreEnv+"="+store)
+		c.SysProcAttr = &syscall.SysProcAttr{}
+		dieWithParent(c.SysProcAttr)
 		if err := c.Start(); err != nil {
 			return err
 		}

@@ -1,6 +1,14 @@
 package main
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
 
 func testDemo(t *testing.T, store []string) {
 	t.Helper()
@@ -36,4 +44,48 @@ func TestDemoOnRedis(t *testing.T) {
 
 func TestDemoOnDefaultStore(t *testing.T) {
 	testDemo(t, nil)
+}
+
+// childrenOf returns the pids of pid's child processes (forked by any of
+// its threads).
+func childrenOf(pid int) []int {
+	files, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	var pids []int
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		for _, w := range strings.Fields(string(data)) {
+			if p, err := strconv.Atoi(w); err == nil {
+				pids = append(pids, p)
+			}
+		}
+	}
+	return pids
+}
+
+func TestDemoCleansUpOnSignal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			tmp := t.TempDir()
+			c := dlockCmd(t, "demo", "--procs", "3", "--workers", "2", "--stock", "1000000")
+			c.Env = append(c.Env, "TMPDIR="+tmp)
+			done := start(t, c)
+			var workers []int
+			if !waitFor(30*time.Second, func() bool { workers = childrenOf(c.Process.Pid); return len(workers) == 3 }) {
+				t.Fatalf("demo started workers %v, want 3", workers)
+			}
+			time.Sleep(200 * time.Millisecond) // let them work
+			c.Process.Signal(sig)
+			r := <-done
+			wantCode(t, r, 128+int(sig), "demo stopped by "+sig.String())
+			for _, w := range workers {
+				if !waitFor(time.Second, func() bool { return gone(w) }) {
+					t.Errorf("worker %d still running after demo exited", w)
+					syscall.Kill(w, syscall.SIGKILL)
+				}
+			}
+			if left, _ := filepath.Glob(filepath.Join(tmp, "dlock-demo-*")); len(left) > 0 {
+				t.Errorf("demo left %v behind", left)
+			}
+		})
+	}
 }

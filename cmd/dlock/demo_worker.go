@@ -28,20 +28,22 @@ func newDemoWorkerCmd() *cobra.Command {
 		Use:    "demo-worker",
 		Hidden: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runDemoWorkerArgs(cmd.Context(), args)
+			return runDemoWorkerArgs(cmd.Context(), args, os.Getenv(demoStoreEnv))
 		},
 		DisableFlagParsing: true,
 	}
 	return c
 }
 
-func runDemoWorkerArgs(ctx context.Context, args []string) error {
-	var o workerOptions
+// demoStoreEnv carries the store URL from demo to its worker processes.
+const demoStoreEnv = "DLOCK_DEMO_STORE"
+
+func runDemoWorkerArgs(ctx context.Context, args []string, store string) error {
+	o := workerOptions{store: store}
 	c := &cobra.Command{}
 	f := c.Flags()
 	f.StringVar(&o.dir, "dir", "", "")
 	f.StringVar(&o.name, "name", "", "")
-	f.StringVar(&o.store, "store", "", "")
 	f.IntVar(&o.id, "id", 0, "")
 	f.IntVar(&o.workers, "workers", 1, "")
 	f.DurationVar(&o.ttl, "ttl", time.Second, "")

@@ -1,7 +1,7 @@
 // Command dlock runs commands under distributed locks, inspects locks, and
 // demonstrates why locks need fencing tokens.
 //
-//	dlock run [--store URL] [--ttl D] [--wait D | --try] [--grace D] NAME -- COMMAND [ARGS...]
+//	dlock run [flags] NAME [--] COMMAND [ARGS...]
 //	dlock status [--store URL] [--json] [NAME...]
 //	dlock release --force [--store URL] NAME
 //	dlock demo [--store URL] [--workers N] [--procs P] [--stock S] [--no-lock] [--pause]
@@ -10,27 +10,32 @@
 // SQLite file in the user's state directory, so that the tool works on a
 // machine with nothing installed.
 //
-// Exit status: the command's own for run; 75 when a lock was not acquired
-// (--try, or --wait elapsed); 69 when the lock was lost while the command
-// ran (the command is stopped); 64 for usage errors; 128+N when stopped
-// by signal N while waiting; 1 for other errors.
+// Exit status: the command's own for run; 75 (or --conflict-exit-code)
+// when a lock was not acquired (--try, or --wait elapsed); 69 when the lock
+// was lost while the command ran (the command is stopped); 74 when the
+// store cannot be reached; 64 for usage errors; 128+N when stopped by
+// signal N while waiting; 1 for other errors.
 package main
 
 import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
+
+	"github.com/dlock-go/dlock"
 )
 
 // Exit statuses (sysexits.h where one fits).
 const (
 	exitError       = 1
-	exitUsage       = 64 // EX_USAGE
+	exitUsage       = 64 // EX_USAGE: bad flag, name, URL or duration; nothing was contacted
 	exitLost        = 69 // EX_UNAVAILABLE: the lock went away under the command
+	exitStore       = 74 // EX_IOERR: the store could not be reached or failed
 	exitNotAcquired = 75 // EX_TEMPFAIL: try again later
 )
 
-// exitError carries an exit status and a message for main to print.
+// exitStatus carries an exit status and a message for main to print.
 type exitStatus struct {
 	code int
 	msg  string // printed to stderr with a "dlock: " prefix, if not empty
@@ -56,13 +61,44 @@ func execute(args []string) int {
 	var st *exitStatus
 	if errors.As(err, &st) {
 		if st.msg != "" {
-			fmt.Fprintln(os.Stderr, "dlock:", st.msg)
+			warn("%s", st.msg)
 		}
 		return st.code
 	}
-	fmt.Fprintln(os.Stderr, "dlock:", err)
+	warn("%v", err)
 	if isUsageError(err) {
 		return exitUsage
 	}
 	return exitError
+}
+
+// warn prints one line to stderr with one "dlock: " prefix, however many
+// the message already carries (errors from package dlock start with one),
+// and the lines of a multi-line error (pgx writes them) joined.
+func warn(format string, args ...any) {
+	lines := strings.Split(plain(fmt.Sprintf(format, args...)), "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	fmt.Fprintln(os.Stderr, "dlock: "+strings.Join(lines, " "))
+}
+
+// badName is the usage error for a lock name dlock.ValidateName rejects.
+func badName(cmd, name string, err error) error {
+	why := strings.TrimSuffix(plain(err.Error()), ": "+plain(dlock.ErrInvalid.Error()))
+	if len(name) > 40 {
+		name = name[:40] + "..."
+	}
+	return usageError{fmt.Errorf("%s: bad lock name %q: %s", cmd, name, why)}
+}
+
+// plain strips the "dlock: " prefixes an error message starts with.
+func plain(msg string) string {
+	for {
+		rest, ok := strings.CutPrefix(msg, "dlock: ")
+		if !ok {
+			return msg
+		}
+		msg = rest
+	}
 }

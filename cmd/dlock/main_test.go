@@ -54,6 +54,7 @@ func start(t *testing.T, c *exec.Cmd) <-chan result {
 	if err := c.Start(); err != nil {
 		t.Fatalf("start dlock: %v", err)
 	}
+	t.Cleanup(func() { c.Process.Kill() })
 	ch := make(chan result, 1)
 	go func() { // exits when the process does
 		timer := time.AfterFunc(time.Minute, func() { c.Process.Kill() })
@@ -111,14 +112,14 @@ func TestUsage(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"run", "name"}, exitUsage, "requires at least 2 arg"},
-		{[]string{"run", "name", "--"}, exitUsage, "no command"},
+		{[]string{"run", "name"}, exitUsage, "no COMMAND"},
+		{[]string{"run", "name", "--"}, exitUsage, "no COMMAND"},
 		{[]string{"run", "--try", "--wait", "1s", "n", "--", "true"}, exitUsage, "exclude each other"},
 		{[]string{"run", "--bogus", "n", "--", "true"}, exitUsage, "unknown flag"},
 		{[]string{"release", "name"}, exitUsage, "without --force"},
 		{[]string{"frobnicate"}, exitUsage, "unknown command"},
-		{[]string{"status", "--store", "nosuch://x"}, exitError, `unknown scheme "nosuch"`},
-		{[]string{"status", "--store", "redis://u:secret@127.0.0.1:1"}, exitError, "xxxxx"},
+		{[]string{"status", "--store", "nosuch://x"}, exitUsage, `unknown scheme "nosuch"`},
+		{[]string{"status", "--store", "redis://u:secret@127.0.0.1:1"}, exitStore, "xxxxx"},
 	} {
 		r := run(t, dlockCmd(t, tc.args...))
 		wantCode(t, r, tc.code, strings.Join(tc.args, " "))

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dlock-go/dlock"
 )
 
 func newReleaseCmd() *cobra.Command {
@@ -21,19 +23,26 @@ nothing is done: a lock belongs to its holder, which releases it itself.`,
 			if !force {
 				return fail(exitUsage, "refusing to release %q without --force: a lock belongs to its holder; --force frees it whatever the holder does", name)
 			}
-			l, store, err := openStore(cmd.Context(), cmd)
+			if err := dlock.ValidateName(name); err != nil {
+				return badName("release", name, err)
+			}
+			s, err := chooseStore(cmd)
+			if err != nil {
+				return err
+			}
+			l, err := connect(cmd.Context(), s, connectTimeout(cmd))
 			if err != nil {
 				return err
 			}
 			defer l.Close()
 			held, err := l.ForceRelease(cmd.Context(), name)
 			if err != nil {
-				return err
+				return fail(exitStore, "store %s failed: %s", s.shown, plain(err.Error()))
 			}
 			if held {
-				fmt.Fprintf(cmd.OutOrStdout(), "released %q on %s (forced)\n", name, store)
+				fmt.Fprintf(cmd.OutOrStdout(), "released %q on %s (forced)\n", name, s.shown)
 			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "%q was not held on %s\n", name, store)
+				fmt.Fprintf(cmd.OutOrStdout(), "%q was not held on %s\n", name, s.shown)
 			}
 			return nil
 		},

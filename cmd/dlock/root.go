@@ -1,20 +1,16 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
+	"runtime/debug"
 	"strings"
+	"time"
 
 	_ "github.com/go-sql-driver/mysql" // database/sql drivers for sqllock's URLs
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/spf13/cobra"
 	_ "modernc.org/sqlite"
 
-	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/backend"
 	_ "github.com/dlock-go/dlock/etcdlock"
 	_ "github.com/dlock-go/dlock/memlock"
 	_ "github.com/dlock-go/dlock/redislock"
@@ -29,22 +25,55 @@ func newRootCmd() *cobra.Command {
 		Long: `dlock runs commands under distributed locks held in Redis, PostgreSQL,
 MySQL, SQLite, ZooKeeper or etcd, and inspects them.
 
-The store is a URL: --store, else $DLOCK_STORE, else a SQLite file in the
-user's state directory. Store URLs:
+The store is a URL: --store, else $DLOCK_STORE, else the default store,
+` + describeDefaultStore() + `:
+a SQLite file of this user on this machine, created on first use. Its locks
+exclude only this user's processes on this host; use a shared store to
+exclude across users or hosts. Store URLs:
   redis://[user:pass@]host:port[/db]      rediss://... (TLS)
   redis+sentinel://host:port[,host:port]/master-name
   redis+cluster://host:port[,host:port]
-  mysql://user[:pass]@host:port/dbname    postgres://user[:pass]@host:port/dbname
+  mysql://user[:pass]@host:port/dbname
+  postgres://user[:pass]@host:port/dbname postgres:///dbname?host=/run/postgresql
   sqlite:///absolute/path.db              mem:// (this process only)
   zk://host:port[,host:port][/root]       etcd://host:port[,host:port][/prefix]
-A password may also come from $DLOCK_PASSWORD.`,
+A password may come from $DLOCK_PASSWORD instead of the URL; it is never
+printed, and neither it nor a $DLOCK_STORE holding one reaches the commands
+dlock runs.
+
+Exit status: 64 usage error (nothing contacted), 74 store unreachable,
+75 lock not acquired, 69 lock lost while the command ran; see "dlock run
+--help".`,
+		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().String("store", "", "store URL (default $DLOCK_STORE, else "+displayDefaultStore()+")")
+	root.SetVersionTemplate("dlock {{.Version}}\n")
+	root.PersistentFlags().String("store", "", "store URL (default $DLOCK_STORE, else "+describeDefaultStore()+")")
+	timeout := defaultConnectTimeout
+	root.PersistentFlags().Var(seconds{&timeout}, "connect-timeout", "give up on a store that does not answer within this long (exit 74)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newRunCmd(), newStatusCmd(), newReleaseCmd(), newDemoCmd(), newDemoWorkerCmd())
 	return root
+}
+
+// connectTimeout is the --connect-timeout of cmd.
+func connectTimeout(cmd *cobra.Command) time.Duration {
+	if f := cmd.Flags().Lookup("connect-timeout"); f != nil {
+		if s, ok := f.Value.(seconds); ok {
+			return *s.d
+		}
+	}
+	return defaultConnectTimeout
+}
+
+// version is the module version dlock was built from, as go install
+// records it.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
 }
 
 // usageError marks errors in the command line.
@@ -66,51 +95,4 @@ func isUsageError(err error) bool {
 	var u usageError
 	// cobra's own error for an unknown subcommand is untyped.
 	return errors.As(err, &u) || strings.HasPrefix(err.Error(), "unknown command")
-}
-
-// storeURL returns the store the user chose, or the default.
-func storeURL(cmd *cobra.Command) (string, error) {
-	if s, _ := cmd.Flags().GetString("store"); s != "" {
-		return s, nil
-	}
-	if s := os.Getenv("DLOCK_STORE"); s != "" {
-		return s, nil
-	}
-	return defaultStore()
-}
-
-// openStore opens the chosen store. Errors never show a password.
-func openStore(ctx context.Context, cmd *cobra.Command) (*dlock.Locker, string, error) {
-	u, err := storeURL(cmd)
-	if err != nil {
-		return nil, "", err
-	}
-	l, err := dlock.Open(ctx, u)
-	if err != nil {
-		return nil, "", err
-	}
-	return l, backend.RedactURL(u), nil
-}
-
-// defaultStore is a SQLite file in the user's state directory
-// ($XDG_STATE_HOME/dlock/locks.db, else ~/.local/state/dlock/locks.db),
-// created on first use.
-func defaultStore() (string, error) {
-	dir := os.Getenv("XDG_STATE_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("no --store, no $DLOCK_STORE, and no home directory for the default store: %w", err)
-		}
-		dir = filepath.Join(home, ".local", "state")
-	}
-	dir = filepath.Join(dir, "dlock")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("create the default store's directory: %w", err)
-	}
-	return "sqlite://" + filepath.ToSlash(filepath.Join(dir, "locks.db")), nil
-}
-
-func displayDefaultStore() string {
-	return "sqlite://$XDG_STATE_HOME/dlock/locks.db"
 }

@@ -1,210 +1,148 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"os/signal"
-	"strconv"
-	"strings"
-	"syscall"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/dlock-go/dlock"
 )
 
+// runOptions are run's flags.
+type runOptions struct {
+	ttl, wait, grace, connectTimeout time.Duration
+	try, waitSet                     bool
+	conflictCode                     int
+	quiet, verbose                   bool
+}
+
 func newRunCmd() *cobra.Command {
 	var o runOptions
 	c := &cobra.Command{
-		Use:   "run [flags] NAME -- COMMAND [ARGS...]",
+		Use:   "run [flags] NAME [--] COMMAND [ARGS...]",
 		Short: "Run a command while holding a lock",
 		Long: `Run takes the lock NAME, runs COMMAND with DLOCK_NAME and DLOCK_FENCE in its
 environment, and releases the lock when the command exits, exiting with the
 command's status. The lease is renewed every TTL/3 while the command runs.
+Flags go anywhere before "--"; without "--", before NAME (the words after
+NAME are the command). Durations take bare seconds ("10") or Go durations
+("1m30s").
 
-The command runs in its own process group. SIGINT, SIGTERM, SIGHUP and
-SIGQUIT are forwarded to it. If the lock is lost while it runs, the group
-gets SIGTERM, then SIGKILL after --grace, and run exits with status 69.
+The command lives and dies with the lock:
+  - If the lock is lost while it runs, its process group gets SIGTERM, then
+    SIGKILL after --grace, and run exits 69.
+  - If dlock is killed, even by SIGKILL, the kernel kills the command.
+  - Stopped (Ctrl-Z, SIGTSTP, SIGTTIN, SIGTTOU), dlock stops the command
+    with it; continued, it continues the command only if the lease cannot
+    have run out meanwhile (it is renewed until the stop, so a stop of up
+    to about half the TTL is safe). Otherwise the stopped command is
+    killed, never to run on, and run exits 69. The same holds after a
+    SIGSTOP, which dlock cannot catch: when it runs again and the lease
+    may have run out, the command is killed at once.
+With a terminal on stdin, the command is in the terminal's foreground, so
+it reads the terminal and gets Ctrl-C, Ctrl-\ and Ctrl-Z itself; otherwise
+it runs in its own process group. SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+SIGUSR1, SIGUSR2 and SIGWINCH sent to dlock are passed on to it. Neither
+$DLOCK_PASSWORD nor a $DLOCK_STORE holding a password reaches it.
 
-If the lock is not acquired (--try, or --wait elapsed), run exits with
-status 75 without running the command. A signal while waiting stops the
-wait at once (status 128+signal).`,
+Exit status:
+  the command's   the command ran (128+N if signal N killed it)
+  75              not acquired: --try, or --wait elapsed (see --conflict-exit-code)
+  69              the lock was lost, or may have run out, while the command ran
+  74              the store could not be reached (--connect-timeout) or failed
+  64              usage error: bad flag, name, duration or store URL; nothing contacted
+  126, 127        the command could not be run, or was not found
+  128+N           signal N arrived while waiting for the lock
+When the command ends, the lock is released; if the store does not answer
+within a second, dlock exits anyway and the lease ends by itself.`,
 		Example: `  dlock run nightly-report -- ./report.sh --since yesterday
-  dlock run --try --store redis://cache:6379 migrate -- ./migrate up`,
-		Args: usageArgs(cobra.MinimumNArgs(2)),
+  dlock run -n --quiet --store redis://cache:6379 nightly -- ./report.sh   # cron
+  dlock run migrate --wait 1m --ttl 60 -- ./migrate up`,
+		DisableFlagParsing: true, // flags go anywhere before "--": see parseRunArgs
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if o.try && cmd.Flags().Changed("wait") {
-				return usageError{errors.New("run: --try and --wait exclude each other")}
+			name, argv, err := parseRunArgs(cmd, args, &o)
+			if errors.Is(err, pflag.ErrHelp) {
+				return cmd.Help()
 			}
-			name, argv := args[0], args[1:]
-			if argv[0] == "--" {
-				argv = argv[1:]
-			}
-			if len(argv) == 0 {
-				return usageError{errors.New("run: no command given after NAME --")}
-			}
-			if o.wait < 0 || o.grace < 0 {
-				return usageError{errors.New("run: --wait and --grace must not be negative")}
+			if err != nil {
+				return err
 			}
 			return runLocked(cmd, name, argv, o)
 		},
 	}
 	f := c.Flags()
-	f.SetInterspersed(false) // flags after NAME belong to COMMAND
-	f.DurationVar(&o.ttl, "ttl", 15*time.Second, "lease length; renewed every TTL/3 while the command runs")
-	f.DurationVar(&o.wait, "wait", 0, "give up after waiting this long (exit 75); 0 waits until acquired")
-	f.BoolVar(&o.try, "try", false, "do not wait: exit 75 at once if the lock is held")
-	f.DurationVar(&o.grace, "grace", 10*time.Second, "after the lock is lost, time between SIGTERM and SIGKILL")
+	f.Var(seconds{&o.ttl}, "ttl", "lease length; renewed every TTL/3 while the command runs")
+	f.VarP(seconds{&o.wait}, "wait", "w", "give up after waiting this long (exit 75); 0 does not wait, as --try (default: wait until acquired)")
+	f.BoolVarP(&o.try, "try", "n", false, "do not wait: exit 75 at once if the lock is held")
+	f.Var(seconds{&o.grace}, "grace", "after the lock is lost, time between SIGTERM and SIGKILL")
+	f.IntVarP(&o.conflictCode, "conflict-exit-code", "E", exitNotAcquired, "exit status when the lock is not acquired")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "print nothing when the lock is not acquired (for cron)")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "say what happens: the store, waiting and for whom, acquisition with its fence, loss, release")
+	o.ttl, o.grace = 15*time.Second, 10*time.Second
 	return c
 }
 
-type runOptions struct {
-	ttl, wait, grace time.Duration
-	try              bool
-}
-
-var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
-
-func runLocked(cmd *cobra.Command, name string, argv []string, o runOptions) error {
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwarded...)
-	defer signal.Stop(sigs)
-
-	// Waiting: the first signal cancels the wait.
-	ctx, cancel := context.WithCancelCause(cmd.Context())
-	defer cancel(nil)
-	waiting := make(chan struct{})
-	go func() { // exits when the wait ends or a signal arrives
-		select {
-		case s := <-sigs:
-			cancel(signalError{s.(syscall.Signal)})
-		case <-waiting:
+// parseRunArgs parses run's arguments: flags and NAME before "--", the
+// command after it; without "--", flags before NAME and the command after
+// NAME. Every check that needs no store is made here, so that a usage
+// error contacts nothing.
+func parseRunArgs(cmd *cobra.Command, args []string, o *runOptions) (string, []string, error) {
+	cmd.InheritedFlags() // merges --store into cmd.Flags()
+	f := cmd.Flags()
+	before, argv := args, []string(nil)
+	dash := slices.Index(args, "--")
+	if dash >= 0 {
+		before, argv = args[:dash], args[dash+1:]
+	}
+	f.SetInterspersed(dash >= 0)
+	if err := f.Parse(before); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return "", nil, err
 		}
-	}()
-	locker, store, err := openStore(ctx, cmd)
-	if err != nil {
-		close(waiting)
-		return waitError(ctx, err)
+		return "", nil, usageError{fmt.Errorf("run: %w", err)}
 	}
-	defer locker.Close()
-	lock, err := acquire(ctx, locker, name, argv, o)
-	close(waiting)
-	if err != nil {
-		var why string
-		if errors.Is(err, dlock.ErrNotAcquired) || (o.wait > 0 && errors.Is(err, context.DeadlineExceeded)) {
-			why = holderOf(locker, name)
-			if o.wait > 0 {
-				why += fmt.Sprintf(" (waited %v)", o.wait)
-			}
-			return fail(exitNotAcquired, "lock %q is held by another owner%s on %s", name, why, store)
-		}
-		if errors.Is(err, dlock.ErrInvalid) {
-			return usageError{err}
-		}
-		return waitError(ctx, err)
+	if help, _ := f.GetBool("help"); help {
+		return "", nil, pflag.ErrHelp
 	}
-
-	child := exec.Command(argv[0], argv[1:]...)
-	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
-	child.Env = append(os.Environ(), "DLOCK_NAME="+name, "DLOCK_FENCE="+strconv.FormatUint(lock.Fence(), 10))
-	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := child.Start(); err != nil {
-		lock.Release(context.Background())
-		code := 126
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			code = 127
-		}
-		return fail(code, "run %s: %v", argv[0], err)
+	pos := f.Args()
+	switch {
+	case len(pos) == 0:
+		return "", nil, usageError{errors.New("run: no lock NAME given (usage: dlock run [flags] NAME -- COMMAND [ARGS...])")}
+	case dash < 0:
+		argv = pos[1:]
+	case len(pos) > 1:
+		return "", nil, usageError{fmt.Errorf("run: one NAME before \"--\", got %q", pos)}
 	}
-	group := -child.Process.Pid
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }() // exits with the child
-
-	for {
-		select {
-		case s := <-sigs:
-			syscall.Kill(group, s.(syscall.Signal))
-		case err := <-exited:
-			rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if rerr := lock.Release(rctx); rerr != nil {
-				fmt.Fprintf(os.Stderr, "dlock: %v (the lease ends by itself after %v)\n", rerr, o.ttl)
-			}
-			rcancel()
-			return childStatus(err)
-		case <-lock.Done():
-			cause := context.Cause(lock.Context())
-			fmt.Fprintf(os.Stderr, "dlock: lock %q lost (%v); stopping the command: SIGTERM, SIGKILL after %v\n", name, cause, o.grace)
-			syscall.Kill(group, syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(o.grace):
-				syscall.Kill(group, syscall.SIGKILL)
-				<-exited
-			}
-			return fail(exitLost, "command stopped: lock %q was lost", name)
-		}
+	name := pos[0]
+	if len(argv) == 0 {
+		return "", nil, usageError{fmt.Errorf("run: no COMMAND given after NAME %q (usage: dlock run [flags] NAME -- COMMAND [ARGS...])", name)}
 	}
-}
-
-func acquire(ctx context.Context, l *dlock.Locker, name string, argv []string, o runOptions) (*dlock.Lock, error) {
-	host, _ := os.Hostname()
-	meta := fmt.Sprintf("host=%s pid=%d cmd=%s", host, os.Getpid(), strings.Join(argv, " "))
-	if len(meta) > dlock.MaxMetadataLen {
-		meta = strings.ToValidUTF8(meta[:dlock.MaxMetadataLen], "")
+	o.waitSet = f.Changed("wait")
+	o.connectTimeout = connectTimeout(cmd) // --wait bounds it too: see runLocked
+	if o.try && o.waitSet {
+		return "", nil, usageError{errors.New("run: --try and --wait exclude each other")}
 	}
-	opts := []dlock.Option{dlock.WithTTL(o.ttl), dlock.WithMetadata(meta)}
-	if o.try {
-		return l.TryAcquire(ctx, name, opts...)
+	if o.waitSet && o.wait == 0 {
+		o.try = true // flock's -w 0
 	}
-	if o.wait > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.wait)
-		defer cancel()
+	switch {
+	case o.wait < 0 || o.grace < 0:
+		return "", nil, usageError{errors.New("run: --wait and --grace must not be negative")}
+	case o.connectTimeout <= 0:
+		return "", nil, usageError{errors.New("run: --connect-timeout must be positive")}
+	case o.ttl < dlock.MinTTL || o.ttl > dlock.MaxTTL:
+		return "", nil, usageError{fmt.Errorf("run: --ttl %v out of range [%v, %v]", o.ttl, dlock.MinTTL, dlock.MaxTTL)}
+	case o.conflictCode < 0 || o.conflictCode > 255:
+		return "", nil, usageError{fmt.Errorf("run: --conflict-exit-code %d is not an exit status (0-255)", o.conflictCode)}
+	case o.quiet && o.verbose:
+		return "", nil, usageError{errors.New("run: --quiet and --verbose exclude each other")}
 	}
-	return l.Acquire(ctx, name, opts...)
-}
-
-// holderOf describes who holds name, if the store can tell.
-func holderOf(l *dlock.Locker, name string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	infos, err := l.Inspect(ctx, name)
-	if err != nil || len(infos) == 0 || infos[0].Metadata == "" {
-		return ""
+	if err := dlock.ValidateName(name); err != nil {
+		return "", nil, badName("run", name, err)
 	}
-	return " (" + infos[0].Metadata + ")"
-}
-
-type signalError struct{ sig syscall.Signal }
-
-func (e signalError) Error() string { return "interrupted by " + e.sig.String() }
-
-// waitError turns an error during the wait into an exit status: 128+N if
-// a signal N stopped it.
-func waitError(ctx context.Context, err error) error {
-	var se signalError
-	if errors.As(context.Cause(ctx), &se) {
-		return fail(128+int(se.sig), "%v while waiting", se)
-	}
-	return err
-}
-
-// childStatus passes the command's exit status through: its code, or
-// 128+N if signal N killed it.
-func childStatus(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return &exitStatus{code: 128 + int(ws.Signal())}
-		}
-		return &exitStatus{code: ee.ExitCode()}
-	}
-	return err
+	return name, argv, nil
 }

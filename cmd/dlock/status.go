@@ -2,11 +2,19 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dlock-go/dlock"
 )
 
 func newStatusCmd() *cobra.Command {
@@ -14,59 +22,132 @@ func newStatusCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "status [flags] [NAME...]",
 		Short: "Show who holds locks",
-		Long: `Status shows, for each NAME (or every held lock when none is given), its
-fencing token, the lease left on the server, the holder's owner id and what
-it said about itself (host, pid, command), where the store can tell.`,
+		Long: `Status shows, for each NAME (or every held lock when none is given), sorted
+by name, its fencing token, the lease left on the server ("unknown" where
+the store cannot tell), the holder's owner id and what it said about
+itself (host, pid, command). It only reads: it creates no table and no
+file (SQL store URLs get migrate=false).`,
 		RunE: func(cmd *cobra.Command, names []string) error {
-			l, _, err := openStore(cmd.Context(), cmd)
+			for _, n := range names {
+				if err := dlock.ValidateName(n); err != nil {
+					return badName("status", n, err)
+				}
+			}
+			s, err := chooseStore(cmd)
 			if err != nil {
 				return err
 			}
-			defer l.Close()
-			infos, err := l.Inspect(cmd.Context(), names...)
+			infos, err := inspect(cmd, s, names)
 			if err != nil {
 				return err
-			}
-			held := map[string]bool{}
-			for _, i := range infos {
-				held[i.Name] = true
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				type entry struct {
-					Name        string `json:"name"`
-					Held        bool   `json:"held"`
-					Fence       uint64 `json:"fence,omitempty,string"`
-					RemainingMS int64  `json:"remaining_ms,omitempty"`
-					Owner       string `json:"owner,omitempty"`
-					Metadata    string `json:"metadata,omitempty"`
-				}
-				list := []entry{}
-				for _, i := range infos {
-					list = append(list, entry{i.Name, true, i.Fence, i.Remaining.Milliseconds(), i.Owner, i.Metadata})
-				}
-				for _, n := range names {
-					if !held[n] {
-						list = append(list, entry{Name: n})
-					}
-				}
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(list)
+				return printStatusJSON(out, infos, names)
+			}
+			if len(infos) == 0 && len(names) == 0 {
+				fmt.Fprintf(out, "no locks held on %s\n", s.shown)
+				return nil
 			}
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tFENCE\tLEASE LEFT\tOWNER\tHOLDER")
-			for _, i := range infos {
-				fmt.Fprintf(w, "%q\t%d\t%v\t%s\t%s\n", i.Name, i.Fence, i.Remaining.Round(time.Millisecond), i.Owner, i.Metadata)
-			}
-			for _, n := range names {
-				if !held[n] {
-					fmt.Fprintf(w, "%q\t-\t-\t(free)\t\n", n)
+			for _, e := range statusEntries(infos, names) {
+				if !e.Held {
+					fmt.Fprintf(w, "%q\t-\t-\t(free)\t\n", e.Name)
+					continue
 				}
+				left := "unknown"
+				if e.RemainingMS != nil {
+					left = (time.Duration(*e.RemainingMS) * time.Millisecond).String()
+				}
+				fmt.Fprintf(w, "%q\t%d\t%s\t%s\t%s\n", e.Name, e.Fence, left, e.Owner, e.Metadata)
 			}
 			return w.Flush()
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON: a list of {name, held, fence, remaining_ms, owner, metadata}, every field always present (remaining_ms null when unknown)")
 	return c
+}
+
+// inspect asks the store about names, reading only: a default store that
+// does not exist yet holds no locks, and SQL stores are opened with
+// migrate=false so that no table is created.
+func inspect(cmd *cobra.Command, s store, names []string) ([]dlock.LockInfo, error) {
+	if s.isDefault {
+		if _, err := os.Stat(s.path); errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+	}
+	s.url = readOnly(s.url)
+	l, err := connect(cmd.Context(), s, connectTimeout(cmd))
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	infos, err := l.Inspect(cmd.Context(), names...)
+	if err != nil {
+		return nil, fail(exitStore, "store %s failed: %s", s.shown, plain(err.Error()))
+	}
+	return infos, nil
+}
+
+// readOnly adds migrate=false to a SQL store's URL unless it has a
+// migrate parameter already.
+func readOnly(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	switch u.Scheme {
+	case "sqlite", "mysql", "postgres", "postgresql":
+	default:
+		return raw
+	}
+	q := u.Query()
+	if q.Has("migrate") {
+		return raw
+	}
+	q.Set("migrate", "false")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// statusEntry is one line of status, and one element of its JSON.
+type statusEntry struct {
+	Name        string `json:"name"`
+	Held        bool   `json:"held"`
+	Fence       uint64 `json:"fence,string"`
+	RemainingMS *int64 `json:"remaining_ms"` // nil: free, or the store cannot tell
+	Owner       string `json:"owner"`
+	Metadata    string `json:"metadata"`
+}
+
+// statusEntries lists the held locks, then the names asked about that are
+// free, all sorted by name.
+func statusEntries(infos []dlock.LockInfo, names []string) []statusEntry {
+	list := []statusEntry{}
+	held := map[string]bool{}
+	for _, i := range infos {
+		held[i.Name] = true
+		e := statusEntry{Name: i.Name, Held: true, Fence: i.Fence, Owner: i.Owner, Metadata: i.Metadata}
+		if i.Remaining > 0 {
+			ms := i.Remaining.Milliseconds()
+			e.RemainingMS = &ms
+		}
+		list = append(list, e)
+	}
+	for _, n := range names {
+		if !held[n] {
+			held[n] = true
+			list = append(list, statusEntry{Name: n})
+		}
+	}
+	slices.SortFunc(list, func(a, b statusEntry) int { return strings.Compare(a.Name, b.Name) })
+	return list
+}
+
+func printStatusJSON(out io.Writer, infos []dlock.LockInfo, names []string) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(statusEntries(infos, names))
 }

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// sqliteStore returns the URL of a SQLite store in a temporary directory:
+// a real store shared by the test's dlock processes.
+func sqliteStore(t *testing.T) string {
+	t.Helper()
+	return "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "locks.db"))
+}
+
+// procState returns the state letter of process pid in /proc (R, S, T,
+// Z, ...), and false if there is no such process.
+func procState(pid int) (byte, bool) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return 0, false
+	}
+	return s[i+2], true
+}
+
+// gone reports whether pid has exited (a zombie has).
+func gone(pid int) bool {
+	st, ok := procState(pid)
+	return !ok || st == 'Z' || st == 'X'
+}
+
+// waitFor polls cond until it holds or timeout passes, and reports
+// whether it held.
+func waitFor(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
+// readPid waits for a pid written to path.
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	waitFile(t, path, "\n")
+	data, _ := os.ReadFile(path)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatalf("pid file %s: %q", path, data)
+	}
+	return pid
+}
+
+// ticker is a command that writes its pid to dir/pid, then appends a line
+// to dir/log every 50ms until stopped.
+func ticker(dir string) []string {
+	return []string{"sh", "-c", `echo $$ > "$1/pid"; while :; do echo tick >> "$1/log"; sleep 0.05; done`, "sh", dir}
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return -1
+	}
+	return fi.Size()
+}
+
+func TestRunKill9KillsCommand(t *testing.T) {
+	store, dir := sqliteStore(t), t.TempDir()
+	c := dlockCmd(t, append([]string{"run", "--store", store, "--ttl", "1s", "job", "--"}, ticker(dir)...)...)
+	start(t, c) // its result arrives only once the command is gone too: not awaited
+	pid := readPid(t, filepath.Join(dir, "pid"))
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	if err := c.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	if !waitFor(time.Second, func() bool { return gone(pid) }) {
+		st, _ := procState(pid)
+		t.Fatalf("command (pid %d) still running %v after kill -9 of dlock (state %c), want it killed with dlock", pid, time.Since(killed), st)
+	}
+	t.Logf("command gone %v after kill -9 of dlock", time.Since(killed))
+	// A second holder, after the lease ran out, runs alone: the first
+	// command writes nothing after the second started.
+	r := run(t, dlockCmd(t, "run", "--store", store, "job", "--", "sh", "-c", `echo second >> "$1/log"; sleep 0.3`, "sh", dir))
+	wantCode(t, r, 0, "second run after kill -9")
+	data, _ := os.ReadFile(filepath.Join(dir, "log"))
+	if lines := strings.Fields(string(data)); lines[len(lines)-1] != "second" {
+		t.Errorf("log ends %q, want the second holder's line last: the first command overlapped it", lines[max(0, len(lines)-3):])
+	}
+}
+
+// stopped waits for pid to be stopped (state T).
+func waitStopped(t *testing.T, pid int, what string) {
+	t.Helper()
+	if !waitFor(5*time.Second, func() bool { st, _ := procState(pid); return st == 'T' }) {
+		st, _ := procState(pid)
+		t.Fatalf("%s (pid %d) state %c, want stopped (T)", what, pid, st)
+	}
+}
+
+// jobCmd is dlockCmd in a process group of its own, as a shell with job
+// control starts it: a group whose parent (the test) is in another group
+// of the session is not orphaned, so the kernel lets SIGTSTP stop it.
+func jobCmd(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	c := dlockCmd(t, args...)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return c
+}
+
+// stoppedJob starts "dlock run" of a ticker with lease ttl as a job, sends
+// it SIGTSTP and returns once both dlock and the command are stopped.
+func stoppedJob(t *testing.T, ttl string) (store, dir string, c *exec.Cmd, done <-chan result, pid int) {
+	t.Helper()
+	store, dir = sqliteStore(t), t.TempDir()
+	c = jobCmd(t, append([]string{"run", "--store", store, "--ttl", ttl, "job", "--"}, ticker(dir)...)...)
+	done = start(t, c)
+	pid = readPid(t, filepath.Join(dir, "pid"))
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	c.Process.Signal(syscall.SIGTSTP)
+	waitStopped(t, pid, "command after SIGTSTP to dlock")
+	waitStopped(t, c.Process.Pid, "dlock after SIGTSTP")
+	return store, dir, c, done, pid
+}
+
+func TestRunStopsCommandWithItself(t *testing.T) {
+	t.Run("continued in time", func(t *testing.T) {
+		store, dir, c, done, _ := stoppedJob(t, "6s")
+		size := fileSize(filepath.Join(dir, "log"))
+		time.Sleep(300 * time.Millisecond)
+		if now := fileSize(filepath.Join(dir, "log")); now != size {
+			t.Errorf("the stopped command wrote %d bytes", now-size)
+		}
+		c.Process.Signal(syscall.SIGCONT)
+		if !waitFor(10*time.Second, func() bool { return fileSize(filepath.Join(dir, "log")) > size }) {
+			t.Fatalf("the command did not go on after SIGCONT to dlock")
+		}
+		r := run(t, dlockCmd(t, "run", "--try", "--store", store, "job", "--", "true"))
+		wantCode(t, r, exitNotAcquired, "run --try while the continued dlock holds the lock")
+		c.Process.Signal(syscall.SIGTERM)
+		wantCode(t, <-done, 128+int(syscall.SIGTERM), "dlock run, SIGTERM passed on to the command")
+	})
+	t.Run("continued after the lease", func(t *testing.T) {
+		_, dir, c, done, pid := stoppedJob(t, "1s")
+		time.Sleep(2 * time.Second) // the 1s lease runs out
+		size := fileSize(filepath.Join(dir, "log"))
+		c.Process.Signal(syscall.SIGCONT)
+		r := <-done
+		wantCode(t, r, exitLost, "dlock continued after its lease ran out")
+		if !strings.Contains(r.stderr, "may have run out") {
+			t.Errorf("stderr = %q, want it to say the lease may have run out", r.stderr)
+		}
+		if !waitFor(time.Second, func() bool { return gone(pid) }) {
+			t.Fatalf("command still running after dlock exited 69")
+		}
+		time.Sleep(200 * time.Millisecond)
+		if now := fileSize(filepath.Join(dir, "log")); now != size {
+			t.Errorf("the command wrote %d bytes after its lease ran out, want none", now-size)
+		}
+	})
+}
+
+func TestRunSIGSTOPed(t *testing.T) {
+	store, dir := sqliteStore(t), t.TempDir()
+	// The command ignores SIGTERM: only SIGKILL stops it promptly.
+	cmd := []string{"sh", "-c", `trap '' TERM; echo $$ > "$1/pid"; while :; do echo tick >> "$1/log"; sleep 0.05; done`, "sh", dir}
+	c := dlockCmd(t, append([]string{"run", "--store", store, "--ttl", "1s", "--grace", "30s", "job", "--"}, cmd...)...)
+	done := start(t, c)
+	pid := readPid(t, filepath.Join(dir, "pid"))
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	c.Process.Signal(syscall.SIGSTOP)
+	waitStopped(t, c.Process.Pid, "dlock after SIGSTOP")
+	time.Sleep(2 * time.Second) // longer than the 1s lease
+	c.Process.Signal(syscall.SIGCONT)
+	continued := time.Now()
+	if !waitFor(time.Second, func() bool { return gone(pid) }) {
+		t.Fatalf("command still running %v after SIGCONT of a dlock stopped past its lease", time.Since(continued))
+	}
+	t.Logf("command gone %v after SIGCONT", time.Since(continued))
+	wantCode(t, <-done, exitLost, "dlock continued after SIGSTOP past its lease")
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
+)
+
+// defaultConnectTimeout bounds how long dlock waits for a store to answer
+// when it connects.
+const defaultConnectTimeout = 5 * time.Second
+
+// store is the store a command uses: its URL (with any $DLOCK_PASSWORD
+// filled in, never printed) and that URL redacted, for messages.
+type store struct {
+	url, shown string
+	isDefault  bool   // the per-user SQLite file
+	path       string // the default store's file, if isDefault
+}
+
+// chooseStore returns the store the user chose (--store, else
+// $DLOCK_STORE), or the default one. It checks the URL's form without
+// contacting anything; the error is a usage error.
+func chooseStore(cmd *cobra.Command) (store, error) {
+	raw, _ := cmd.Flags().GetString("store")
+	if raw == "" {
+		raw = os.Getenv("DLOCK_STORE")
+	}
+	if raw == "" {
+		path, err := defaultStorePath()
+		if err != nil {
+			return store{}, usageError{err}
+		}
+		u := "sqlite://" + filepath.ToSlash(path)
+		return store{url: u, shown: u, isDefault: true, path: path}, nil
+	}
+	s := store{url: raw, shown: backend.RedactURL(raw)}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		// dlock.Open says what is wrong, without the password, and
+		// contacts nothing.
+		_, err := dlock.Open(context.Background(), raw)
+		return store{}, badURL(s, err)
+	}
+	if _, has := u.User.Password(); !has && u.Host != "" {
+		// The password stays out of the command line and of the
+		// command's environment: the library never reads it.
+		if pass := os.Getenv("DLOCK_PASSWORD"); pass != "" {
+			u.User = url.UserPassword(u.User.Username(), pass)
+			s.url = u.String()
+		}
+	}
+	return s, nil
+}
+
+// defaultStorePath is the default store's file:
+// $XDG_STATE_HOME/dlock/locks.db, else ~/.local/state/dlock/locks.db.
+func defaultStorePath() (string, error) {
+	dir := os.Getenv("XDG_STATE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil || home == "" {
+			return "", errors.New("no --store, no $DLOCK_STORE, and no home directory (nor $XDG_STATE_HOME) for the default store: give a store with --store URL")
+		}
+		dir = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(dir, "dlock", "locks.db"), nil
+}
+
+// describeDefaultStore is the default store for --help: its real path, or
+// why there is none.
+func describeDefaultStore() string {
+	path, err := defaultStorePath()
+	if err != nil {
+		return "none: no home directory"
+	}
+	return "sqlite://" + filepath.ToSlash(path)
+}
+
+// connect opens s within timeout (and ctx). A URL the backend rejects is a
+// usage error (exit 64; backends check URLs before connecting); a store
+// that does not answer in time or fails is exit 74, with one line naming
+// it. The bound holds even if a client library does not honour ctx: the
+// Open is then left behind, and closed if it ever succeeds.
+func connect(ctx context.Context, s store, timeout time.Duration) (*dlock.Locker, error) {
+	if s.isDefault {
+		if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+			return nil, fail(exitStore, "cannot create the default store's directory: %v", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	type opened struct {
+		l   *dlock.Locker
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() { // exits when Open returns
+		l, err := dlock.Open(ctx, s.url)
+		ch <- opened{l, err}
+	}()
+	var o opened
+	select {
+	case o = <-ch:
+	case <-ctx.Done():
+		go func() { // exits when the abandoned Open returns
+			if o := <-ch; o.err == nil {
+				o.l.Close()
+			}
+		}()
+		o.err = context.Cause(ctx)
+	}
+	switch {
+	case o.err == nil:
+		return o.l, nil
+	case errors.Is(o.err, dlock.ErrBadURL):
+		return nil, badURL(s, o.err)
+	case context.Cause(ctx) != nil && !errors.Is(context.Cause(ctx), context.DeadlineExceeded):
+		return nil, o.err // a signal: the caller says which
+	case ctx.Err() != nil:
+		return nil, storeError(s, fmt.Errorf("no answer within %v: %w", timeout, openCause(o.err)))
+	}
+	return nil, storeError(s, openCause(o.err))
+}
+
+// badURL is the usage error for a store URL that dlock.Open rejects.
+func badURL(s store, err error) error {
+	msg := strings.TrimPrefix(plain(openCause(err).Error()), "bad store URL: ")
+	return usageError{fmt.Errorf("bad store URL %s: %s", s.shown, msg)}
+}
+
+// openCause drops dlock.Open's "open URL:" wrapping, which would name the
+// store a second time.
+func openCause(err error) error {
+	if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(err.Error(), "dlock: open ") {
+		return inner
+	}
+	return err
+}
+
+// storeError is the one line and exit status 74 for a store that cannot
+// be reached or failed.
+func storeError(s store, err error) error {
+	return fail(exitStore, "cannot reach store %s: %s", s.shown, plain(err.Error()))
+}
+
+// childEnv returns the environment for a command dlock starts: this
+// process's, without the store's secrets.
+func childEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "DLOCK_PASSWORD" {
+			continue
+		}
+		if k == "DLOCK_STORE" && backend.RedactURL(v) != v {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
