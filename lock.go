@@ -52,6 +52,12 @@ func (k *Lock) Context() context.Context { return k.ctx }
 func (k *Lock) Refresh(ctx context.Context) error {
 	h, l := k.h, k.h.l
 	l.mu.Lock()
+	if h.state == active && !time.Now().Before(h.deadline) {
+		// Past the loss deadline, even if the keeper has not got to it
+		// yet: the lease may have run out, so this is a loss, not a
+		// refresh.
+		l.lose(h, fmt.Errorf("%w: lease of %v could not be renewed in time", ErrLost, h.lease.TTL))
+	}
 	done, st := k.done, h.state
 	l.mu.Unlock()
 	if err := k.stateError("refresh", done, st); err != nil {

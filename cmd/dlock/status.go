@@ -69,12 +69,16 @@ file (SQL store URLs get migrate=false).`,
 	return c
 }
 
-// inspect asks the store about names, reading only: a default store that
-// does not exist yet holds no locks, and SQL stores are opened with
-// migrate=false so that no table is created.
+// inspect asks the store about names, reading only: a SQLite file (the
+// default store or another) that does not exist yet holds no locks, and
+// SQL stores are opened with migrate=false so that no table is created.
 func inspect(cmd *cobra.Command, s store, names []string) ([]dlock.LockInfo, error) {
-	if s.isDefault {
-		if _, err := os.Stat(s.path); errors.Is(err, os.ErrNotExist) {
+	path := s.path
+	if u, err := url.Parse(s.url); !s.isDefault && err == nil && u.Scheme == "sqlite" {
+		path = u.Path
+	}
+	if path != "" {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 			return nil, nil
 		}
 	}
