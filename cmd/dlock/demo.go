@@ -137,6 +137,7 @@ func demoPhase(ctx context.Context, store string, o demoOptions, fenced bool) (*
 	if err != nil {
 		return nil, err
 	}
+	defer sh.close()
 	var b [6]byte
 	rand.Read(b[:])
 	name := "dlock-demo/stock-" + hex.EncodeToString(b[:])

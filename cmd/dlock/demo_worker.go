@@ -72,7 +72,11 @@ func demoWorker(ctx context.Context, o workerOptions) error {
 	log := bufio.NewWriter(logFile)
 	defer log.Flush()
 	var mu sync.Mutex // guards log
-	sh := shop{filepath.Join(o.dir, "shop")}
+	sh, err := openShop(filepath.Join(o.dir, "shop"))
+	if err != nil {
+		return err
+	}
+	defer sh.close()
 
 	var wg sync.WaitGroup
 	errs := make(chan error, o.workers)

@@ -1,91 +1,91 @@
 package main
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
-	"syscall"
+
+	"github.com/dlock-go/dlock/fence"
+	"github.com/dlock-go/dlock/sqllock"
 )
 
-// shop stands for the storage the demo's workers sell from: a file holding
-// the stock and the highest fencing token it has seen. Each of its
-// operations is atomic on its own (the file is flock'ed for the length of
-// one operation, as a database makes one statement atomic); a purchase,
-// which reads then writes, is only safe under a lock.
-type shop struct{ path string }
-
-type shopState struct {
-	stock int
-	high  uint64 // highest fencing token a write carried
+// shop stands for the storage the demo's workers sell from: a SQLite file
+// holding the stock, with the highest fencing token a write carried, in a
+// fence.Table. Each of its operations is one statement, atomic on its own;
+// a purchase, which reads then writes, is only safe under a lock.
+type shop struct {
+	db    *sql.DB
+	table *fence.Table
 }
+
+const shopItem = "stock"
 
 // errStale is the storage rejecting a write whose fencing token is older
 // than one it has already seen: the writer lost its lock meanwhile.
 var errStale = errors.New("write rejected: a newer lock holder has written since (stale fencing token)")
 
-func newShop(path string, stock int) (shop, error) {
-	s := shop{path}
-	return s, s.update(func(st *shopState) error {
-		*st = shopState{stock: stock}
-		return nil
-	})
+// openShop opens the shop in the SQLite file at path.
+func openShop(path string) (shop, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		return shop{}, err
+	}
+	t, err := fence.NewTable(db, sqllock.SQLite, "shop")
+	if err != nil {
+		db.Close()
+		return shop{}, err
+	}
+	return shop{db: db, table: t}, nil
 }
+
+// newShop creates the shop at path with stock items.
+func newShop(path string, stock int) (shop, error) {
+	s, err := openShop(path)
+	if err != nil {
+		return s, err
+	}
+	ctx := context.Background()
+	if err := s.table.Migrate(ctx); err != nil {
+		s.close()
+		return s, err
+	}
+	// Token 1: the lowest a lock hands out is higher.
+	if err := s.table.Write(ctx, shopItem, 1, []byte(strconv.Itoa(stock))); err != nil {
+		s.close()
+		return s, err
+	}
+	return s, nil
+}
+
+func (s shop) close() error { return s.db.Close() }
 
 // read returns the stock.
 func (s shop) read() (int, error) {
-	var stock int
-	err := s.update(func(st *shopState) error {
-		stock = st.stock
-		return nil
-	})
-	return stock, err
+	v, _, err := s.table.Read(context.Background(), shopItem)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(string(v))
+	if err != nil {
+		return 0, fmt.Errorf("shop: stock %q: %w", v, err)
+	}
+	return n, nil
 }
 
-// write sets the stock. With fenced set it first checks fence against the
-// highest token seen, as storage that supports fencing does.
-func (s shop) write(stock int, fence uint64, fenced bool) error {
-	return s.update(func(st *shopState) error {
-		if fenced && fence < st.high {
-			return errStale
-		}
-		st.high = max(st.high, fence)
-		st.stock = stock
-		return nil
-	})
-}
-
-func (s shop) update(f func(*shopState) error) error {
-	file, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
+// write sets the stock. With fenced set, the write is fenced: storage
+// refuses it if a higher token has written since. Without, it is a plain
+// UPDATE, as storage that knows nothing of fencing would do.
+func (s shop) write(stock int, token uint64, fenced bool) error {
+	value := []byte(strconv.Itoa(stock))
+	if !fenced {
+		_, err := s.db.Exec(`UPDATE shop SET value = ? WHERE name = ?`, value, shopItem)
 		return err
 	}
-	defer file.Close()
-	if err := syscall.Flock(int(file.Fd()), syscall.LOCK_EX); err != nil {
-		return err
+	err := s.table.Write(context.Background(), shopItem, token, value)
+	if errors.Is(err, fence.ErrStale) {
+		return errStale
 	}
-	var st shopState
-	data, err := os.ReadFile(s.path)
-	if err != nil {
-		return err
-	}
-	if text := strings.TrimSpace(string(data)); text != "" {
-		stock, high, _ := strings.Cut(text, " ")
-		st.stock, err = strconv.Atoi(stock)
-		if err == nil {
-			st.high, err = strconv.ParseUint(high, 10, 64)
-		}
-		if err != nil {
-			return fmt.Errorf("shop file %s: %q: %w", s.path, text, err)
-		}
-	}
-	if err := f(&st); err != nil {
-		return err
-	}
-	if err := file.Truncate(0); err != nil {
-		return err
-	}
-	_, err = file.WriteAt([]byte(fmt.Sprintf("%d %d\n", st.stock, st.high)), 0)
 	return err
 }

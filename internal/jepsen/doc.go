@@ -40,8 +40,11 @@
 // made it harmless: no accepted write with a fence at or below an
 // earlier accepted one, and no lost update.
 //
-// Not covered: memlock (one process: its contract is checked by the
-// conformance suite and the core's synctest tests); network faults on a
+// memlock keeps its locks in one process's memory: its workers run as
+// goroutines of one process, through the same checkers, without faults
+// (its contract under faults is checked by the core's synctest tests).
+//
+// Not covered: network faults on a
 // Redis Cluster or Sentinel, whose clients follow redirections to each
 // node's own address, past any proxy; a Cluster failover.
 package jepsen

@@ -14,6 +14,7 @@ import (
 	"github.com/dlock-go/dlock/internal/jepsen"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
+	_ "github.com/dlock-go/dlock/memlock"
 	_ "github.com/dlock-go/dlock/redislock"
 	_ "github.com/dlock-go/dlock/sqllock"
 	_ "github.com/dlock-go/dlock/zklock"
@@ -52,6 +53,10 @@ func run(t *testing.T, target jepsen.Target) {
 }
 
 func TestJepsen(t *testing.T) {
+	t.Run("memlock", func(t *testing.T) {
+		t.Parallel()
+		run(t, jepsen.Target{Name: "memlock", URL: func(string) string { return "mem://jepsen" }, InProcess: true})
+	})
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(t.TempDir(), "locks.db")

@@ -24,6 +24,7 @@ import (
 var Workers = map[string]testworker.Func{
 	"jepsen-register": Register,
 	"jepsen-worker":   Worker,
+	"jepsen-workers":  inProcessWorkers,
 }
 
 // Server is a store's server, for the nemeses that fault it.
@@ -46,6 +47,10 @@ type Target struct {
 	Upstream string
 	// Server is the store's server, or nil when it has none (SQLite).
 	Server Server
+	// InProcess runs every worker as a goroutine of one process (memlock,
+	// whose store is one process's memory); only the nemesis "none"
+	// applies.
+	InProcess bool
 	// Failover promotes a replica to master, for the failover nemesis;
 	// nil when the store has no replicas.
 	Failover func(t testing.TB)
@@ -63,7 +68,7 @@ type Target struct {
 type Options struct {
 	Workers  int           // worker processes; default 3
 	TTL      time.Duration // lease; default 1s
-	Duration time.Duration // before and after the fault, each; default 2s
+	Duration time.Duration // before and after the fault, each; default 1s
 }
 
 func (o Options) withDefaults() Options {
@@ -74,7 +79,7 @@ func (o Options) withDefaults() Options {
 		o.TTL = time.Second
 	}
 	if o.Duration == 0 {
-		o.Duration = 2 * time.Second
+		o.Duration = time.Second
 	}
 	return o
 }
@@ -262,19 +267,29 @@ func Run(t *testing.T, target Target, nemesis Nemesis, opts Options) Result {
 	c.regAddr = reg.Expect(t, "listening", 30*time.Second)
 	var paths []string
 	for n := range opts.Workers {
-		path := filepath.Join(dir, "worker"+strconv.Itoa(n)+".jsonl")
-		paths = append(paths, path)
-		addr := target.Upstream
-		if addr != "" {
-			p := testserver.StartProxy(t, target.Upstream)
-			c.proxies = append(c.proxies, p)
-			addr = p.Addr()
-		}
-		c.workers = append(c.workers, testworker.Start(t, "jepsen-worker",
-			target.URL(addr), c.regAddr, "jepsen", opts.TTL.String(), path, strconv.Itoa(n)))
+		paths = append(paths, filepath.Join(dir, "worker"+strconv.Itoa(n)+".jsonl"))
 	}
-	for _, w := range c.workers {
-		w.Expect(t, "ready", 30*time.Second)
+	if target.InProcess {
+		// One process runs every worker, as goroutines sharing its store.
+		c.workers = []*testworker.Process{testworker.Start(t, "jepsen-workers",
+			append([]string{target.URL(""), c.regAddr, "jepsen", opts.TTL.String()}, paths...)...)}
+		for range paths {
+			c.workers[0].Expect(t, "ready", 30*time.Second)
+		}
+	} else {
+		for n, path := range paths {
+			addr := target.Upstream
+			if addr != "" {
+				p := testserver.StartProxy(t, target.Upstream)
+				c.proxies = append(c.proxies, p)
+				addr = p.Addr()
+			}
+			c.workers = append(c.workers, testworker.Start(t, "jepsen-worker",
+				target.URL(addr), c.regAddr, "jepsen", opts.TTL.String(), path, strconv.Itoa(n)))
+		}
+		for _, w := range c.workers {
+			w.Expect(t, "ready", 30*time.Second)
+		}
 	}
 	time.Sleep(opts.Duration)
 	faultAt := now()
@@ -285,7 +300,7 @@ func Run(t *testing.T, target Target, nemesis Nemesis, opts Options) Result {
 	// (a liveness check, so bounded generously), then stop.
 	for deadline := time.Now().Add(progressBound); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		all := true
-		for n := range c.workers {
+		for n := range paths {
 			if _, dead := c.deaths[n]; !dead && !acquiredAfter(t, paths[n], healed) {
 				all = false
 			}
@@ -323,7 +338,7 @@ func Run(t *testing.T, target Target, nemesis Nemesis, opts Options) Result {
 		Violations: o.violations, MaxStale: o.maxStale, Overlaps: o.overlaps, Linearizable: string(o.linearizable)}
 
 	// Every worker still alive acquires again after the fault.
-	for n := range c.workers {
+	for n := range paths {
 		if _, dead := c.deaths[n]; dead {
 			continue
 		}
@@ -415,7 +430,7 @@ func RunAll(t *testing.T, target Target, opts Options) []Result {
 	var na []string
 	for _, nem := range Nemeses {
 		if needsServer(nem.Name) && target.Server == nil || needsNetwork(nem.Name) && target.Upstream == "" ||
-			nem.Name == "failover" && target.Failover == nil {
+			nem.Name == "failover" && target.Failover == nil || target.InProcess && nem.Name != "none" {
 			na = append(na, nem.Name)
 			continue
 		}

@@ -50,8 +50,14 @@ func (h *history) add(e event) {
 // Worker is the lock worker (see internal/testworker). Its args are a
 // store URL, the register's address, the lock name, the TTL, the path of
 // its history and its number. It loops acquire, read, write, release
-// until ctx ends, printing "ready" once its Locker is open.
+// until ctx ends, printing "ready" once its Locker is open. After it has
+// closed its Locker it checks that no goroutine and no socket was left
+// behind.
 func Worker(ctx context.Context, args []string) error {
+	return work(ctx, args, true)
+}
+
+func work(ctx context.Context, args []string, checkLeaks bool) error {
 	if len(args) != 6 {
 		return fmt.Errorf("worker: want STORE REGISTER NAME TTL HISTORY N, got %q", args)
 	}
@@ -143,6 +149,9 @@ func Worker(ctx context.Context, args []string) error {
 	// closed: no goroutine, no connection.
 	l.Close()
 	reg.http.CloseIdleConnections()
+	if !checkLeaks {
+		return nil
+	}
 	if err := goleak.Find(goroutines); err != nil {
 		return fmt.Errorf("after Close: %w", err)
 	}
@@ -171,4 +180,27 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// inProcessWorkers is the worker of an in-process target (see
+// internal/testworker): args are a store URL, the register's address, the
+// lock name, the TTL, and one history path per worker. It runs Worker for
+// each as a goroutine and returns when they all have.
+func inProcessWorkers(ctx context.Context, args []string) error {
+	if len(args) < 5 {
+		return fmt.Errorf("workers: want STORE REGISTER NAME TTL HISTORY..., got %q", args)
+	}
+	goroutines := goleak.IgnoreCurrent()
+	errs := make([]error, len(args)-4)
+	var wg sync.WaitGroup
+	for n, path := range args[4:] {
+		wg.Go(func() {
+			errs[n] = work(ctx, []string{args[0], args[1], args[2], args[3], path, strconv.Itoa(n)}, false)
+		})
+	}
+	wg.Wait()
+	if err := goleak.Find(goroutines); err != nil {
+		errs = append(errs, fmt.Errorf("after Close: %w", err))
+	}
+	return errors.Join(errs...)
 }
