@@ -165,6 +165,17 @@ func (c *Cluster) Pause(n int, d time.Duration) {
 	c.events = append(c.events, fmt.Sprintf("paused worker %d for %v", n, d))
 }
 
+// fault applies inject to proxies, waits d, and heals them.
+func (c *Cluster) fault(d time.Duration, inject func(*testserver.Proxy), proxies ...*testserver.Proxy) {
+	for _, p := range proxies {
+		inject(p)
+	}
+	time.Sleep(d)
+	for _, p := range proxies {
+		p.Heal(c.T)
+	}
+}
+
 // Nemesis injects one fault, bounded in time.
 type Nemesis struct {
 	Name string
@@ -185,34 +196,16 @@ var Nemeses = []Nemesis{
 	{"restart-server", func(c *Cluster) { c.Target.Server.Restart(c.T) }},
 	{"failover", func(c *Cluster) { c.Target.Failover(c.T) }},
 	{"partition-holder", func(c *Cluster) {
-		p := c.proxies[c.Holder()]
-		p.Partition(c.T)
-		time.Sleep(2 * c.Options.TTL)
-		p.Heal(c.T)
+		c.fault(2*c.Options.TTL, func(p *testserver.Proxy) { p.Partition(c.T) }, c.proxies[c.Holder()])
 	}},
 	{"partition-all", func(c *Cluster) {
-		for _, p := range c.proxies {
-			p.Partition(c.T)
-		}
-		time.Sleep(2 * c.Options.TTL)
-		for _, p := range c.proxies {
-			p.Heal(c.T)
-		}
+		c.fault(2*c.Options.TTL, func(p *testserver.Proxy) { p.Partition(c.T) }, c.proxies...)
 	}},
 	{"drop-replies", func(c *Cluster) {
-		p := c.proxies[c.Holder()]
-		p.DropReplies(c.T)
-		time.Sleep(2 * c.Options.TTL)
-		p.Heal(c.T)
+		c.fault(2*c.Options.TTL, func(p *testserver.Proxy) { p.DropReplies(c.T) }, c.proxies[c.Holder()])
 	}},
 	{"latency", func(c *Cluster) {
-		for _, p := range c.proxies {
-			p.Latency(c.T, c.Options.TTL/10)
-		}
-		time.Sleep(2 * c.Options.TTL)
-		for _, p := range c.proxies {
-			p.Heal(c.T)
-		}
+		c.fault(2*c.Options.TTL, func(p *testserver.Proxy) { p.Latency(c.T, c.Options.TTL/10) }, c.proxies...)
 	}},
 	{"reset-connections", func(c *Cluster) {
 		for _, p := range c.proxies {
@@ -228,9 +221,7 @@ var Nemeses = []Nemesis{
 			c.T.Fatalf("no worker waited for the lock within 30 s")
 		}
 		time.Sleep(c.Options.TTL / 20) // its queued attempt has been answered
-		c.proxies[n].Partition(c.T)
-		time.Sleep(2 * c.Options.TTL)
-		c.proxies[n].Heal(c.T)
+		c.fault(2*c.Options.TTL, func(p *testserver.Proxy) { p.Partition(c.T) }, c.proxies[n])
 	}},
 }
 
