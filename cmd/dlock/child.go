@@ -19,6 +19,7 @@ type child struct {
 	// dlock would have it.
 	tty    bool
 	events chan childEvent // from the reaper: each stop, then the exit
+	guard  *guard          // kills the child's group if dlock dies (see guard.go)
 }
 
 // childEvent is a change of the child's state, as wait reports it.
@@ -36,7 +37,8 @@ type childEvent struct {
 // The kernel kills the child if dlock dies, even by SIGKILL: Pdeathsig
 // fires when the thread that forked the child ends, so the child is
 // started and reaped by one goroutine locked to its thread, which exits
-// after the child has.
+// after the child has. A guard process (guard.go) kills the rest of the
+// child's process group then too.
 func startChild(argv, env []string, tty bool) (*child, error) {
 	c := &child{events: make(chan childEvent, 4), tty: tty}
 	started := make(chan error, 1)
@@ -78,8 +80,18 @@ func startChild(argv, env []string, tty bool) (*child, error) {
 	if err := <-started; err != nil {
 		return nil, err
 	}
+	g, err := startGuard(c.pid)
+	if err != nil {
+		c.kill()
+		return nil, err
+	}
+	c.guard = g
 	return c, nil
 }
+
+// done dismisses the guard: dlock is about to exit normally, after the
+// child did.
+func (c *child) done() { c.guard.dismiss() }
 
 // signal sends sig to the child's process group.
 func (c *child) signal(sig syscall.Signal) { syscall.Kill(-c.pid, sig) }

@@ -103,6 +103,42 @@ func TestRunKill9KillsCommand(t *testing.T) {
 	}
 }
 
+// The command's own children die with dlock too: the kernel's death
+// signal reaches only the command, dlock's guard the rest of its group.
+func TestRunKill9KillsCommandsChildren(t *testing.T) {
+	store, dir := sqliteStore(t), t.TempDir()
+	// The outer shell waits for an inner one that writes its pid and
+	// ticks: the inner shell is the command's child.
+	inner := `echo $$ > "$1/pid"; while :; do echo tick >> "$1/log"; sleep 0.05; done`
+	c := dlockCmd(t, "run", "--store", store, "--ttl", "1s", "job", "--", "sh", "-c", `sh -c '`+inner+`' sh "$1"; :`, "sh", dir)
+	start(t, c)
+	pid := readPid(t, filepath.Join(dir, "pid"))
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	if err := c.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	if !waitFor(time.Second, func() bool { return gone(pid) }) {
+		st, _ := procState(pid)
+		t.Fatalf("the command's child (pid %d) still running %v after kill -9 of dlock (state %c), want it killed with dlock", pid, time.Since(killed), st)
+	}
+	t.Logf("the command's child gone %v after kill -9 of dlock", time.Since(killed))
+}
+
+// A command's background processes left when it exits normally are not
+// killed: only dlock's death makes the guard act.
+func TestRunGuardDismissedOnExit(t *testing.T) {
+	store, dir := sqliteStore(t), t.TempDir()
+	r := run(t, dlockCmd(t, "run", "--store", store, "job", "--", "sh", "-c", `sleep 30 >/dev/null 2>&1 & echo $! > "$1/pid"`, "sh", dir))
+	wantCode(t, r, 0, "run of a command that leaves a background process")
+	pid := readPid(t, filepath.Join(dir, "pid"))
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	time.Sleep(200 * time.Millisecond) // a guard that was not dismissed would have acted by now
+	if gone(pid) {
+		t.Errorf("the command's background process (pid %d) was killed after dlock exited normally, want it left alone", pid)
+	}
+}
+
 // stopped waits for pid to be stopped (state T).
 func waitStopped(t *testing.T, pid int, what string) {
 	t.Helper()

@@ -52,6 +52,9 @@ func main() {
 }
 
 func execute(args []string) int {
+	if len(args) == 2 && args[0] == guardArg {
+		return runGuard(args[1])
+	}
 	root := newRootCmd()
 	root.SetArgs(args)
 	err := root.Execute()

@@ -130,6 +130,7 @@ func runLocked(cmd *cobra.Command, name string, argv []string, o runOptions) err
 	renewCtx, stopRenewing := context.WithCancel(context.Background())
 	go v.renew(renewCtx) // exits when stopRenewing is called or the lock is done
 	err = r.supervise(c, v, sigs, conts)
+	c.done()
 	stopRenewing()
 	r.release(lock, closeLocker)
 	return err

@@ -113,12 +113,20 @@ func connect(ctx context.Context, s store, timeout time.Duration) (*dlock.Locker
 	select {
 	case o = <-ch:
 	case <-ctx.Done():
-		go func() { // exits when the abandoned Open returns
-			if o := <-ch; o.err == nil {
-				o.l.Close()
-			}
-		}()
-		o.err = context.Cause(ctx)
+		// Backends honour ctx, and their error says why they could not
+		// connect (refused, no such host): give them a moment to say it.
+		grace := time.NewTimer(openGrace)
+		defer grace.Stop()
+		select {
+		case o = <-ch:
+		case <-grace.C:
+			go func() { // exits when the abandoned Open returns
+				if o := <-ch; o.err == nil {
+					o.l.Close()
+				}
+			}()
+			o.err = context.Cause(ctx)
+		}
 	}
 	switch {
 	case o.err == nil:
@@ -132,6 +140,10 @@ func connect(ctx context.Context, s store, timeout time.Duration) (*dlock.Locker
 	}
 	return nil, storeError(s, openCause(o.err))
 }
+
+// openGrace is how long connect waits, after its timeout, for dlock.Open
+// to return its own error before it gives up on it.
+const openGrace = 200 * time.Millisecond
 
 // badURL is the usage error for a store URL that dlock.Open rejects.
 func badURL(s store, err error) error {
