@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,26 +45,30 @@ func options() jepsen.Options {
 	return o
 }
 
-// run puts target through every nemesis, in parallel with the other
-// targets (the workers are mostly idle; the servers are separate).
+// run puts target through every nemesis.
 func run(t *testing.T, target jepsen.Target) {
 	for _, r := range jepsen.RunAll(t, target, options()) {
 		report.Add(r)
 	}
 }
 
+// TestJepsen runs every target at once: t.Run from a goroutine per
+// target, not t.Parallel, which -parallel (GOMAXPROCS by default) would
+// limit to two at a time although the workers mostly wait.
 func TestJepsen(t *testing.T) {
-	t.Run("memlock", func(t *testing.T) {
-		t.Parallel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	target := func(name string, f func(t *testing.T)) {
+		wg.Go(func() { t.Run(name, f) })
+	}
+	target("memlock", func(t *testing.T) {
 		run(t, jepsen.Target{Name: "memlock", URL: func(string) string { return "mem://jepsen" }, InProcess: true})
 	})
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
+	target("sqlite", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "locks.db")
 		run(t, jepsen.Target{Name: "sqlite", URL: func(string) string { return "sqlite://" + path }})
 	})
-	t.Run("redis", func(t *testing.T) {
-		t.Parallel()
+	target("redis", func(t *testing.T) {
 		r := testserver.StartRedis(t)
 		run(t, jepsen.Target{
 			Name:     "redis",
@@ -73,8 +78,7 @@ func TestJepsen(t *testing.T) {
 			Forgets:  []string{"restart-server"}, // no persistence: restarted empty
 		})
 	})
-	t.Run("redis-cluster", func(t *testing.T) {
-		t.Parallel()
+	target("redis-cluster", func(t *testing.T) {
 		c := testserver.StartRedisCluster(t, 3)
 		// The cluster redirects clients to each node's own address, past
 		// any proxy: only the process faults apply.
@@ -83,8 +87,7 @@ func TestJepsen(t *testing.T) {
 			URL:  func(string) string { return "redis+cluster://" + strings.Join(c.Addrs(), ",") },
 		})
 	})
-	t.Run("redis-sentinel", func(t *testing.T) {
-		t.Parallel()
+	target("redis-sentinel", func(t *testing.T) {
 		s := testserver.StartRedisSentinelReplicated(t)
 		run(t, jepsen.Target{
 			Name:   "redis-sentinel",
@@ -96,8 +99,7 @@ func TestJepsen(t *testing.T) {
 			Forgets:  []string{"restart-server", "failover"},
 		})
 	})
-	t.Run("mariadb", func(t *testing.T) {
-		t.Parallel()
+	target("mariadb", func(t *testing.T) {
 		m := testserver.StartMariaDB(t)
 		c, err := mysql.ParseDSN(m.DSN())
 		if err != nil {
@@ -110,8 +112,7 @@ func TestJepsen(t *testing.T) {
 			Server:   m,
 		})
 	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
+	target("postgres", func(t *testing.T) {
 		p := testserver.StartPostgres(t)
 		addr := strings.TrimPrefix(strings.SplitN(p.DSN(), "/", 4)[2], "postgres@")
 		run(t, jepsen.Target{
@@ -121,8 +122,7 @@ func TestJepsen(t *testing.T) {
 			Server:   p,
 		})
 	})
-	t.Run("zookeeper", func(t *testing.T) {
-		t.Parallel()
+	target("zookeeper", func(t *testing.T) {
 		z := testserver.StartZooKeeper(t)
 		run(t, jepsen.Target{
 			Name:     "zookeeper",
@@ -133,8 +133,7 @@ func TestJepsen(t *testing.T) {
 			DeadHolderLease: 4 * time.Second,
 		})
 	})
-	t.Run("etcd", func(t *testing.T) {
-		t.Parallel()
+	target("etcd", func(t *testing.T) {
 		e := testserver.StartEtcd(t)
 		run(t, jepsen.Target{
 			Name:     "etcd",
