@@ -26,7 +26,8 @@
 //     Locker is closed.
 //
 // The nemeses, each bounded in time: kill -9 the holder; SIGSTOP the
-// holder past the TTL; SIGSTOP the server past the TTL; restart the
+// holder past its lease; SIGSTOP it between its read and its write (its
+// write then carries a stale fence, which the register must refuse); SIGSTOP the server past the TTL; restart the
 // server; through a fault proxy per worker (Toxiproxy in-process), cut
 // off the holder, everyone, or a worker right after it has queued, drop
 // the holder's replies, add latency, reset every connection; and a

@@ -92,6 +92,7 @@ type Cluster struct {
 	Options Options
 
 	regAddr string
+	paths   []string // the workers' histories
 	workers []*testworker.Process
 	proxies []*testserver.Proxy // per worker, when the target has a network
 
@@ -165,6 +166,12 @@ func (c *Cluster) Pause(n int, d time.Duration) {
 	c.events = append(c.events, fmt.Sprintf("paused worker %d for %v", n, d))
 }
 
+// pastLease is how long to pause a holder for its lease to run out for
+// sure: twice the TTL, or a TTL past a session that outlives it.
+func (c *Cluster) pastLease() time.Duration {
+	return max(2*c.Options.TTL, c.Target.DeadHolderLease+c.Options.TTL)
+}
+
 // fault applies inject to proxies, waits d, and heals them.
 func (c *Cluster) fault(d time.Duration, inject func(*testserver.Proxy), proxies ...*testserver.Proxy) {
 	for _, p := range proxies {
@@ -187,7 +194,7 @@ type Nemesis struct {
 var Nemeses = []Nemesis{
 	{"none", func(c *Cluster) {}},
 	{"kill-holder", func(c *Cluster) { c.Kill(c.Holder()) }},
-	{"pause-holder", func(c *Cluster) { c.Pause(c.Holder(), 2*c.Options.TTL) }},
+	{"pause-holder", func(c *Cluster) { c.Pause(c.Holder(), c.pastLease()) }},
 	{"pause-server", func(c *Cluster) {
 		c.Target.Server.Pause(c.T)
 		time.Sleep(2 * c.Options.TTL)
@@ -195,6 +202,23 @@ var Nemeses = []Nemesis{
 	}},
 	{"restart-server", func(c *Cluster) { c.Target.Server.Restart(c.T) }},
 	{"failover", func(c *Cluster) { c.Target.Failover(c.T) }},
+	{"stall-holder", func(c *Cluster) {
+		// SIGSTOP the holder between its read and its write, past the
+		// TTL: on resume its write carries a fence older than the next
+		// holder's, and only fencing stands between it and the data.
+		n := c.Holder()
+		stall := c.paths[n] + ".stall"
+		if err := os.WriteFile(stall, nil, 0o644); err != nil {
+			c.T.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if _, err := os.Stat(stall); err != nil {
+				c.Pause(n, c.pastLease()) // taken: it is between read and write
+				return
+			}
+		}
+		c.T.Fatalf("worker %d did not reach its write within 30 s", n)
+	}},
 	{"partition-holder", func(c *Cluster) {
 		c.fault(2*c.Options.TTL, func(p *testserver.Proxy) { p.Partition(c.T) }, c.proxies[c.Holder()])
 	}},
@@ -260,6 +284,7 @@ func Run(t *testing.T, target Target, nemesis Nemesis, opts Options) Result {
 	for n := range opts.Workers {
 		paths = append(paths, filepath.Join(dir, "worker"+strconv.Itoa(n)+".jsonl"))
 	}
+	c.paths = paths
 	if target.InProcess {
 		// One process runs every worker, as goroutines sharing its store.
 		c.workers = []*testworker.Process{testworker.Start(t, "jepsen-workers",

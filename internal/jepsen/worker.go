@@ -135,6 +135,14 @@ func work(ctx context.Context, args []string, checkLeaks bool) error {
 			return r, true
 		}
 		if r, ok := op("read", 0); ok && r.Accepted {
+			if stallRequested(args[4]) {
+				// The runner stops this process (SIGSTOP) during this
+				// sleep, past the TTL: on resume the write goes out with
+				// a fence that may be stale, whatever Done says, as from
+				// a process paused between its check and its write.
+				h.add(event{Ev: "stall", Worker: n, Acq: acq, Fence: fence, T: now()})
+				time.Sleep(ttl / 5)
+			}
 			op("write", r.Value+1)
 		}
 		// Work a little while holding, so that faults find a holder,
@@ -159,6 +167,12 @@ func work(ctx context.Context, args []string, checkLeaks bool) error {
 		return fmt.Errorf("after Close: %d sockets open, %d before Open", n, sockets0)
 	}
 	return nil
+}
+
+// stallRequested reports, once, whether the runner asked the worker with
+// this history to stall (see the stall-holder nemesis).
+func stallRequested(history string) bool {
+	return os.Remove(history+".stall") == nil
 }
 
 // sockets counts this process's open sockets.
