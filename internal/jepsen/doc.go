@@ -45,7 +45,7 @@
 // goroutines of one process, through the same checkers, without faults
 // (its contract under faults is checked by the core's synctest tests).
 //
-// Not covered: network faults on a
-// Redis Cluster or Sentinel, whose clients follow redirections to each
-// node's own address, past any proxy; a Cluster failover.
+// Not covered: network faults and server pauses on a Redis Cluster, and
+// network faults on Sentinel: their clients follow redirections to each
+// node's own address, past any proxy.
 package jepsen

@@ -79,12 +79,16 @@ func TestJepsen(t *testing.T) {
 		})
 	})
 	target("redis-cluster", func(t *testing.T) {
-		c := testserver.StartRedisCluster(t, 3)
+		c := testserver.StartRedisClusterReplicated(t, 3)
 		// The cluster redirects clients to each node's own address, past
-		// any proxy: only the process faults apply.
+		// any proxy: the network faults do not apply.
 		run(t, jepsen.Target{
 			Name: "redis-cluster",
 			URL:  func(string) string { return "redis+cluster://" + strings.Join(c.Addrs(), ",") },
+			// CLUSTER FAILOVER waits for the replica to catch up: no lock
+			// should be lost, but replication stays asynchronous.
+			Failover: c.Failover,
+			Forgets:  []string{"failover"},
 		})
 	})
 	target("redis-sentinel", func(t *testing.T) {

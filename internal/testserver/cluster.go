@@ -19,10 +19,12 @@ const (
 	clusterJoinTimeout = 20 * time.Second
 )
 
-// RedisCluster is a Redis Cluster of masters without replicas, started by
-// StartRedisCluster.
+// RedisCluster is a Redis Cluster of masters, started by
+// StartRedisCluster, and with StartRedisClusterReplicated a replica of
+// each.
 type RedisCluster struct {
-	addrs []string
+	addrs    []string // every node, masters first
+	replicas []string // the replicas, in the order of their masters
 }
 
 // StartRedisCluster starts masters redis-server processes in cluster mode,
@@ -33,6 +35,18 @@ type RedisCluster struct {
 // If redis-server is not installed, StartRedisCluster skips the test (see
 // Need).
 func StartRedisCluster(t testing.TB, masters int) *RedisCluster {
+	t.Helper()
+	return startCluster(t, masters, false)
+}
+
+// StartRedisClusterReplicated is StartRedisCluster with a replica of each
+// master, in sync before it returns, so that Failover can promote them.
+func StartRedisClusterReplicated(t testing.TB, masters int) *RedisCluster {
+	t.Helper()
+	return startCluster(t, masters, true)
+}
+
+func startCluster(t testing.TB, masters int, replicated bool) *RedisCluster {
 	t.Helper()
 	if masters < 1 || masters > clusterSlots {
 		t.Fatalf("StartRedisCluster: masters = %d, want 1 to %d", masters, clusterSlots)
@@ -47,7 +61,11 @@ func StartRedisCluster(t testing.TB, masters int) *RedisCluster {
 			}
 		}
 	})
-	for range masters {
+	nodes := masters
+	if replicated {
+		nodes *= 2
+	}
+	for range nodes {
 		dir := t.TempDir()
 		args := func(port int) []string {
 			return append(redisArgs(port, dir),
@@ -67,17 +85,20 @@ func StartRedisCluster(t testing.TB, masters int) *RedisCluster {
 
 	ctx, cancel := context.WithTimeout(context.Background(), clusterJoinTimeout)
 	defer cancel()
-	nodes := make([]*redis.Client, masters)
+	all := make([]*redis.Client, nodes)
 	for i, addr := range c.addrs {
-		nodes[i] = redis.NewClient(&redis.Options{Addr: addr})
-		defer nodes[i].Close()
+		all[i] = redis.NewClient(&redis.Options{Addr: addr})
+		defer all[i].Close()
+	}
+	if replicated {
+		c.replicas = c.addrs[masters:]
 	}
 	// Like redis-cli --cluster create (which needs at least 3 masters): give
 	// each node its slots and a distinct config epoch, then introduce the
 	// nodes to each other. Meeting every pair directly, rather than only the
 	// first node, saves waiting for gossip: the cluster is ready after about
 	// 2 s (Redis keeps a new master unwritable that long) instead of 2-5 s.
-	for i, n := range nodes {
+	for i, n := range all[:masters] {
 		first, last := i*clusterSlots/masters, (i+1)*clusterSlots/masters-1
 		if err := n.ClusterAddSlotsRange(ctx, first, last).Err(); err != nil {
 			t.Fatalf("CLUSTER ADDSLOTS %d-%d on %s: %v", first, last, c.addrs[i], err)
@@ -86,7 +107,7 @@ func StartRedisCluster(t testing.TB, masters int) *RedisCluster {
 			t.Fatalf("CLUSTER SET-CONFIG-EPOCH on %s: %v", c.addrs[i], err)
 		}
 	}
-	for i, n := range nodes {
+	for i, n := range all {
 		for _, addr := range c.addrs[i+1:] {
 			port := addr[strings.LastIndexByte(addr, ':')+1:]
 			if err := n.ClusterMeet(ctx, "127.0.0.1", port).Err(); err != nil {
@@ -95,8 +116,33 @@ func StartRedisCluster(t testing.TB, masters int) *RedisCluster {
 		}
 	}
 
-	// Wait until every node agrees.
-	for i, n := range nodes {
+	c.waitReady(t, ctx, all, procs)
+	if !replicated {
+		return c
+	}
+	for i, r := range all[masters:] {
+		id, err := all[i].ClusterMyID(ctx).Result()
+		if err != nil {
+			t.Fatalf("CLUSTER MYID on %s: %v", c.addrs[i], err)
+		}
+		if err := r.ClusterReplicate(ctx, id).Err(); err != nil {
+			t.Fatalf("CLUSTER REPLICATE %s on %s: %v", c.addrs[i], c.replicas[i], err)
+		}
+	}
+	for i, r := range all[masters:] {
+		waitFor(t, "cluster replica "+c.replicas[i]+" in sync", func(ctx context.Context) bool {
+			info, err := r.Info(ctx, "replication").Result()
+			return err == nil && strings.Contains(info, "master_link_status:up")
+		})
+	}
+	c.waitReady(t, ctx, all, procs)
+	return c
+}
+
+// waitReady waits until every node agrees on the cluster.
+func (c *RedisCluster) waitReady(t testing.TB, ctx context.Context, all []*redis.Client, procs []*process) {
+	t.Helper()
+	for i, n := range all {
 		var err error
 		for {
 			if err = clusterReady(ctx, n, c.addrs); err == nil {
@@ -110,7 +156,42 @@ func StartRedisCluster(t testing.TB, masters int) *RedisCluster {
 			}
 		}
 	}
-	return c
+}
+
+// Failover makes every replica take over from its master (CLUSTER
+// FAILOVER, coordinated with the master so that no acknowledged write is
+// lost) and waits until each is a master and the cluster agrees. The old
+// masters become their replicas, so Failover can be called again.
+func (c *RedisCluster) Failover(t testing.TB) {
+	t.Helper()
+	if len(c.replicas) == 0 {
+		t.Fatalf("Failover: the cluster has no replicas (use StartRedisClusterReplicated)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clusterJoinTimeout)
+	defer cancel()
+	var promoted []string
+	for _, addr := range c.replicas {
+		r := redis.NewClient(&redis.Options{Addr: addr})
+		defer r.Close()
+		if err := r.ClusterFailover(ctx).Err(); err != nil {
+			t.Fatalf("CLUSTER FAILOVER on %s: %v", addr, err)
+		}
+		waitFor(t, "cluster replica "+addr+" promoted", func(ctx context.Context) bool {
+			info, err := r.Info(ctx, "replication").Result()
+			return err == nil && strings.Contains(info, "role:master")
+		})
+		promoted = append(promoted, addr)
+	}
+	masters := len(c.addrs) - len(c.replicas)
+	c.replicas = slices.Clone(c.addrs[:masters])
+	c.addrs = append(promoted, c.replicas...)
+	for _, addr := range c.addrs {
+		n := redis.NewClient(&redis.Options{Addr: addr})
+		defer n.Close()
+		waitFor(t, "cluster agrees after failover at "+addr, func(ctx context.Context) bool {
+			return clusterReady(ctx, n, c.addrs) == nil
+		})
+	}
 }
 
 // clusterReady checks that node reports cluster_state:ok, knows exactly the

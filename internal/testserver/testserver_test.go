@@ -196,3 +196,31 @@ func TestNeedMissingBinary(t *testing.T) {
 		t.Errorf("with DLOCK_REQUIRE_SERVERS=1: skip = %q, fatal = %q; want a fatal naming apt-get install redis-server", rec.skip, rec.fatal)
 	}
 }
+
+func TestRedisClusterFailover(t *testing.T) {
+	ctx := context.Background()
+	c := testserver.StartRedisClusterReplicated(t, 3)
+	if n := len(c.Addrs()); n != 6 {
+		t.Fatalf("Addrs() = %v, want 6 nodes", c.Addrs())
+	}
+	cc := c.Client(t)
+	for i := range 20 {
+		if err := cc.Set(ctx, fmt.Sprintf("key-%d", i), i, 0).Err(); err != nil {
+			t.Fatalf("SET: %v", err)
+		}
+	}
+	oldMasters := c.Addrs()[:3]
+	c.Failover(t)
+	for _, addr := range oldMasters {
+		info, err := quickClient(t, addr).Info(ctx, "replication").Result()
+		if err != nil || !strings.Contains(info, "role:slave") {
+			t.Errorf("old master %s after Failover: %v, want role:slave in\n%s", addr, err, info)
+		}
+	}
+	for i := range 20 { // coordinated failover: nothing acknowledged is lost
+		k := fmt.Sprintf("key-%d", i)
+		if got, err := cc.Get(ctx, k).Int(); err != nil || got != i {
+			t.Errorf("GET %s after Failover = %d, %v; want %d", k, got, err, i)
+		}
+	}
+}
