@@ -106,3 +106,19 @@ func TestCheckersCatchViolations(t *testing.T) {
 		}
 	})
 }
+
+func TestLastHeldCall(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "w")
+	writeJSONL(t, path, []event{
+		{Ev: "acquire", Acq: 1, T: 5}, {Ev: "held", Acq: 1, T: 8}, {Ev: "end", Acq: 1, T: 9},
+		{Ev: "acquire", Acq: 2, T: 20}, {Ev: "held", Acq: 2, T: 25},
+	})
+	if called, holding := lastHeldCall(t, path); called != 20 || !holding {
+		t.Errorf("lastHeldCall of a worker killed holding = %d, %v; want 20, true", called, holding)
+	}
+	writeJSONL(t, path, []event{{Ev: "acquire", Acq: 1, T: 5}, {Ev: "held", Acq: 1, T: 8}, {Ev: "end", Acq: 1, T: 9}})
+	if _, holding := lastHeldCall(t, path); holding {
+		t.Errorf("lastHeldCall of a worker that released = holding, want not")
+	}
+}

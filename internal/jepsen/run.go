@@ -308,7 +308,6 @@ func Run(t *testing.T, target Target, nemesis Nemesis, opts Options) Result {
 		}
 	}
 	time.Sleep(opts.Duration)
-	faultAt := now()
 	nemesis.Run(c)
 	healed := now()
 	time.Sleep(opts.Duration)
@@ -379,8 +378,13 @@ func Run(t *testing.T, target Target, nemesis Nemesis, opts Options) Result {
 		if wait > lease+reacquireMargin {
 			res.Violations = append(res.Violations, fmt.Sprintf("the lock was held again %v after its holder was killed, want within its lease %v + %v", wait, lease, reacquireMargin))
 		}
+		// Nor before its lease could have ended: the server granted it
+		// no earlier than the Acquire call, for at least the TTL.
+		if called, holding := lastHeldCall(t, paths[n]); holding && next < called+int64(opts.TTL) {
+			res.Violations = append(res.Violations, fmt.Sprintf("the lock was held again %v after the killed holder's Acquire was called, before its %v lease could have ended",
+				time.Duration(next-called), opts.TTL))
+		}
 	}
-	_ = faultAt
 	if o.linearizable == porcupine.Illegal {
 		if f, err := os.CreateTemp("", "dlock-jepsen-*.html"); err == nil {
 			porcupine.Visualize(registerModel.ToModel(), o.info, f)
@@ -416,6 +420,28 @@ func acquiredAfter(t testing.TB, path string, at int64) bool {
 		}
 	}
 	return false
+}
+
+// lastHeldCall returns when the worker with history path called Acquire
+// for its last acquisition, and whether it still held that lock when its
+// history ends (it was killed holding it).
+func lastHeldCall(t testing.TB, path string) (called int64, holding bool) {
+	evs, err := readLines[event](path)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	calls := map[int]int64{}
+	for _, e := range evs {
+		switch e.Ev {
+		case "acquire":
+			calls[e.Acq] = e.T
+		case "held":
+			called, holding = calls[e.Acq], true
+		case "end":
+			holding = false
+		}
+	}
+	return called, holding
 }
 
 func firstHeldAfter(t testing.TB, paths []string, except int, at int64) (int64, bool) {

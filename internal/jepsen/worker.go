@@ -21,7 +21,7 @@ import (
 
 // event is one line of a worker's history.
 type event struct {
-	Ev       string `json:"ev"`             // "held", "end", "call", "ret", "error"
+	Ev       string `json:"ev"`             // "acquire" (called), "held", "end", "call", "ret", "stall", "error"
 	Worker   int    `json:"worker"`         // the worker's number
 	Acq      int    `json:"acq"`            // the acquisition's number in this worker
 	ID       int    `json:"id,omitempty"`   // a register operation's number in this worker (call and ret)
@@ -99,6 +99,7 @@ func work(ctx context.Context, args []string, checkLeaks bool) error {
 	opID := 0
 	for acq := 1; ctx.Err() == nil; acq++ {
 		reg.do(ctx, "waiting", 0, 0)
+		h.add(event{Ev: "acquire", Worker: n, Acq: acq, T: now()})
 		actx, cancel := context.WithTimeout(ctx, 10*ttl)
 		k, err := l.Acquire(actx, name, dlock.WithTTL(ttl))
 		cancel()
