@@ -50,11 +50,13 @@ func startGuard(pgid int) (*guard, error) {
 	return &guard{cmd: cmd, w: w}, nil
 }
 
-// dismiss tells the guard dlock is exiting normally, and waits for it.
+// dismiss tells the guard dlock is exiting normally. It does not wait for
+// the guard, which may still be starting: the byte waits in the pipe, and
+// the guard exits once it has read it.
 func (g *guard) dismiss() {
 	g.w.Write([]byte{1})
 	g.w.Close()
-	g.cmd.Wait()
+	g.cmd.Process.Release()
 }
 
 // runGuard is the guard's process: it waits on stdin, and if that ends

@@ -19,10 +19,8 @@ type interval struct {
 	worker, acq int
 	fence       uint64
 	start, end  int64
-	accepted    []span // the register operations accepted during it
+	accepted    []int64 // when the register served the operations it accepted from it
 }
-
-type span struct{ call, ret int64 }
 
 // outcome is what the checkers found.
 type outcome struct {
@@ -167,11 +165,7 @@ func check(historyPaths []string, registerLog string, deaths map[int]int64, paus
 			if r, ok := rets[id]; ok {
 				op.Return = r.T
 				op.Output = regOutput{known: true, accepted: r.Accepted, value: r.Value}
-				if r.Accepted {
-					if iv := byAcq[c.Acq]; iv != nil {
-						iv.accepted = append(iv.accepted, span{c.T, r.T})
-					}
-				}
+
 			}
 			ops = append(ops, op)
 		}
@@ -186,6 +180,18 @@ func check(historyPaths []string, registerLog string, deaths map[int]int64, paus
 	log, err := readLines[regOp](registerLog)
 	if err != nil {
 		return nil, err
+	}
+	// When each acquisition's operations took effect: the register's own
+	// clock reading as it served them (an operation's reply can come much
+	// later, to a worker paused meanwhile).
+	byFence := map[[2]uint64]*interval{}
+	for _, iv := range ivs {
+		byFence[[2]uint64{uint64(iv.worker), iv.fence}] = iv
+	}
+	for _, op := range log {
+		if iv := byFence[[2]uint64{uint64(op.Worker), op.Fence}]; iv != nil && op.Accepted {
+			iv.accepted = append(iv.accepted, op.T)
+		}
 	}
 	var last regOp
 	for _, op := range log {
@@ -225,8 +231,8 @@ func check(historyPaths []string, registerLog string, deaths map[int]int64, paus
 				stale = b
 			}
 			actedDuringOverlap := false
-			for _, s := range stale.accepted {
-				if s.ret > from && s.call < to {
+			for _, at := range stale.accepted {
+				if at > from && at < to {
 					actedDuringOverlap = true
 				}
 			}

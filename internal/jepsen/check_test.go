@@ -43,9 +43,9 @@ func TestCheckersCatchViolations(t *testing.T) {
 		{Ev: "end", Worker: 1, Acq: 1, Why: "released", T: 150},
 	}
 	reg := []regOp{
-		{Seq: 0, Kind: "read", Worker: 0, Fence: 1, Value: 0, Accepted: true},
-		{Seq: 1, Kind: "write", Worker: 0, Fence: 1, Value: 1, Accepted: true},
-		{Seq: 2, Kind: "read", Worker: 1, Fence: 2, Value: 1, Accepted: true},
+		{Seq: 0, Kind: "read", Worker: 0, Fence: 1, Value: 0, Accepted: true, T: 25},
+		{Seq: 1, Kind: "write", Worker: 0, Fence: 1, Value: 1, Accepted: true, T: 65},
+		{Seq: 2, Kind: "read", Worker: 1, Fence: 2, Value: 1, Accepted: true, T: 115},
 	}
 	run := func(t *testing.T, w0, w1 []event, reg []regOp, pauses []pause) *outcome {
 		dir := t.TempDir()
@@ -76,9 +76,9 @@ func TestCheckersCatchViolations(t *testing.T) {
 		wantViolation(t, run(t, w0, w1, reg, []pause{{worker: 0, stop: 40, cont: 95}}), "both held the lock")
 	})
 	t.Run("overlap of a paused worker that did nothing is allowed", func(t *testing.T) {
-		early := append([]event{}, w0...)
-		early[3].T, early[4].T = 32, 35 // wrote before worker 1 acquired, then paused
-		o := run(t, early, w1, reg, []pause{{worker: 0, stop: 40, cont: 95}})
+		early := append([]regOp{}, reg...)
+		early[1].T = 33 // the register took the write before worker 1 acquired
+		o := run(t, w0, w1, early, []pause{{worker: 0, stop: 40, cont: 95}})
 		if o.overlaps != 1 || len(o.violations) != 0 || o.maxStale != 5 {
 			t.Errorf("overlaps = %d, violations = %q, max stale %v; want 1 fenced overlap, none, 5ns", o.overlaps, o.violations, o.maxStale)
 		}
@@ -96,6 +96,18 @@ func TestCheckersCatchViolations(t *testing.T) {
 		o := run(t, w0, w1bad, reg, nil)
 		if o.linearizable != porcupine.Illegal {
 			t.Errorf("linearizable = %v, want Illegal", o.linearizable)
+		}
+	})
+	t.Run("a reply heard only after a pause does not count as acting late", func(t *testing.T) {
+		// Worker 0 was stopped between sending its write (served at 33,
+		// before worker 1 acquired) and hearing the reply (at 96).
+		late := append([]event{}, w0...)
+		late[3].T, late[4].T = 32, 96
+		early := append([]regOp{}, reg...)
+		early[1].T = 33
+		o := run(t, late, w1, early, []pause{{worker: 0, stop: 34, cont: 95}})
+		if len(o.violations) != 0 {
+			t.Errorf("violations = %q, want none", o.violations)
 		}
 	})
 	t.Run("clean history", func(t *testing.T) {

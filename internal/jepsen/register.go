@@ -22,6 +22,7 @@ type regOp struct {
 	Fence    uint64 `json:"fence"`
 	Value    int64  `json:"value"` // written, or read
 	Accepted bool   `json:"accepted"`
+	T        int64  `json:"t"` // CLOCK_MONOTONIC when the register served it
 }
 
 // register is the fenced register: an int64 behind a fence.Guard, which
@@ -73,7 +74,7 @@ func (r *register) serve(w http.ResponseWriter, req *http.Request) {
 		fmt.Fprintf(w, "-1")
 		return
 	case "read", "write":
-		op := regOp{Seq: r.seq, Kind: kind, Worker: worker, Fence: token}
+		op := regOp{Seq: r.seq, Kind: kind, Worker: worker, Fence: token, T: now()}
 		r.seq++
 		err := r.guard.Do(token, func() error {
 			if kind == "write" {
