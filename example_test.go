@@ -87,3 +87,58 @@ func ExampleLock_Done() {
 	fmt.Println(errors.Is(context.Cause(lock.Context()), dlock.ErrLost))
 	// Output: true
 }
+
+// Leader-only work: of the Lockers that campaign for a name, one at a time
+// runs the work, and another takes over if it loses the lock.
+func ExampleLocker_Lead() {
+	store := memlock.NewStore()
+	locker, _ := memlock.New(store)
+	defer locker.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+
+	err := locker.Lead(ctx, "cron/leader", func(ctx context.Context) error {
+		fmt.Println("leading: running the nightly job")
+		return nil // done: Lead releases the name and returns
+	})
+	fmt.Println("Lead returned:", err)
+	// Output:
+	// leading: running the nightly job
+	// Lead returned: <nil>
+}
+
+// A transfer between two accounts takes both locks, in an order that
+// cannot deadlock with a transfer the other way.
+func ExampleLocker_AcquireAll() {
+	locker, _ := memlock.New(nil)
+	defer locker.Close()
+	ctx := context.Background()
+
+	locks, err := locker.AcquireAll(ctx, []string{"account/bob", "account/alice"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, k := range locks {
+		fmt.Println("holding", k.Name())
+		defer k.Release(ctx)
+	}
+	// Output:
+	// holding account/bob
+	// holding account/alice
+}
+
+// Do runs a function under the lock and releases it afterwards.
+func ExampleLocker_Do() {
+	locker, _ := memlock.New(nil)
+	defer locker.Close()
+
+	err := locker.Do(context.Background(), "stock/sku-42", func(ctx context.Context) error {
+		fmt.Println("deducting stock")
+		return nil
+	})
+	fmt.Println("Do returned:", err)
+	// Output:
+	// deducting stock
+	// Do returned: <nil>
+}

@@ -93,6 +93,9 @@ var properties = []property{
 	{"BadInput", "bad names, TTLs and contexts get errors wrapping ErrInvalid, never a panic; odd but valid names work", testBadInput},
 	{"Inspect", "Inspect reports a held name's owner, fencing token, lease and metadata, and nothing for free names (skipped if the backend cannot)", testInspect},
 	{"ForceRelease", "ForceRelease frees a name whatever its owner, wakes waiters and closes the holder's Done (skipped if the backend cannot)", testForceRelease},
+	{"ReleaseEndedContext", "Release with an ended ctx still frees the name on the server, and a waiter gets it", testReleaseEndedContext},
+	{"DoAndAcquireAll", "Do runs fn under the lock and frees it; AcquireAll from two Lockers in opposite orders does not deadlock", testDoAndAcquireAll},
+	{"Lead", "of two Lockers leading one name, one runs fn at a time, and fn's error ends Lead", testLead},
 	{"Close", "Close releases held locks, wakes waiters with ErrClosed, makes later calls return ErrClosed, and stops every goroutine it started", testClose},
 }
 

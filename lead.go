@@ -1,0 +1,54 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Lead campaigns for name and calls fn each time this Locker becomes its holder, with a ctx
+// that ends when leadership is lost or ctx ends. When fn returns, Lead releases the name. If fn
+// returned because leadership was lost, Lead campaigns again; otherwise Lead returns fn's
+// error (nil included). Lead returns ctx's error once ctx ends.
+//
+// Campaigning is Acquire: woken, not polled, where the store can notify.
+// If the store fails while Lead campaigns, it tries again after a pause
+// (at most the backend's longest retry interval) instead of returning;
+// bad input and a closed Locker end it at once.
+func (l *Locker) Lead(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
+	if fn == nil {
+		return fmt.Errorf("dlock: lead %s: nil func: %w", quote(name), ErrInvalid)
+	}
+	for {
+		k, err := l.Acquire(ctx, name, opts...)
+		switch {
+		case ctx.Err() != nil:
+			if k != nil {
+				k.Release(ctx)
+			}
+			return fmt.Errorf("dlock: lead %s: %w", quote(name), ctxErr(ctx))
+		case errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed):
+			return err
+		case err != nil:
+			// The store failed: campaign again after a pause.
+			t := time.NewTimer(jitter(l.maxRetry))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			case <-l.closing:
+				t.Stop()
+			}
+			continue
+		}
+		ferr, lost := k.run(ctx, fn)
+		switch {
+		case ctx.Err() != nil:
+			return fmt.Errorf("dlock: lead %s: %w", quote(name), ctxErr(ctx))
+		case lost != nil:
+			continue // leadership lost: campaign again
+		}
+		return ferr
+	}
+}
