@@ -81,18 +81,7 @@ func fileSize(path string) int64 {
 func TestRunKill9KillsCommand(t *testing.T) {
 	store, dir := sqliteStore(t), t.TempDir()
 	c := dlockCmd(t, append([]string{"run", "--store", store, "--ttl", "1s", "job", "--"}, ticker(dir)...)...)
-	start(t, c) // its result arrives only once the command is gone too: not awaited
-	pid := readPid(t, filepath.Join(dir, "pid"))
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-	if err := c.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	killed := time.Now()
-	if !waitFor(time.Second, func() bool { return gone(pid) }) {
-		st, _ := procState(pid)
-		t.Fatalf("command (pid %d) still running %v after kill -9 of dlock (state %c), want it killed with dlock", pid, time.Since(killed), st)
-	}
-	t.Logf("command gone %v after kill -9 of dlock", time.Since(killed))
+	killDlock(t, c, dir, "command")
 	// A second holder, after the lease ran out, runs alone: the first
 	// command writes nothing after the second started.
 	r := run(t, dlockCmd(t, "run", "--store", store, "job", "--", "sh", "-c", `echo second >> "$1/log"; sleep 0.3`, "sh", dir))
@@ -111,7 +100,15 @@ func TestRunKill9KillsCommandsChildren(t *testing.T) {
 	// ticks: the inner shell is the command's child.
 	inner := `echo $$ > "$1/pid"; while :; do echo tick >> "$1/log"; sleep 0.05; done`
 	c := dlockCmd(t, "run", "--store", store, "--ttl", "1s", "job", "--", "sh", "-c", `sh -c '`+inner+`' sh "$1"; :`, "sh", dir)
-	start(t, c)
+	killDlock(t, c, dir, "the command's child")
+}
+
+// killDlock starts dlock c, whose command writes the pid of what (the
+// command, or a process it started) to dir/pid, kills dlock with SIGKILL
+// and checks that what is gone within a second.
+func killDlock(t *testing.T, c *exec.Cmd, dir, what string) {
+	t.Helper()
+	start(t, c) // its result arrives only once the command is gone too: not awaited
 	pid := readPid(t, filepath.Join(dir, "pid"))
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 	if err := c.Process.Kill(); err != nil {
@@ -120,9 +117,9 @@ func TestRunKill9KillsCommandsChildren(t *testing.T) {
 	killed := time.Now()
 	if !waitFor(time.Second, func() bool { return gone(pid) }) {
 		st, _ := procState(pid)
-		t.Fatalf("the command's child (pid %d) still running %v after kill -9 of dlock (state %c), want it killed with dlock", pid, time.Since(killed), st)
+		t.Fatalf("%s (pid %d) still running %v after kill -9 of dlock (state %c), want it killed with dlock", what, pid, time.Since(killed), st)
 	}
-	t.Logf("the command's child gone %v after kill -9 of dlock", time.Since(killed))
+	t.Logf("%s gone %v after kill -9 of dlock", what, time.Since(killed))
 }
 
 // A command's background processes left when it exits normally are not
