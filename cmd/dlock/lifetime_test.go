@@ -139,7 +139,9 @@ func TestRunGuardDismissedOnExit(t *testing.T) {
 // stopped waits for pid to be stopped (state T).
 func waitStopped(t *testing.T, pid int, what string) {
 	t.Helper()
-	if !waitFor(5*time.Second, func() bool { st, _ := procState(pid); return st == 'T' }) {
+	// Generous: a process in uninterruptible sleep (D) stops only when it
+	// leaves it, which on a machine busy with I/O can take seconds.
+	if !waitFor(15*time.Second, func() bool { st, _ := procState(pid); return st == 'T' }) {
 		st, _ := procState(pid)
 		t.Fatalf("%s (pid %d) state %c, want stopped (T)", what, pid, st)
 	}
