@@ -166,14 +166,18 @@ var errSlowStore = errors.New("store too slow for this TTL")
 // frees another owner's lock. It runs in the background, or at once if
 // the Locker is closing (Close waits for the Acquire calling it).
 func (l *Locker) abandon(lease driver.Lease) {
-	release := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		defer cancel()
-		l.drv.Release(ctx, lease)
-	}
+	release := func() { l.releaseDetached(lease) }
 	if !l.goBackground(release) {
 		release()
 	}
+}
+
+// releaseDetached frees lease with a context of its own, bounded by
+// cleanupTimeout, ignoring the outcome: the lease ends by its TTL anyway.
+func (l *Locker) releaseDetached(lease driver.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	l.drv.Release(ctx, lease)
 }
 
 // abandonLate is call's late handler for Acquire: it frees what a step
@@ -181,9 +185,7 @@ func (l *Locker) abandon(lease driver.Lease) {
 func (l *Locker) abandonLate(lease driver.Lease) func(driver.Result, error) {
 	return func(res driver.Result, err error) {
 		if res.Acquired || err != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-			defer cancel()
-			l.drv.Release(ctx, lease)
+			l.releaseDetached(lease)
 		}
 	}
 }

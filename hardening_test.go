@@ -337,7 +337,6 @@ type lossDriver struct {
 func (d *lossDriver) Losses() <-chan driver.Loss { return d.losses }
 
 func (d *lossDriver) owner(name string) string {
-	owner, _, _ := d.Driver.(driver.Inspector), 0, 0
-	hs, _ := owner.Inspect(context.Background(), []string{name})
+	hs, _ := d.Driver.(driver.Inspector).Inspect(context.Background(), []string{name})
 	return hs[0].Owner
 }

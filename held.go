@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
@@ -98,6 +99,12 @@ func (l *Locker) forget(h *held, s state) {
 	if h.owner.names[h.lease.Name] == h {
 		delete(h.owner.names, h.lease.Name)
 	}
+}
+
+// loseLapsed is lose for a lock whose loss deadline passed before a
+// renewal succeeded. Called with l.mu held.
+func (l *Locker) loseLapsed(h *held) {
+	l.lose(h, fmt.Errorf("%w: lease of %v could not be renewed in time", ErrLost, h.lease.TTL))
 }
 
 // lose marks h lost, closes its handles' Done with cause, and wakes local

@@ -32,7 +32,7 @@ func (l *Locker) keep() {
 		now := time.Now()
 		l.mu.Lock()
 		for h := l.deadlines.top(); h != nil && !now.Before(h.deadline); h = l.deadlines.top() {
-			l.lose(h, fmt.Errorf("%w: lease of %v could not be renewed in time", ErrLost, h.lease.TTL))
+			l.loseLapsed(h)
 		}
 		// When one lock is due, renew with it every lock whose turn comes
 		// within the next TTL/12 of its own: batches stay together. The

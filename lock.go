@@ -56,7 +56,7 @@ func (k *Lock) Refresh(ctx context.Context) error {
 		// Past the loss deadline, even if the keeper has not got to it
 		// yet: the lease may have run out, so this is a loss, not a
 		// refresh.
-		l.lose(h, fmt.Errorf("%w: lease of %v could not be renewed in time", ErrLost, h.lease.TTL))
+		l.loseLapsed(h)
 	}
 	done, st := k.done, h.state
 	l.mu.Unlock()
