@@ -48,8 +48,11 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait b
 	if err != nil {
 		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), err)
 	}
+	if (o.shared || o.limit > 0) && !l.multi {
+		return nil, fmt.Errorf("dlock: acquire %s %s: the backend has no shared locks or semaphores: %w", modeString(o.shared, o.limit), quote(name), ErrUnsupported)
+	}
 	own := ownerFrom(ctx, l)
-	if k, err := l.reenter(own, name); k != nil || err != nil {
+	if k, err := l.reenter(own, name, o); k != nil || err != nil {
 		return k, err
 	}
 	if err := l.begin(); err != nil {
@@ -60,10 +63,11 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait b
 		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ctxErr(ctx))
 	}
 	a := &attempt{ctx: ctx, own: own, renew: !o.noRenew,
-		lease: driver.Lease{Name: name, Owner: l.ownerString(), TTL: o.ttl, Metadata: o.metadata}}
+		lease: driver.Lease{Name: name, Owner: l.ownerString(), TTL: o.ttl, Metadata: o.metadata, Shared: o.shared, Limit: o.limit}}
 	if wait && l.queuer != nil {
 		return l.acquireQueued(a)
 	}
+	a.lease.Waiting = wait
 	return l.acquireLoop(a, wait)
 }
 
@@ -131,6 +135,9 @@ func (c closedBy) Value(key any) any {
 }
 
 func (l *Locker) acquireError(ctx context.Context, name string, err error) error {
+	if errors.Is(err, driver.ErrMode) {
+		return fmt.Errorf("dlock: acquire %s: the name is held in another mode (a lock is exclusive or shared; a semaphore's holders all give the same limit): %w: %w", quote(name), ErrInvalid, err)
+	}
 	if ctx.Err() != nil && (!errors.Is(err, ctx.Err()) || !errors.Is(err, context.Cause(ctx))) {
 		return fmt.Errorf("dlock: acquire %s: %w: %w", quote(name), ctxErr(ctx), err)
 	}
@@ -214,8 +221,10 @@ func (l *Locker) register(a *attempt, fence uint64, start time.Time) (*Lock, err
 }
 
 // reenter returns a new handle on the acquisition of name that own holds,
-// or nil if it holds none.
-func (l *Locker) reenter(own *owner, name string) (*Lock, error) {
+// or nil if it holds none. The modes must agree (see Shared): a shared
+// request in an exclusive hold re-enters it; an exclusive request in a
+// shared hold (an upgrade) and any semaphore mismatch are errors.
+func (l *Locker) reenter(own *owner, name string, o acquireOptions) (*Lock, error) {
 	if own == nil {
 		return nil, nil
 	}
@@ -227,6 +236,13 @@ func (l *Locker) reenter(own *owner, name string) (*Lock, error) {
 	h := own.names[name]
 	if h == nil || h.state != active {
 		return nil, nil
+	}
+	if h.lease.Limit != o.limit || (h.lease.Shared && !o.shared) {
+		why := ""
+		if h.lease.Shared && !o.shared && o.limit == 0 {
+			why = " (an upgrade, which deadlocks two readers that both try it: release, then acquire exclusively)"
+		}
+		return nil, fmt.Errorf("dlock: acquire %s %s inside a hold of it that is %s%s: %w", modeString(o.shared, o.limit), quote(name), modeString(h.lease.Shared, h.lease.Limit), why, ErrInvalid)
 	}
 	return h.newHandle(), nil
 }

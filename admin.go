@@ -20,6 +20,8 @@ type LockInfo struct {
 	Fence     uint64        // the holder's fencing token
 	Remaining time.Duration // lease left on the server, 0 if the store cannot tell
 	Metadata  string        // what the holder passed to WithMetadata
+	Shared    bool          // a shared hold (see Shared); false for an exclusive one
+	Limit     int           // for a semaphore permit, the semaphore's limit (see WithLimit); 0 for a lock
 }
 
 // Inspect reports the holders of names, or of every held name when none

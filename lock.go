@@ -26,8 +26,15 @@ func (k *Lock) Name() string { return k.h.lease.Name }
 // Fence returns the lock's fencing token. It strictly increases each time
 // the name passes from free to held, so a store that remembers the highest
 // token it has seen can reject writes from a holder that lost the lock.
-// Re-entered handles share their acquisition's token.
+// Each shared hold and each semaphore permit gets a token of its own,
+// above every token issued before on the name. Re-entered handles share
+// their acquisition's token.
 func (k *Lock) Fence() uint64 { return k.h.fence }
+
+// Owner returns the owner string the store keeps for this acquisition, as
+// LockInfo.Owner reports it (Inspect, Observe): to tell this holder from
+// others. Re-entered handles share it.
+func (k *Lock) Owner() string { return k.h.lease.Owner }
 
 // Done returns a channel that is closed when this handle is released or
 // when ownership can no longer be guaranteed (the lease could not be

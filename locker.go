@@ -26,6 +26,7 @@ type Locker struct {
 	drv      driver.Driver
 	notifier driver.Notifier // nil when the driver cannot wake waiters
 	queuer   driver.Queuer   // nil when the store does not queue waiters
+	multi    bool            // the driver keeps shared holds and semaphores
 	inline   bool            // the driver honours ctx: call it in the caller's goroutine
 	minRetry time.Duration   // first backoff of a waiter that is not notified
 	maxRetry time.Duration   // longest sleep of a waiter between attempts
@@ -74,6 +75,9 @@ func newLocker(drv driver.Driver, minRetry, maxRetry time.Duration) *Locker {
 	l.closing = l.closingCtx.Done()
 	l.notifier, _ = drv.(driver.Notifier)
 	l.queuer, _ = drv.(driver.Queuer)
+	if m, ok := drv.(driver.MultiHolder); ok {
+		l.multi = m.MultiHolder()
+	}
 	if h, ok := drv.(driver.ContextHonourer); ok {
 		l.inline = h.HonoursContext()
 	}

@@ -24,6 +24,49 @@ type acquireOptions struct {
 	ttl      time.Duration
 	noRenew  bool
 	metadata string
+	shared   bool
+	limit    int
+	limitSet bool
+}
+
+// Shared returns an Option that takes the name in shared (read) mode. Any number of shared
+// holders may hold a name together; an exclusive (default) holder excludes all others.
+//
+// An exclusive acquisition that waits is not overtaken by shared ones
+// that arrive after it: on the stores that queue waiters (Redis,
+// ZooKeeper, etcd) everyone is served in arrival order; on the others
+// (memlock and the SQL stores) a waiting writer records its intent in the
+// store, and shared acquisitions by others wait until it has had its turn
+// (or its intent lapsed after its TTL, if it died waiting).
+//
+// Each shared hold has its own lease, renewal, Done and fencing token,
+// above every token issued before on the name. Re-entering through a
+// shared hold's Context with Shared re-enters it; asking for the name
+// exclusively there is an upgrade, which deadlocks two readers that both
+// try it, so it fails with ErrInvalid: release, then acquire
+// exclusively. Asking for Shared inside an exclusive hold re-enters the
+// exclusive hold (it already keeps writers out); there is no in-place
+// downgrade.
+//
+// A name is either a lock (exclusive and shared holds) or a semaphore
+// (WithLimit); Shared on a semaphore's name fails with ErrInvalid, and so
+// does Shared combined with WithLimit. It needs a backend that implements
+// it (all of dlock's do); otherwise the error wraps ErrUnsupported.
+func Shared() Option {
+	return func(o *acquireOptions) { o.shared = true }
+}
+
+// WithLimit returns an Option that makes the name a counting semaphore of n permits (n >= 1):
+// up to n holders at once, each a *Lock with its own lease, renewal, Done and fence.
+//
+// Every holder of a semaphore must give the same n: an acquisition with
+// another limit, or without WithLimit, while the name has holders fails
+// with ErrInvalid, and so does WithLimit while the name is held as a lock.
+// A permit is re-entered through its Lock's Context with the same limit;
+// any other mode there fails with ErrInvalid. Waiters are served in
+// arrival order on the stores that queue (Redis, ZooKeeper, etcd).
+func WithLimit(n int) Option {
+	return func(o *acquireOptions) { o.limit, o.limitSet = n, true }
 }
 
 // MaxMetadataLen is the longest metadata WithMetadata accepts, in bytes.
@@ -64,5 +107,23 @@ func buildOptions(opts []Option) (acquireOptions, error) {
 	if len(o.metadata) > MaxMetadataLen || !utf8.ValidString(o.metadata) {
 		return o, fmt.Errorf("metadata must be valid UTF-8 of at most %d bytes: %w", MaxMetadataLen, ErrInvalid)
 	}
+	if o.limitSet && o.limit < 1 {
+		return o, fmt.Errorf("semaphore limit %d: want at least 1: %w", o.limit, ErrInvalid)
+	}
+	if o.shared && o.limitSet {
+		return o, fmt.Errorf("Shared cannot be combined with WithLimit: %w", ErrInvalid)
+	}
 	return o, nil
+}
+
+// modeString describes a lease's mode for error messages.
+func modeString(shared bool, limit int) string {
+	switch {
+	case limit > 0:
+		return fmt.Sprintf("a permit of a semaphore of %d", limit)
+	case shared:
+		return "shared"
+	default:
+		return "exclusive"
+	}
 }

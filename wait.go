@@ -12,8 +12,9 @@ import (
 // acquireLoop tries to take a.lease, and if wait is set waits between
 // attempts for a wake-up: a store notification, a release in this Locker,
 // or the holder's remaining lease running out.
-func (l *Locker) acquireLoop(a *attempt, wait bool) (*Lock, error) {
+func (l *Locker) acquireLoop(a *attempt, wait bool) (k *Lock, _ error) {
 	var (
+		queued   bool
 		ctx      = a.ctx
 		name     = a.lease.Name
 		wake     <-chan struct{}
@@ -38,6 +39,16 @@ func (l *Locker) acquireLoop(a *attempt, wait bool) (*Lock, error) {
 			l.abandon(a.lease)
 			return nil, l.acquireError(ctx, name, err)
 		}
+		if res.Queued && !queued {
+			// The store keeps this writer's intent: take it out if the
+			// wait ends without the lock.
+			queued = true
+			defer func() {
+				if k == nil {
+					l.abandon(a.lease)
+				}
+			}()
+		}
 		if !wait {
 			return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ErrNotAcquired)
 		}
@@ -60,6 +71,9 @@ func (l *Locker) acquireLoop(a *attempt, wait bool) (*Lock, error) {
 		}
 		var sleep time.Duration
 		delay, sleep = l.nextDelay(delay, res.Remaining, wake != nil)
+		if queued {
+			sleep = min(sleep, a.lease.TTL/3) // the intent lasts a TTL
+		}
 		attempts++
 		t := time.NewTimer(sleep)
 		select {

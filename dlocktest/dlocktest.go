@@ -96,6 +96,16 @@ var properties = []property{
 	{"ReleaseEndedContext", "Release with an ended ctx still frees the name on the server, and a waiter gets it", testReleaseEndedContext},
 	{"DoAndAcquireAll", "Do runs fn under the lock and frees it; AcquireAll from two Lockers in opposite orders does not deadlock", testDoAndAcquireAll},
 	{"Lead", "of two Lockers leading one name, one runs fn at a time, and fn's error ends Lead", testLead},
+	{"SharedHolds", "shared holders hold a name together and keep writers out, a writer keeps readers out, and Inspect shows each holder with its mode", testSharedHolds},
+	{"Semaphore", "a semaphore of n admits n holders with increasing tokens, refuses one more, and admits it when a permit is released; Inspect shows each permit", testSemaphore},
+	{"ModeMisuse", "a lock used as a semaphore, semaphores of different limits, Shared with WithLimit and an upgrade fail with ErrInvalid and take nothing", testModeMisuse},
+	{"SharedReentrancy", "shared re-enters shared, exclusive re-enters exclusive (Shared too), a permit re-enters its semaphore, all with the same token", testSharedReentrancy},
+	{"SharedFencing", "every shared hold gets a token above every earlier one on the name, so a writer's token is above every earlier reader's", testSharedFencing},
+	{"WriterNotStarved", "a waiting exclusive Acquire is not overtaken by shared acquisitions that come after it, and gets the name when the readers leave", testWriterNotStarved},
+	{"SharedCancelledWait", "a cancelled exclusive wait behind a reader leaves nothing behind: new readers get in and nobody stays queued", testSharedCancelledWait},
+	{"SemaphoreWaiting", "waiters on a full semaphore are woken when a permit is freed, never exceed the limit, and on a queueing store go in arrival order", testSemaphoreWaiting},
+	{"SharedRenewalAndLoss", "shared holds and permits are renewed past their TTL; deleted or force-released behind their backs, every holder's Done closes with ErrLost", testSharedRenewalAndLoss},
+	{"Observe", "Observe sends the holders of a name (empty while free) and then each change, and closes its channel when ctx ends", testObserve},
 	{"Close", "Close releases held locks, wakes waiters with ErrClosed, makes later calls return ErrClosed, and stops every goroutine it started", testClose},
 }
 

@@ -33,7 +33,36 @@ type Lease struct {
 	// with dlock.WithMetadata; often empty. Drivers that implement
 	// Inspector store it with the lock and return it.
 	Metadata string
+
+	// Shared marks a shared (read) hold, set with dlock.Shared: any
+	// number of shared leases hold Name together, and none while an
+	// exclusive lease (Shared false, Limit 0) holds it. Only drivers that
+	// implement MultiHolder see it set.
+	Shared bool
+
+	// Limit, when above 0, makes Name a counting semaphore of Limit
+	// permits, set with dlock.WithLimit: up to Limit leases hold Name at
+	// once, each with its own owner, TTL and fence. Shared is then false.
+	// Only drivers that implement MultiHolder see it set.
+	Limit int
+
+	// Waiting is set on the Acquire calls of an acquisition that waits
+	// (dlock's Acquire, not TryAcquire) on a driver that is not a Queuer.
+	// A MultiHolder driver uses it to keep writers from starving: when a
+	// waiting exclusive lease finds Name held in shared mode, the driver
+	// records the writer's intent (for the lease's TTL, renewed by each
+	// attempt) and sets Result.Queued; shared acquisitions by other
+	// owners then fail until the writer takes Name or its intent lapses.
+	// Taking Name, and Release by the same owner, clear the intent.
+	Waiting bool
 }
+
+// Holder modes are compatible when both are locks (Limit 0, exclusive or
+// shared) or both are semaphores of the same Limit. A lease whose mode
+// is incompatible with a live holder of Name (or, on a Queuer, with an
+// entry queued for it) gets an error wrapping ErrMode from Acquire and
+// AcquireQueued, never a silent mix.
+var ErrMode = errors.New("driver: name is held in an incompatible mode")
 
 // Result is the outcome of one Acquire attempt.
 type Result struct {
@@ -52,6 +81,11 @@ type Result struct {
 	// server grant it. The core measures the loss deadline from it. Zero
 	// means the lease lasts TTL from when AcquireQueued returned.
 	LeaseStart time.Time
+	// Queued is set when the attempt left state in the store for this
+	// owner without acquiring (a writer's intent, see Lease.Waiting). If
+	// the acquisition then gives up, the core calls Release for the lease,
+	// which must remove that state.
+	Queued bool
 }
 
 // Driver is the set of atomic steps a backend provides. Each method is one
@@ -63,7 +97,10 @@ type Driver interface {
 	// lease has expired, or extends it if Owner already holds it (so a
 	// retried Acquire whose reply was lost is idempotent). If another
 	// owner holds Name it returns a Result with Acquired false and no
-	// error.
+	// error. For a MultiHolder, "free" means: for an exclusive lease, no
+	// live holder; for a shared one, no live exclusive holder and no other
+	// owner's live writer intent (or, on a Queuer, nobody queued ahead);
+	// for a semaphore permit, fewer than Limit live holders.
 	Acquire(ctx context.Context, l Lease) (Result, error)
 
 	// Refresh extends every lease in ls that its owner still holds to its
@@ -132,13 +169,46 @@ type LossReporter interface {
 	Losses() <-chan Loss
 }
 
-// Holder describes the current holder of a name, as an Inspector sees it.
+// Holder describes a current holder of a name, as an Inspector sees it. A
+// name held in shared mode or as a semaphore has one Holder per holder.
 type Holder struct {
 	Name      string
 	Owner     string
 	Fence     uint64
 	Remaining time.Duration // lease left on the server, 0 if unknown
 	Metadata  string
+	Shared    bool // a shared (read) hold
+	Limit     int  // a semaphore permit of Limit; 0 for a lock
+}
+
+// MultiHolder is implemented by drivers that keep Lease.Shared and
+// Lease.Limit: shared holds, semaphore permits, and the rules above
+// (ErrMode, writer intents or a FIFO queue that shared and exclusive
+// waiters join alike). The core refuses dlock.Shared and dlock.WithLimit
+// with ErrUnsupported on a driver without it.
+//
+// Fencing on such a driver: each new lease on Name, shared holds and
+// permits included, gets a token above every token issued before for
+// Name, so an exclusive holder's token is above every earlier reader's.
+// Refresh and Release act on the one holder Owner names, whatever the
+// mode; ForceRelease frees every holder of the name; Inspect reports
+// each holder with its mode.
+type MultiHolder interface {
+	MultiHolder() bool
+}
+
+// ChangeNotifier is implemented by drivers whose store can tell when the
+// holders of a name change in any way (taken, released, expired, handed
+// on), for dlock's Locker.Observe. Without it Observe is woken by
+// Notifier's wake-ups where there are some, and polls Inspect no slower
+// than the Locker's longest retry interval.
+type ChangeNotifier interface {
+	// WatchChanges subscribes to changes of name's holders and returns
+	// once the subscription is active. The channel receives a value
+	// (sends never block; it is buffered) after each change; lost values
+	// are allowed when one is already pending. stop ends the subscription
+	// and must be called exactly once.
+	WatchChanges(ctx context.Context, name string) (changed <-chan struct{}, stop func(), err error)
 }
 
 // Inspector is implemented by drivers that can report who holds names,

@@ -24,23 +24,40 @@ import (
 // call NewStore. A Store is safe for concurrent use.
 type Store struct {
 	mu       sync.Mutex
-	locks    map[string]entry
-	fence    uint64 // last token issued, for any name
-	watchers map[string]map[chan struct{}]struct{}
+	names    map[string]*entry
+	fence    uint64                                  // last token issued, for any name
+	watchers map[string]map[chan struct{}]watchKind // by name
 }
 
+// entry is the state of one name: its holders (one exclusive, any number
+// shared, or up to limit permits) and a waiting writer's intent.
 type entry struct {
+	holders       []holder
+	limit         int // a semaphore's; 0 for a lock
+	intent        string
+	intentExpires time.Time
+}
+
+type holder struct {
 	owner    string
 	fence    uint64
 	expires  time.Time
 	metadata string
+	shared   bool
 }
+
+type watchKind bool
+
+const (
+	releases watchKind = false // Notifier: woken when the name may be free
+	changes  watchKind = true  // ChangeNotifier: woken on every change
+)
 
 // NewStore returns an empty Store.
 func NewStore() *Store {
 	return &Store{
-		locks:    make(map[string]entry),
-		watchers: make(map[string]map[chan struct{}]struct{}),
+		names:    make(map[string]*entry),
+		watchers: make(map[string]map[chan struct{}]watchKind),
 	}
 }
 
@@ -57,46 +74,75 @@ func New(store *Store) (*dlock.Locker, error) {
 
 // Driver returns the store's driver, for tests that wrap it to inject
 // faults or count calls before passing it to backend.New. It implements
-// driver.Notifier.
+// driver.Notifier, driver.ChangeNotifier and driver.MultiHolder.
 func (s *Store) Driver() driver.Driver { return &memDriver{s: s} }
 
-// Expire removes the lock on name whatever its owner, as if its lease had
-// run out or an administrator had deleted it, and wakes waiters. It
-// reports whether name was held.
+// Expire removes every holder of name (and a waiting writer's intent)
+// whatever their owners, as if their leases had run out or an
+// administrator had deleted them, and wakes waiters. It reports whether
+// name was held.
 func (s *Store) Expire(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.live(name)
-	delete(s.locks, name)
-	s.wake(name)
-	return ok
+	e := s.live(name)
+	delete(s.names, name)
+	s.wake(name, true)
+	return e != nil && len(e.holders) > 0
 }
 
-// Holder returns the owner and fencing token of the current lease on name,
-// and whether there is one.
+// Holder returns the owner and fencing token of a current lease on name
+// (the oldest, for a name held shared or as a semaphore), and whether
+// there is one.
 func (s *Store) Holder(name string) (owner string, fence uint64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.live(name)
-	return e.owner, e.fence, ok
-}
-
-// live returns name's unexpired entry. Called with s.mu held.
-func (s *Store) live(name string) (entry, bool) {
-	e, ok := s.locks[name]
-	if ok && !time.Now().Before(e.expires) {
-		delete(s.locks, name)
-		return entry{}, false
+	e := s.live(name)
+	if e == nil || len(e.holders) == 0 {
+		return "", 0, false
 	}
-	return e, ok
+	return e.holders[0].owner, e.holders[0].fence, true
 }
 
-// wake signals name's watchers. Called with s.mu held.
-func (s *Store) wake(name string) {
-	for ch := range s.watchers[name] {
-		select {
-		case ch <- struct{}{}:
-		default:
+// live returns name's entry without its expired holders and intent, or
+// nil if nothing of it is left. Called with s.mu held.
+func (s *Store) live(name string) *entry {
+	e := s.names[name]
+	if e == nil {
+		return nil
+	}
+	now := time.Now()
+	n := len(e.holders)
+	e.holders = slices.DeleteFunc(e.holders, func(h holder) bool { return !now.Before(h.expires) })
+	if e.intent != "" && !now.Before(e.intentExpires) {
+		e.intent = ""
+	}
+	if len(e.holders) != n {
+		s.wake(name, true)
+	}
+	if len(e.holders) == 0 && e.intent == "" {
+		delete(s.names, name)
+		return nil
+	}
+	return e
+}
+
+// find returns the index of owner's hold in e, or -1.
+func (e *entry) find(owner string) int {
+	if e == nil {
+		return -1
+	}
+	return slices.IndexFunc(e.holders, func(h holder) bool { return h.owner == owner })
+}
+
+// wake signals name's watchers: all of them when the name may be free,
+// only those watching every change otherwise. Called with s.mu held.
+func (s *Store) wake(name string, freed bool) {
+	for ch, kind := range s.watchers[name] {
+		if freed || kind == changes {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
@@ -104,6 +150,8 @@ func (s *Store) wake(name string) {
 // The optional interfaces memDriver implements, checked at compile time.
 var (
 	_ driver.Notifier        = (*memDriver)(nil)
+	_ driver.ChangeNotifier  = (*memDriver)(nil)
+	_ driver.MultiHolder     = (*memDriver)(nil)
 	_ driver.Inspector       = (*memDriver)(nil)
 	_ driver.ForceReleaser   = (*memDriver)(nil)
 	_ driver.ContextHonourer = (*memDriver)(nil)
@@ -119,17 +167,76 @@ func (d *memDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	e, ok := s.live(l.Name)
-	switch {
-	case !ok:
-		s.fence++
-		e = entry{owner: l.Owner, fence: s.fence, metadata: l.Metadata}
-	case e.owner != l.Owner:
-		return driver.Result{Remaining: e.expires.Sub(now)}, nil
+	e := s.live(l.Name)
+	if i := e.find(l.Owner); i >= 0 {
+		e.holders[i].expires = now.Add(l.TTL) // a retry whose reply was lost
+		return driver.Result{Acquired: true, Fence: e.holders[i].fence}, nil
 	}
-	e.expires = now.Add(l.TTL)
-	s.locks[l.Name] = e
-	return driver.Result{Acquired: true, Fence: e.fence}, nil
+	if e == nil {
+		e = &entry{}
+		s.names[l.Name] = e
+	}
+	if len(e.holders) > 0 && e.limit != l.Limit {
+		return driver.Result{}, fmt.Errorf("memlock: acquire %q as %s: held as %s: %w", l.Name, mode(l.Limit), mode(e.limit), driver.ErrMode)
+	}
+	if blocker, ok := e.blocks(l, now); ok {
+		res := driver.Result{Remaining: blocker.Sub(now)}
+		if l.Waiting && !l.Shared && l.Limit == 0 && e.holders[0].shared && (e.intent == "" || e.intent == l.Owner) {
+			// A writer waits behind readers: later readers wait for it.
+			e.intent, e.intentExpires = l.Owner, now.Add(l.TTL)
+			res.Queued = true
+		}
+		return res, nil
+	}
+	if e.intent == l.Owner {
+		e.intent = ""
+	}
+	s.fence++
+	e.limit = l.Limit
+	e.holders = append(e.holders, holder{owner: l.Owner, fence: s.fence, expires: now.Add(l.TTL), metadata: l.Metadata, shared: l.Shared})
+	s.wake(l.Name, false)
+	return driver.Result{Acquired: true, Fence: s.fence}, nil
+}
+
+// blocks reports whether e keeps l out, and if so until when at the
+// latest (the end of the earliest lease or intent in the way).
+func (e *entry) blocks(l driver.Lease, now time.Time) (time.Time, bool) {
+	var until time.Time
+	in := func(t time.Time) {
+		if until.IsZero() || t.Before(until) {
+			until = t
+		}
+	}
+	switch {
+	case l.Limit > 0:
+		if len(e.holders) < l.Limit {
+			return until, false
+		}
+		for _, h := range e.holders {
+			in(h.expires)
+		}
+	case l.Shared:
+		for _, h := range e.holders {
+			if !h.shared {
+				in(h.expires)
+			}
+		}
+		if e.intent != "" && e.intent != l.Owner {
+			in(e.intentExpires)
+		}
+	default:
+		for _, h := range e.holders {
+			in(h.expires)
+		}
+	}
+	return until, !until.IsZero()
+}
+
+func mode(limit int) string {
+	if limit > 0 {
+		return fmt.Sprintf("a semaphore of %d", limit)
+	}
+	return "a lock"
 }
 
 func (d *memDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
@@ -143,13 +250,13 @@ func (d *memDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 			errs[i] = err
 			continue
 		}
-		e, ok := s.live(l.Name)
-		if !ok || e.owner != l.Owner {
+		e := s.live(l.Name)
+		j := e.find(l.Owner)
+		if j < 0 {
 			errs[i] = fmt.Errorf("memlock: refresh %q: %w", l.Name, driver.ErrNotHeld)
 			continue
 		}
-		e.expires = now.Add(l.TTL)
-		s.locks[l.Name] = e
+		e.holders[j].expires = now.Add(l.TTL)
 	}
 	return errs
 }
@@ -161,26 +268,41 @@ func (d *memDriver) Release(ctx context.Context, l driver.Lease) error {
 	s := d.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.live(l.Name)
-	if !ok || e.owner != l.Owner {
+	e := s.live(l.Name)
+	i := e.find(l.Owner)
+	if i < 0 {
+		if e != nil && e.intent == l.Owner {
+			e.intent = "" // a writer gave up waiting
+			s.live(l.Name)
+			s.wake(l.Name, true)
+		}
 		return fmt.Errorf("memlock: release %q: %w", l.Name, driver.ErrNotHeld)
 	}
-	delete(s.locks, l.Name)
-	s.wake(l.Name)
+	e.holders = slices.Delete(e.holders, i, i+1)
+	s.live(l.Name) // drops the entry if nothing is left
+	s.wake(l.Name, true)
 	return nil
 }
 
 func (d *memDriver) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	return d.watch(name, releases)
+}
+
+func (d *memDriver) WatchChanges(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	return d.watch(name, changes)
+}
+
+func (d *memDriver) watch(name string, kind watchKind) (<-chan struct{}, func(), error) {
 	ch := make(chan struct{}, 1)
 	s := d.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := s.watchers[name]
 	if m == nil {
-		m = make(map[chan struct{}]struct{})
+		m = make(map[chan struct{}]watchKind)
 		s.watchers[name] = m
 	}
-	m[ch] = struct{}{}
+	m[ch] = kind
 	stop := func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -192,12 +314,15 @@ func (d *memDriver) Watch(ctx context.Context, name string) (<-chan struct{}, fu
 	return ch, stop, nil
 }
 
+// MultiHolder implements driver.MultiHolder: shared holds and semaphores.
+func (d *memDriver) MultiHolder() bool { return true }
+
 func (d *memDriver) Inspect(ctx context.Context, names []string) ([]driver.Holder, error) {
 	s := d.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(names) == 0 {
-		for n := range s.locks {
+		for n := range s.names {
 			names = append(names, n)
 		}
 		slices.Sort(names)
@@ -205,8 +330,13 @@ func (d *memDriver) Inspect(ctx context.Context, names []string) ([]driver.Holde
 	var hs []driver.Holder
 	now := time.Now()
 	for _, n := range names {
-		if e, ok := s.live(n); ok {
-			hs = append(hs, driver.Holder{Name: n, Owner: e.owner, Fence: e.fence, Remaining: e.expires.Sub(now), Metadata: e.metadata})
+		e := s.live(n)
+		if e == nil {
+			continue
+		}
+		for _, h := range e.holders {
+			hs = append(hs, driver.Holder{Name: n, Owner: h.owner, Fence: h.fence, Remaining: h.expires.Sub(now),
+				Metadata: h.metadata, Shared: h.shared, Limit: e.limit})
 		}
 	}
 	return hs, nil

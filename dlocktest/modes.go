@@ -1,0 +1,505 @@
+package dlocktest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+// The properties of shared holds and semaphores (dlock.Shared,
+// dlock.WithLimit) and of Observe.
+
+// settle bounds waits for something that polling stores do within a
+// few retry intervals (backend.DefaultMaxRetryInterval is 2 s).
+const settle = 10 * time.Second
+
+// tryShared is TryAcquire in shared mode.
+func tryShared(l *dlock.Locker, ctx context.Context, name string, opts ...dlock.Option) (*dlock.Lock, error) {
+	return l.TryAcquire(ctx, name, append(opts, dlock.Shared())...)
+}
+
+func wantNotAcquiredWith(t *testing.T, l *dlock.Locker, name, what string, opts ...dlock.Option) {
+	t.Helper()
+	k, err := l.TryAcquire(t.Context(), name, opts...)
+	if !errors.Is(err, dlock.ErrNotAcquired) {
+		if k != nil {
+			k.Release(t.Context())
+		}
+		t.Fatalf("TryAcquire(%q) %s = %v, want ErrNotAcquired", name, what, err)
+	}
+}
+
+func wantInvalid(t *testing.T, l *dlock.Locker, ctx context.Context, name, what string, opts ...dlock.Option) {
+	t.Helper()
+	k, err := l.TryAcquire(ctx, name, opts...)
+	if !errors.Is(err, dlock.ErrInvalid) {
+		if k != nil {
+			k.Release(t.Context())
+		}
+		t.Fatalf("TryAcquire(%q) %s = %v, want an error wrapping ErrInvalid", name, what, err)
+	}
+}
+
+// inspectHolders returns name's holders by owner, failing the test if the
+// backend cannot inspect.
+func inspectHolders(t *testing.T, l *dlock.Locker, name string) map[string]dlock.LockInfo {
+	t.Helper()
+	infos, err := l.Inspect(t.Context(), name)
+	if err != nil {
+		t.Fatalf("Inspect(%q) = %v", name, err)
+	}
+	m := make(map[string]dlock.LockInfo)
+	for _, in := range infos {
+		m[in.Owner] = in
+	}
+	return m
+}
+
+func testSharedHolds(t *testing.T, h Harness) {
+	a, b, w := newLocker(t, h), newLocker(t, h), newLocker(t, h)
+	name := uniqueName(t, "")
+	ra, err := tryShared(a, t.Context(), name)
+	if err != nil {
+		t.Fatalf("TryAcquire(%q, Shared) = %v, want a lock", name, err)
+	}
+	rb, err := tryShared(b, t.Context(), name, dlock.WithMetadata("reader b"))
+	if err != nil {
+		t.Fatalf("second TryAcquire(%q, Shared) by another owner = %v, want a lock held together", name, err)
+	}
+	wantNotAcquiredWith(t, w, name, "exclusive while two readers hold it")
+	holders := inspectHolders(t, w, name)
+	if len(holders) != 2 {
+		t.Fatalf("Inspect(%q) lists %d holders, want the 2 readers: %+v", name, len(holders), holders)
+	}
+	for _, k := range []*dlock.Lock{ra, rb} {
+		in, ok := holders[k.Owner()]
+		if !ok || !in.Shared || in.Limit != 0 || in.Fence != k.Fence() {
+			t.Errorf("Inspect(%q) shows holder %s as %+v, want shared, limit 0, fence %d", name, k.Owner(), in, k.Fence())
+		}
+	}
+	if in := holders[rb.Owner()]; in.Metadata != "reader b" {
+		t.Errorf("Inspect(%q) metadata of reader b = %q, want %q", name, in.Metadata, "reader b")
+	}
+	mustRelease(t, ra)
+	wantNotAcquiredWith(t, w, name, "exclusive while one reader holds it")
+	mustRelease(t, rb)
+	kw := mustAcquire(t, w, t.Context(), name)
+	wantNotAcquiredWith(t, a, name, "shared while a writer holds it", dlock.Shared())
+	if holders := inspectHolders(t, a, name); len(holders) != 1 || holders[kw.Owner()].Shared {
+		t.Errorf("Inspect(%q) while a writer holds it = %+v, want one exclusive holder", name, holders)
+	}
+	mustRelease(t, kw)
+	mustRelease(t, mustAcquire(t, a, t.Context(), name, dlock.Shared()))
+}
+
+func testSemaphore(t *testing.T, h Harness) {
+	const n = 3
+	name := uniqueName(t, "")
+	ls := make([]*dlock.Locker, n+1)
+	for i := range ls {
+		ls[i] = newLocker(t, h)
+	}
+	ks := make([]*dlock.Lock, n)
+	for i := range n {
+		ks[i] = mustAcquire(t, ls[i], t.Context(), name, dlock.WithLimit(n))
+		if i > 0 && ks[i].Fence() <= ks[i-1].Fence() {
+			t.Errorf("permit %d has fence %d, want above permit %d's %d", i, ks[i].Fence(), i-1, ks[i-1].Fence())
+		}
+	}
+	wantNotAcquiredWith(t, ls[n], name, "for a 4th permit of 3", dlock.WithLimit(n))
+	holders := inspectHolders(t, ls[n], name)
+	if len(holders) != n {
+		t.Fatalf("Inspect(%q) lists %d holders, want %d permits: %+v", name, len(holders), n, holders)
+	}
+	for _, k := range ks {
+		if in := holders[k.Owner()]; in.Limit != n || in.Shared || in.Fence != k.Fence() {
+			t.Errorf("Inspect(%q) shows permit %s as %+v, want limit %d, fence %d", name, k.Owner(), in, n, k.Fence())
+		}
+	}
+	mustRelease(t, ks[1])
+	k := mustAcquire(t, ls[n], t.Context(), name, dlock.WithLimit(n))
+	if k.Fence() <= ks[2].Fence() {
+		t.Errorf("permit taken after a release has fence %d, want above every earlier permit's (%d)", k.Fence(), ks[2].Fence())
+	}
+	wantNotAcquiredWith(t, ls[1], name, "for a 4th permit of 3", dlock.WithLimit(n))
+	for _, k := range []*dlock.Lock{ks[0], ks[2], k} {
+		mustRelease(t, k)
+	}
+	// Once every permit is back, the name is free for any mode.
+	mustRelease(t, mustAcquire(t, ls[0], t.Context(), name))
+}
+
+func testModeMisuse(t *testing.T, h Harness) {
+	a, b := newLocker(t, h), newLocker(t, h)
+	ctx := t.Context()
+	mutex, sem := uniqueName(t, "-mutex"), uniqueName(t, "-sem")
+	wantInvalid(t, a, ctx, mutex, "with Shared and WithLimit", dlock.Shared(), dlock.WithLimit(2))
+	wantInvalid(t, a, ctx, mutex, "with WithLimit(0)", dlock.WithLimit(0))
+
+	k := mustAcquire(t, a, ctx, mutex)
+	wantInvalid(t, b, ctx, mutex, "as a semaphore while held as a lock", dlock.WithLimit(2))
+	wantInvalid(t, a, k.Context(), mutex, "as a semaphore inside its exclusive hold", dlock.WithLimit(2))
+	mustRelease(t, k)
+
+	p := mustAcquire(t, a, ctx, sem, dlock.WithLimit(2))
+	wantInvalid(t, b, ctx, sem, "with another limit", dlock.WithLimit(3))
+	wantInvalid(t, b, ctx, sem, "exclusively while held as a semaphore")
+	wantInvalid(t, b, ctx, sem, "shared while held as a semaphore", dlock.Shared())
+	wantInvalid(t, a, p.Context(), sem, "with another limit inside its permit", dlock.WithLimit(3))
+	// A waiting Acquire gets the same error at once, rather than a wait.
+	wctx, cancel := context.WithTimeout(ctx, settle)
+	defer cancel()
+	if k, err := b.Acquire(wctx, sem, dlock.WithLimit(5)); !errors.Is(err, dlock.ErrInvalid) {
+		if k != nil {
+			k.Release(ctx)
+		}
+		t.Fatalf("Acquire(%q) with another limit = %v, want an error wrapping ErrInvalid", sem, err)
+	}
+	// None of that took anything: the second permit is still free.
+	mustRelease(t, mustAcquire(t, b, ctx, sem, dlock.WithLimit(2)))
+	mustRelease(t, p)
+
+	r := mustAcquire(t, a, ctx, mutex, dlock.Shared())
+	wantInvalid(t, a, r.Context(), mutex, "exclusively inside a shared hold (an upgrade)")
+	// The refused upgrade left the reader's hold as it was.
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatalf("Refresh of the shared hold after a refused upgrade = %v", err)
+	}
+	mustRelease(t, mustAcquire(t, b, ctx, mutex, dlock.Shared()))
+	mustRelease(t, r)
+}
+
+func testSharedReentrancy(t *testing.T, h Harness) {
+	a, b := newLocker(t, h), newLocker(t, h)
+	name, sem := uniqueName(t, ""), uniqueName(t, "-sem")
+	r := mustAcquire(t, a, t.Context(), name, dlock.Shared())
+	r2 := mustAcquire(t, a, r.Context(), name, dlock.Shared())
+	if r2.Fence() != r.Fence() || r2.Owner() != r.Owner() {
+		t.Errorf("shared re-entry has fence %d owner %s, want the hold's %d %s", r2.Fence(), r2.Owner(), r.Fence(), r.Owner())
+	}
+	mustRelease(t, r)
+	wantNotAcquired(t, b, name) // the re-entered shared hold still keeps writers out
+	mustRelease(t, r2)
+
+	w := mustAcquire(t, a, t.Context(), name)
+	w2 := mustAcquire(t, a, w.Context(), name, dlock.Shared())
+	if w2.Fence() != w.Fence() {
+		t.Errorf("Shared inside an exclusive hold has fence %d, want the exclusive hold's %d (re-entry)", w2.Fence(), w.Fence())
+	}
+	mustRelease(t, w)
+	wantNotAcquiredWith(t, b, name, "shared while a re-entered exclusive hold is open", dlock.Shared())
+	mustRelease(t, w2)
+
+	p := mustAcquire(t, a, t.Context(), sem, dlock.WithLimit(1))
+	p2 := mustAcquire(t, a, p.Context(), sem, dlock.WithLimit(1))
+	if p2.Fence() != p.Fence() {
+		t.Errorf("permit re-entry has fence %d, want %d", p2.Fence(), p.Fence())
+	}
+	mustRelease(t, p2)
+	wantNotAcquiredWith(t, b, sem, "for the only permit while a re-entered one is open", dlock.WithLimit(1))
+	mustRelease(t, p)
+	mustRelease(t, mustAcquire(t, b, t.Context(), sem, dlock.WithLimit(1)))
+}
+
+func testSharedFencing(t *testing.T, h Harness) {
+	ls := []*dlock.Locker{newLocker(t, h), newLocker(t, h), newLocker(t, h)}
+	name := uniqueName(t, "")
+	var last uint64
+	next := func(k *dlock.Lock, what string) {
+		t.Helper()
+		if k.Fence() <= last {
+			t.Errorf("%s has fence %d, want above every earlier token on the name (%d)", what, k.Fence(), last)
+		}
+		last = k.Fence()
+	}
+	for round := range 3 {
+		var rs []*dlock.Lock
+		for _, l := range ls {
+			r := mustAcquire(t, l, t.Context(), name, dlock.Shared())
+			next(r, "a shared hold")
+			rs = append(rs, r)
+		}
+		for _, r := range rs {
+			mustRelease(t, r)
+		}
+		w := mustAcquire(t, ls[round], t.Context(), name)
+		next(w, "a writer after readers")
+		mustRelease(t, w)
+	}
+}
+
+// waitWriterQueued returns once a waiting exclusive acquisition of name
+// keeps later readers out: on a queueing store once it is in line, and
+// on every store once a new shared TryAcquire fails.
+func waitWriterQueued(t *testing.T, h Harness, probe *dlock.Locker, name string, queued int) {
+	t.Helper()
+	deadline := time.Now().Add(settle)
+	if h.Queued != nil {
+		for h.Queued(t, name) != queued {
+			if time.Now().After(deadline) {
+				t.Fatalf("Queued(%q) = %d after %v, want %d", name, h.Queued(t, name), settle, queued)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	for {
+		k, err := tryShared(probe, t.Context(), name)
+		if errors.Is(err, dlock.ErrNotAcquired) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("TryAcquire(%q, Shared) = %v", name, err)
+		}
+		// The writer had not tried yet: this reader came before it.
+		mustRelease(t, k)
+		if time.Now().After(deadline) {
+			t.Fatalf("shared acquisitions still overtake an exclusive Acquire(%q) that has waited %v behind a reader", name, settle)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func testWriterNotStarved(t *testing.T, h Harness) {
+	r1, w, r2, probe := newLocker(t, h), newLocker(t, h), newLocker(t, h), newLocker(t, h)
+	name := uniqueName(t, "")
+	ctx, cancel := context.WithTimeout(t.Context(), composeTimeout)
+	defer cancel()
+	k1 := mustAcquire(t, r1, ctx, name, dlock.Shared())
+	gotW := AcquireAsync(ctx, w, name, dlock.WithTTL(h.ttl()))
+	waitWriterQueued(t, h, probe, name, 1)
+	gotR := AcquireAsync(ctx, r2, name, dlock.Shared())
+	if h.Queued != nil {
+		waitQueued(t, h, name, 2)
+	}
+	WantWaiting(t, gotR, name)
+	mustRelease(t, k1)
+	kw := WantAcquired(t, gotW, name, settle).Lock
+	if kw.Fence() <= k1.Fence() {
+		t.Errorf("writer's fence %d, want above the earlier reader's %d", kw.Fence(), k1.Fence())
+	}
+	WantWaiting(t, gotR, name) // the later reader waits for the writer
+	mustRelease(t, kw)
+	kr := WantAcquired(t, gotR, name, settle).Lock
+	if kr.Fence() <= kw.Fence() {
+		t.Errorf("later reader's fence %d, want above the writer's %d", kr.Fence(), kw.Fence())
+	}
+	mustRelease(t, kr)
+}
+
+func waitQueued(t *testing.T, h Harness, name string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(settle)
+	for h.Queued(t, name) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("Queued(%q) = %d after %v, want %d", name, h.Queued(t, name), settle, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func testSharedCancelledWait(t *testing.T, h Harness) {
+	r, w, probe := newLocker(t, h), newLocker(t, h), newLocker(t, h)
+	name := uniqueName(t, "")
+	k := mustAcquire(t, r, t.Context(), name, dlock.Shared())
+	ctx, cancel := context.WithCancel(t.Context())
+	// A long TTL: a writer's intent that outlives the wait cannot lapse
+	// during the test.
+	got := AcquireAsync(ctx, w, name, dlock.WithTTL(time.Hour))
+	waitWriterQueued(t, h, probe, name, 1)
+	cancel()
+	select {
+	case res := <-got:
+		if !errors.Is(res.Err, context.Canceled) {
+			if res.Lock != nil {
+				res.Lock.Release(t.Context())
+			}
+			t.Fatalf("cancelled Acquire(%q) = %v, want context.Canceled", name, res.Err)
+		}
+	case <-time.After(settle):
+		t.Fatalf("cancelled Acquire(%q) still waiting after %v", name, settle)
+	}
+	// Nothing of the wait is left: readers get in again, and the queue is
+	// empty.
+	deadline := time.Now().Add(settle)
+	for {
+		k2, err := tryShared(probe, t.Context(), name)
+		if err == nil {
+			mustRelease(t, k2)
+			break
+		}
+		if !errors.Is(err, dlock.ErrNotAcquired) || time.Now().After(deadline) {
+			t.Fatalf("TryAcquire(%q, Shared) %v after an exclusive wait was cancelled = %v, want a lock", name, settle, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if h.Queued != nil {
+		waitQueued(t, h, name, 0)
+	}
+	mustRelease(t, k)
+}
+
+func testSemaphoreWaiting(t *testing.T, h Harness) {
+	const n, waiters = 2, 4
+	name := uniqueName(t, "")
+	ctx, cancel := context.WithTimeout(t.Context(), composeTimeout)
+	defer cancel()
+	holders := []*dlock.Lock{
+		mustAcquire(t, newLocker(t, h), ctx, name, dlock.WithLimit(n)),
+		mustAcquire(t, newLocker(t, h), ctx, name, dlock.WithLimit(n)),
+	}
+	var (
+		mu      sync.Mutex
+		order   []int
+		holding int
+		wg      sync.WaitGroup
+	)
+	for i := range waiters {
+		l := newLocker(t, h)
+		wg.Go(func() {
+			k, err := l.Acquire(ctx, name, dlock.WithLimit(n))
+			if err != nil {
+				t.Errorf("waiter %d: Acquire(%q, WithLimit(%d)) = %v, want a permit", i, name, n, err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			if holding++; holding > n {
+				t.Errorf("%d holders of a semaphore of %d", holding, n)
+			}
+			mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
+			mu.Lock()
+			holding--
+			mu.Unlock()
+			if err := k.Release(ctx); err != nil {
+				t.Errorf("waiter %d: Release = %v", i, err)
+			}
+		})
+		if h.Queued != nil {
+			waitQueued(t, h, name, i+1) // waiter i is in line before i+1 starts
+		} else {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// Freeing one permit wakes a waiter, long before any lease or the
+	// holder's second permit could let it in.
+	mustRelease(t, holders[0])
+	deadline := time.After(settle)
+	for {
+		mu.Lock()
+		done := len(order)
+		mu.Unlock()
+		if done > 0 {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("no waiter of %q got the permit released %v ago", name, settle)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	mustRelease(t, holders[1])
+	wg.Wait()
+	if len(order) != waiters {
+		t.Fatalf("%d of %d waiters got a permit", len(order), waiters)
+	}
+	if h.Queued != nil && !slices.Equal(order, []int{0, 1, 2, 3}) {
+		t.Errorf("waiters got permits in order %v, want arrival order [0 1 2 3] on a store that queues", order)
+	}
+}
+
+func testSharedRenewalAndLoss(t *testing.T, h Harness) {
+	a, b, c, w := newLocker(t, h), newLocker(t, h), newLocker(t, h), newLocker(t, h)
+	name, sem, ttl := uniqueName(t, ""), uniqueName(t, "-sem"), h.ttl()
+	ra := mustAcquire(t, a, t.Context(), name, dlock.Shared(), dlock.WithTTL(ttl))
+	rb := mustAcquire(t, b, t.Context(), name, dlock.Shared(), dlock.WithTTL(ttl))
+	p := mustAcquire(t, c, t.Context(), sem, dlock.WithLimit(1), dlock.WithTTL(ttl))
+	time.Sleep(3 * ttl) // renewed every TTL/3
+	for _, k := range []*dlock.Lock{ra, rb, p} {
+		if isClosed(k.Done()) {
+			t.Fatalf("Done of renewed %s closed (%v), want open", k.Name(), context.Cause(k.Context()))
+		}
+	}
+	wantNotAcquired(t, w, name)
+	wantNotAcquiredWith(t, w, sem, "for the only permit", dlock.WithLimit(1))
+
+	h.Expire(t, name)
+	h.Expire(t, sem)
+	for _, k := range []*dlock.Lock{ra, rb, p} {
+		waitClosed(t, k.Done(), ttl+slack, "Done of a "+k.Name()+" holder deleted behind its back")
+		if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrLost) {
+			t.Fatalf("context.Cause = %v, want ErrLost", cause)
+		}
+	}
+	kw := mustAcquire(t, w, t.Context(), name)
+	if kw.Fence() <= rb.Fence() {
+		t.Errorf("writer's fence %d after the readers were lost, want above theirs (%d)", kw.Fence(), rb.Fence())
+	}
+	mustRelease(t, kw)
+
+	// ForceRelease frees every holder of a shared name.
+	ra = mustAcquire(t, a, t.Context(), name, dlock.Shared(), dlock.WithTTL(ttl))
+	rb = mustAcquire(t, b, t.Context(), name, dlock.Shared(), dlock.WithTTL(ttl))
+	if held, err := w.ForceRelease(t.Context(), name); err != nil || !held {
+		t.Fatalf("ForceRelease(%q) of a name two readers hold = %v, %v; want true, nil", name, held, err)
+	}
+	for _, k := range []*dlock.Lock{ra, rb} {
+		waitClosed(t, k.Done(), ttl+slack, "reader's Done after ForceRelease")
+	}
+	mustRelease(t, mustAcquire(t, w, t.Context(), name))
+}
+
+func testObserve(t *testing.T, h Harness) {
+	o, a, b := newLocker(t, h), newLocker(t, h), newLocker(t, h)
+	name := uniqueName(t, "")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch, err := o.Observe(ctx, name)
+	if err != nil {
+		t.Fatalf("Observe(%q) = %v", name, err)
+	}
+	want := func(what string, ks ...*dlock.Lock) {
+		t.Helper()
+		select {
+		case infos, ok := <-ch:
+			if !ok {
+				t.Fatalf("Observe(%q) closed its channel before ctx ended", name)
+			}
+			var got, wantOwners []string
+			for _, in := range infos {
+				got = append(got, in.Owner)
+			}
+			for _, k := range ks {
+				wantOwners = append(wantOwners, k.Owner())
+			}
+			if !slices.Equal(got, wantOwners) || infos == nil {
+				t.Fatalf("Observe(%q) sent %v (%+v) %s, want holders %v in fence order (an empty, non-nil slice when free)", name, got, infos, what, wantOwners)
+			}
+		case <-time.After(settle):
+			t.Fatalf("Observe(%q) sent nothing %v %s", name, settle, what)
+		}
+	}
+	want("at first, while free")
+	ka := mustAcquire(t, a, t.Context(), name, dlock.Shared())
+	want("after a shared acquisition", ka)
+	kb := mustAcquire(t, b, t.Context(), name, dlock.Shared())
+	want("after a second reader joined", ka, kb)
+	mustRelease(t, ka)
+	want("after the first reader left", kb)
+	mustRelease(t, kb)
+	want("after the name was freed")
+	cancel()
+	select {
+	case infos, ok := <-ch:
+		if ok {
+			t.Fatalf("Observe(%q) sent %+v after ctx ended with no change, want the channel closed", name, infos)
+		}
+	case <-time.After(settle):
+		t.Fatalf("Observe(%q) did not close its channel %v after ctx ended", name, settle)
+	}
+}
