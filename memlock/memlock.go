@@ -25,7 +25,7 @@ import (
 type Store struct {
 	mu       sync.Mutex
 	names    map[string]*entry
-	fence    uint64                                  // last token issued, for any name
+	fence    uint64                                 // last token issued, for any name
 	watchers map[string]map[chan struct{}]watchKind // by name
 }
 
