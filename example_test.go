@@ -91,44 +91,151 @@ func ExampleLock_Done() {
 // Leader-only work: of the Lockers that campaign for a name, one at a time
 // runs the work, and another takes over if it loses the lock.
 func ExampleLocker_Lead() {
-	store := memlock.NewStore()
-	locker, _ := memlock.New(store)
+	locker, _ := memlock.New(nil)
 	defer locker.Close()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 
+	// Leader-only work: a loop that runs while this process leads. Its
+	// ctx ends if leadership is lost; Lead then campaigns again.
+	rounds := 0
 	err := locker.Lead(ctx, "cron/leader", func(ctx context.Context) error {
-		fmt.Println("leading: running the nightly job")
-		return nil // done: Lead releases the name and returns
+		fmt.Println("leading")
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+				rounds++
+				fmt.Println("leader-only round", rounds)
+				if rounds == 3 {
+					stop() // shutting down: Lead returns ctx's error
+				}
+			}
+		}
 	})
-	fmt.Println("Lead returned:", err)
+	fmt.Println("Lead returned after shutdown:", errors.Is(err, context.Canceled))
 	// Output:
-	// leading: running the nightly job
-	// Lead returned: <nil>
+	// leading
+	// leader-only round 1
+	// leader-only round 2
+	// leader-only round 3
+	// Lead returned after shutdown: true
 }
 
-// A transfer between two accounts takes both locks, in an order that
-// cannot deadlock with a transfer the other way.
 func ExampleLocker_AcquireAll() {
 	locker, _ := memlock.New(nil)
 	defer locker.Close()
 	ctx := context.Background()
+	balances := map[string]int{"account/alice": 100, "account/bob": 20}
 
-	locks, err := locker.AcquireAll(ctx, []string{"account/bob", "account/alice"})
+	// A transfer locks both accounts. AcquireAll takes them in one global
+	// order, so a transfer from bob to alice at the same time cannot
+	// deadlock with this one; on error it holds neither.
+	transfer := func(from, to string, amount int) error {
+		locks, err := locker.AcquireAll(ctx, []string{from, to}, dlock.WithTTL(10*time.Second))
+		if err != nil {
+			return err
+		}
+		defer func() {
+			for _, k := range locks {
+				k.Release(ctx)
+			}
+		}()
+		if balances[from] < amount {
+			return fmt.Errorf("%s has %d, cannot send %d", from, balances[from], amount)
+		}
+		balances[from] -= amount
+		balances[to] += amount
+		return nil
+	}
+	fmt.Println(transfer("account/alice", "account/bob", 30))
+	fmt.Println(transfer("account/bob", "account/alice", 80))
+	fmt.Println(balances["account/alice"], balances["account/bob"])
+	// Output:
+	// <nil>
+	// account/bob has 50, cannot send 80
+	// 70 50
+}
+
+func ExampleShared() {
+	locker, _ := memlock.New(nil)
+	defer locker.Close()
+	ctx := context.Background()
+	cache := map[string]string{}
+
+	// The rebuild holds the name exclusively: no reader sees a half-built
+	// cache.
+	w, err := locker.Acquire(ctx, "cache/products")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	for _, k := range locks {
-		fmt.Println("holding", k.Name())
-		defer k.Release(ctx)
+	cache["42"] = "teapot"
+	fmt.Println("rebuilt under fence", w.Fence())
+	w.Release(ctx)
+
+	// Readers hold it together, each with a lease of its own.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var seen []string
+	for range 3 {
+		wg.Go(func() {
+			r, err := locker.Acquire(ctx, "cache/products", dlock.Shared())
+			if err != nil {
+				fmt.Println(err)
+				return
+			}
+			defer r.Release(ctx)
+			mu.Lock()
+			seen = append(seen, cache["42"])
+			mu.Unlock()
+		})
 	}
+	wg.Wait()
+	fmt.Println(seen)
 	// Output:
-	// holding account/bob
-	// holding account/alice
+	// rebuilt under fence 1
+	// [teapot teapot teapot]
 }
 
-// Do runs a function under the lock and releases it afterwards.
+func ExampleWithLimit() {
+	locker, _ := memlock.New(nil)
+	defer locker.Close()
+	ctx := context.Background()
+
+	// At most 3 exports at once, whatever the number of workers.
+	var (
+		wg            sync.WaitGroup
+		mu            sync.Mutex
+		running, most int
+	)
+	for range 10 {
+		wg.Go(func() {
+			err := locker.Do(ctx, "exports", func(ctx context.Context) error {
+				mu.Lock()
+				running++
+				most = max(most, running)
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond) // the export
+				mu.Lock()
+				running--
+				mu.Unlock()
+				return nil
+			}, dlock.WithLimit(3))
+			if err != nil {
+				fmt.Println(err)
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Println("never more than 3 at once:", most <= 3)
+	// Output:
+	// never more than 3 at once: true
+}
+
 func ExampleLocker_Do() {
 	locker, _ := memlock.New(nil)
 	defer locker.Close()

@@ -3,6 +3,7 @@ package jepsen_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -52,48 +53,45 @@ func run(t *testing.T, target jepsen.Target) {
 	}
 }
 
-// TestJepsen runs every target at once: t.Run from a goroutine per
-// target, not t.Parallel, which -parallel (GOMAXPROCS by default) would
-// limit to two at a time although the workers mostly wait.
-func TestJepsen(t *testing.T) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	target := func(name string, f func(t *testing.T)) {
-		wg.Go(func() { t.Run(name, f) })
-	}
-	target("memlock", func(t *testing.T) {
-		run(t, jepsen.Target{Name: "memlock", URL: func(string) string { return "mem://jepsen" }, InProcess: true})
-	})
-	target("sqlite", func(t *testing.T) {
+// targets are the stores under test. Each starts its servers for the
+// test or benchmark at hand, stopped at its end.
+var targets = []struct {
+	name string
+	make func(t testing.TB) jepsen.Target
+}{
+	{"memlock", func(t testing.TB) jepsen.Target {
+		return jepsen.Target{Name: "memlock", URL: func(string) string { return "mem://jepsen" }, InProcess: true}
+	}},
+	{"sqlite", func(t testing.TB) jepsen.Target {
 		path := filepath.Join(t.TempDir(), "locks.db")
-		run(t, jepsen.Target{Name: "sqlite", URL: func(string) string { return "sqlite://" + path }})
-	})
-	target("redis", func(t *testing.T) {
+		return jepsen.Target{Name: "sqlite", URL: func(string) string { return "sqlite://" + path }}
+	}},
+	{"redis", func(t testing.TB) jepsen.Target {
 		r := testserver.StartRedis(t)
-		run(t, jepsen.Target{
+		return jepsen.Target{
 			Name:     "redis",
 			URL:      func(addr string) string { return "redis://" + addr },
 			Upstream: r.Addr(),
 			Server:   r,
 			Forgets:  []string{"restart-server"}, // no persistence: restarted empty
-		})
-	})
-	target("redis-cluster", func(t *testing.T) {
+		}
+	}},
+	{"redis-cluster", func(t testing.TB) jepsen.Target {
 		c := testserver.StartRedisClusterReplicated(t, 3)
 		// The cluster redirects clients to each node's own address, past
 		// any proxy: the network faults do not apply.
-		run(t, jepsen.Target{
+		return jepsen.Target{
 			Name: "redis-cluster",
 			URL:  func(string) string { return "redis+cluster://" + strings.Join(c.Addrs(), ",") },
 			// CLUSTER FAILOVER waits for the replica to catch up: no lock
 			// should be lost, but replication stays asynchronous.
 			Failover: c.Failover,
 			Forgets:  []string{"failover"},
-		})
-	})
-	target("redis-sentinel", func(t *testing.T) {
+		}
+	}},
+	{"redis-sentinel", func(t testing.TB) jepsen.Target {
 		s := testserver.StartRedisSentinelReplicated(t)
-		run(t, jepsen.Target{
+		return jepsen.Target{
 			Name:   "redis-sentinel",
 			URL:    func(string) string { return "redis+sentinel://" + s.Addr() + "/" + testserver.SentinelMaster },
 			Server: s.Master,
@@ -101,51 +99,86 @@ func TestJepsen(t *testing.T) {
 			// lock writes, and a restarted master comes back empty.
 			Failover: s.Failover,
 			Forgets:  []string{"restart-server", "failover"},
-		})
-	})
-	target("mariadb", func(t *testing.T) {
+		}
+	}},
+	{"mariadb", func(t testing.TB) jepsen.Target {
 		m := testserver.StartMariaDB(t)
 		c, err := mysql.ParseDSN(m.DSN())
 		if err != nil {
 			t.Fatal(err)
 		}
-		run(t, jepsen.Target{
+		return jepsen.Target{
 			Name:     "mariadb",
 			URL:      func(addr string) string { return "mysql://" + c.User + "@" + addr + "/" + c.DBName },
 			Upstream: c.Addr,
 			Server:   m,
-		})
-	})
-	target("postgres", func(t *testing.T) {
+		}
+	}},
+	{"postgres", func(t testing.TB) jepsen.Target {
 		p := testserver.StartPostgres(t)
 		addr := strings.TrimPrefix(strings.SplitN(p.DSN(), "/", 4)[2], "postgres@")
-		run(t, jepsen.Target{
+		return jepsen.Target{
 			Name:     "postgres",
 			URL:      func(addr string) string { return "postgres://postgres@" + addr + "/postgres" },
 			Upstream: addr,
 			Server:   p,
-		})
-	})
-	target("zookeeper", func(t *testing.T) {
+		}
+	}},
+	{"zookeeper", func(t testing.TB) jepsen.Target {
 		z := testserver.StartZooKeeper(t)
-		run(t, jepsen.Target{
+		return jepsen.Target{
 			Name:     "zookeeper",
 			URL:      func(addr string) string { return "zk://" + addr + "?session_timeout=4s" },
 			Upstream: z.Addr(),
 			Server:   z,
 			// A lock lives in its holder's session (zklock's doc).
 			DeadHolderLease: 4 * time.Second,
-		})
-	})
-	target("etcd", func(t *testing.T) {
+		}
+	}},
+	{"etcd", func(t testing.TB) jepsen.Target {
 		e := testserver.StartEtcd(t)
-		run(t, jepsen.Target{
+		return jepsen.Target{
 			Name:     "etcd",
 			URL:      func(addr string) string { return "etcd://" + addr + "?session_ttl=3s" },
 			Upstream: e.Addr(),
 			Server:   e,
 			// A lock lives in its holder's session lease (etcdlock's doc).
 			DeadHolderLease: 3 * time.Second,
+		}
+	}}}
+
+// TestJepsen runs every target at once: t.Run from a goroutine per
+// target, not t.Parallel, which -parallel (GOMAXPROCS by default) would
+// limit to two at a time although the workers mostly wait.
+func TestJepsen(t *testing.T) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, tg := range targets {
+		wg.Go(func() { t.Run(tg.name, func(t *testing.T) { run(t, tg.make(t)) }) })
+	}
+}
+
+// BenchmarkFailover measures, on every store whose workers are processes,
+// how long after a kill -9 of the leader another process's Lead fn
+// starts (3 rounds; run with -benchtime=1x). The TTL is the suite's 1 s;
+// ZooKeeper and etcd wait for the dead leader's session instead.
+func BenchmarkFailover(b *testing.B) {
+	const rounds = 3
+	ttl := time.Second
+	for _, tg := range targets {
+		b.Run(tg.name, func(b *testing.B) {
+			target := tg.make(b)
+			if target.InProcess {
+				b.Skip("memlock's store is one process's memory: no process to kill")
+			}
+			var ds []time.Duration
+			for b.Loop() {
+				ds = append(ds, jepsen.Failover(b, target, ttl, rounds)...)
+			}
+			slices.Sort(ds)
+			b.ReportMetric(float64(ds[len(ds)/2].Milliseconds()), "failover-p50-ms")
+			b.ReportMetric(float64(ds[len(ds)-1].Milliseconds()), "failover-max-ms")
+			b.ReportMetric(float64(max(ttl, target.DeadHolderLease).Milliseconds()), "lease-ms")
 		})
-	})
+	}
 }

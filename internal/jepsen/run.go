@@ -25,6 +25,7 @@ var Workers = map[string]testworker.Func{
 	"jepsen-register": Register,
 	"jepsen-worker":   Worker,
 	"jepsen-workers":  inProcessWorkers,
+	"jepsen-leader":   Leader,
 }
 
 // Server is a store's server, for the nemeses that fault it.
