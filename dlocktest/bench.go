@@ -3,11 +3,15 @@ package dlocktest
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dlock-go/dlock"
 )
 
 // RunBenchmarks measures the store h describes:
@@ -18,6 +22,12 @@ import (
 //     returning to the waiter's Acquire returning (negative when the store
 //     hands the lock over before the releaser has its reply), and from
 //     the Release call to the waiter's Acquire returning, as p50 and p99.
+//   - SharedReaders: 64 readers (goroutines spread over 4 Lockers) taking
+//     one name in shared mode and releasing it, as acquisitions per second;
+//   - Semaphore: 16 contenders (each its own Locker) for a semaphore of 4
+//     permits, each holding a permit for 1 ms; the time from a Release
+//     returning to a waiting contender's Acquire returning, p50 and p99,
+//     and permits per second.
 //
 // When h.Ping is set, Uncontended and Handoff also report their cost in
 // round trips: the mean of Ping calls made between their iterations.
@@ -25,6 +35,94 @@ func RunBenchmarks(b *testing.B, h Harness) {
 	b.Run("Uncontended", func(b *testing.B) { benchUncontended(b, h) })
 	b.Run("ParallelNames", func(b *testing.B) { benchParallel(b, h) })
 	b.Run("Handoff", func(b *testing.B) { benchHandoff(b, h) })
+	b.Run("SharedReaders", func(b *testing.B) { benchShared(b, h) })
+	b.Run("Semaphore", func(b *testing.B) { benchSemaphore(b, h) })
+}
+
+func benchShared(b *testing.B, h Harness) {
+	const readers, lockers = 64, 4
+	ls := make([]*dlock.Locker, lockers)
+	for i := range ls {
+		ls[i] = newLocker(b, h)
+	}
+	name := uniqueName(b, "")
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(readers / max(1, runtime.GOMAXPROCS(0)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		l := ls[next.Add(1)%lockers]
+		ctx := context.Background()
+		for pb.Next() {
+			k, err := l.Acquire(ctx, name, dlock.Shared())
+			if err != nil {
+				b.Errorf("Acquire(%q, Shared) = %v", name, err)
+				return
+			}
+			if err := k.Release(ctx); err != nil {
+				b.Errorf("Release(%q) = %v", name, err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+}
+
+func benchSemaphore(b *testing.B, h Harness) {
+	const contenders, permits, hold = 16, 4, time.Millisecond
+	ls := make([]*dlock.Locker, contenders)
+	for i := range ls {
+		ls[i] = newLocker(b, h)
+	}
+	name := uniqueName(b, "")
+	var (
+		mu       sync.Mutex
+		released []time.Time // Release return times not yet matched to a waiter
+		handoffs []time.Duration
+		left     atomic.Int64
+	)
+	left.Store(int64(b.N))
+	ctx := b.Context()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				asked := time.Now()
+				k, err := l.Acquire(ctx, name, dlock.WithLimit(permits))
+				if err != nil {
+					b.Errorf("Acquire(%q, WithLimit(%d)) = %v", name, permits, err)
+					return
+				}
+				got := time.Now()
+				mu.Lock()
+				// A contender that waited was let in by the oldest release
+				// that came after it asked.
+				for len(released) > 0 && released[0].Before(asked) {
+					released = released[1:]
+				}
+				if len(released) > 0 {
+					handoffs = append(handoffs, got.Sub(released[0]))
+					released = released[1:]
+				}
+				mu.Unlock()
+				time.Sleep(hold)
+				if err := k.Release(ctx); err != nil {
+					b.Errorf("Release(%q) = %v", name, err)
+					return
+				}
+				mu.Lock()
+				released = append(released, time.Now())
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	if len(handoffs) > 0 {
+		b.ReportMetric(float64(percentile(handoffs, 0.5).Nanoseconds()), "handoff-p50-ns")
+		b.ReportMetric(float64(percentile(handoffs, 0.99).Nanoseconds()), "handoff-p99-ns")
+	}
 }
 
 func percentile(ds []time.Duration, p float64) time.Duration {
