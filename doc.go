@@ -19,6 +19,13 @@
 //   - waiting is woken by the store where it can (pub/sub, watches,
 //     LISTEN/NOTIFY), with a bounded fallback.
 //
+// The same contract covers shared (read) holds, with Shared, and counting
+// semaphores, with WithLimit: each holder is a Lock with its own lease,
+// renewal, Done and fencing token. On top of Acquire, Do runs a function
+// under a lock, AcquireAll takes several names without deadlock, Lead
+// runs a function whenever this Locker leads, and Observe reports who
+// holds a name as it changes.
+//
 // Names are 1 to MaxNameLen bytes of valid UTF-8 without NUL bytes; any
 // other byte, including '/', '{', '}', quotes and spaces, is allowed.
 package dlock
