@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -122,7 +124,11 @@ var registerModel = porcupine.NondeterministicModel{
 // deaths maps a worker to when it was killed; pauses lists when workers
 // were stopped; lossy allows overlapping beliefs (the store forgot its
 // locks), which fencing must then have made harmless.
-func check(historyPaths []string, registerLog string, deaths map[int]int64, pauses []pause, runEnd int64, lossy bool) (*outcome, error) {
+//
+// With limit above 0 the workers held permits of a semaphore of limit and
+// made no register operations: the overlap checker then allows up to limit
+// holders at once, and every permit's fence must be its own.
+func check(historyPaths []string, registerLog string, deaths map[int]int64, pauses []pause, runEnd int64, lossy bool, limit int) (*outcome, error) {
 	o := &outcome{}
 	var ops []porcupine.Operation
 	var ivs []*interval
@@ -214,6 +220,10 @@ func check(historyPaths []string, registerLog string, deaths map[int]int64, paus
 
 	// Believed-held intervals.
 	sort.Slice(ivs, func(i, j int) bool { return ivs[i].start < ivs[j].start })
+	if limit > 0 {
+		checkPermits(o, ivs, limit, pauses, lossy)
+		return o, nil
+	}
 	for i, a := range ivs {
 		for _, b := range ivs[i+1:] {
 			if b.start >= a.end {
@@ -270,4 +280,41 @@ func pausedDuring(pauses []pause, worker int, from, to int64) (resumed int64, ok
 		}
 	}
 	return 0, false
+}
+
+// checkPermits checks the believed-held intervals of a semaphore's
+// permits: at no time more than limit of them, unless a process in the
+// excess was paused (it could not know) or the store forgot its holders;
+// and no two permits with one fence.
+func checkPermits(o *outcome, ivs []*interval, limit int, pauses []pause, lossy bool) {
+	byFence := map[uint64]*interval{}
+	for _, iv := range ivs {
+		if other := byFence[iv.fence]; other != nil {
+			o.violate("workers %d and %d were both given fence %d", other.worker, iv.worker, iv.fence)
+		}
+		byFence[iv.fence] = iv
+	}
+	var active []*interval // sorted by start: ivs is
+	for _, iv := range ivs {
+		active = slices.DeleteFunc(active, func(a *interval) bool { return a.end <= iv.start })
+		active = append(active, iv)
+		if len(active) <= limit {
+			continue
+		}
+		excused := lossy
+		for _, a := range active {
+			if _, paused := pausedDuring(pauses, a.worker, a.start, iv.start); paused {
+				excused = true
+			}
+		}
+		if excused {
+			o.overlaps++
+			continue
+		}
+		var who []string
+		for _, a := range active {
+			who = append(who, fmt.Sprintf("worker %d (fence %d)", a.worker, a.fence))
+		}
+		o.violate("%d holders of a semaphore of %d at once with no process paused: %s", len(active), limit, strings.Join(who, ", "))
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -53,7 +54,7 @@ func TestCheckersCatchViolations(t *testing.T) {
 		writeJSONL(t, p0, w0)
 		writeJSONL(t, p1, w1)
 		writeJSONL(t, pr, reg)
-		o, err := check([]string{p0, p1}, pr, nil, pauses, 200, false)
+		o, err := check([]string{p0, p1}, pr, nil, pauses, 200, false, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,6 +116,51 @@ func TestCheckersCatchViolations(t *testing.T) {
 		w0ok[5].T = 45 // released before worker 1 acquired
 		if o := run(t, w0ok, w1, reg, nil); len(o.violations) != 0 || o.linearizable != porcupine.Ok {
 			t.Errorf("violations = %q, linearizable = %v; want none, Ok", o.violations, o.linearizable)
+		}
+	})
+}
+
+func TestPermitChecker(t *testing.T) {
+	held := func(w int, fence uint64, from, to int64) []event {
+		return []event{{Ev: "held", Worker: w, Acq: 1, Fence: fence, T: from}, {Ev: "end", Worker: w, Acq: 1, Why: "released", T: to}}
+	}
+	run := func(t *testing.T, pauses []pause, histories ...[]event) *outcome {
+		dir := t.TempDir()
+		var paths []string
+		for i, h := range histories {
+			p := filepath.Join(dir, strconv.Itoa(i))
+			writeJSONL(t, p, h)
+			paths = append(paths, p)
+		}
+		pr := filepath.Join(dir, "r")
+		writeJSONL(t, pr, []regOp{})
+		o, err := check(paths, pr, nil, pauses, 200, false, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	t.Run("two permits of two at once", func(t *testing.T) {
+		if o := run(t, nil, held(0, 1, 10, 100), held(1, 2, 20, 90), held(2, 3, 100, 150)); len(o.violations) != 0 {
+			t.Errorf("violations = %q, want none", o.violations)
+		}
+	})
+	t.Run("three permits of two at once", func(t *testing.T) {
+		o := run(t, nil, held(0, 1, 10, 100), held(1, 2, 20, 90), held(2, 3, 50, 150))
+		if len(o.violations) != 1 || !strings.Contains(o.violations[0], "3 holders of a semaphore of 2") {
+			t.Errorf("violations = %q, want one for 3 holders", o.violations)
+		}
+	})
+	t.Run("a paused holder is excused", func(t *testing.T) {
+		o := run(t, []pause{{worker: 0, stop: 30, cont: 120}}, held(0, 1, 10, 130), held(1, 2, 20, 90), held(2, 3, 50, 150))
+		if len(o.violations) != 0 || o.overlaps != 1 {
+			t.Errorf("violations = %q, overlaps %d; want none, 1", o.violations, o.overlaps)
+		}
+	})
+	t.Run("one fence for two permits", func(t *testing.T) {
+		o := run(t, nil, held(0, 7, 10, 20), held(1, 7, 30, 40))
+		if len(o.violations) != 1 || !strings.Contains(o.violations[0], "both given fence 7") {
+			t.Errorf("violations = %q, want one for fence 7", o.violations)
 		}
 	})
 }

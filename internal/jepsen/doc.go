@@ -41,6 +41,15 @@
 // made it harmless: no accepted write with a fence at or below an
 // earlier accepted one, and no lost update.
 //
+// Semaphores (TestJepsenSemaphore): 4 workers take permits of a semaphore
+// of 2 through the faults that take a holder away or cut it off (kill -9,
+// SIGSTOP past the lease, a partition of the holder) and the server's own
+// (restart, failover). A permit guards nothing exclusive, so there are no
+// register operations; the checkers want at no time more than 2 believed
+// holders (unless one in the excess was paused, or the store forgot its
+// holders), a fence of its own for each permit, and progress after the
+// fault.
+//
 // memlock keeps its locks in one process's memory: its workers run as
 // goroutines of one process, through the same checkers, without faults
 // (its contract under faults is checked by the core's synctest tests).

@@ -53,6 +53,10 @@ func run(t *testing.T, target jepsen.Target) {
 	}
 }
 
+// semaphoreNemeses are the faults the semaphore runs go through: those
+// that take a holder away or cut it off, and the server's own.
+var semaphoreNemeses = []string{"none", "kill-holder", "pause-holder", "partition-holder", "restart-server", "failover"}
+
 // targets are the stores under test. Each starts its servers for the
 // test or benchmark at hand, stopped at its end.
 var targets = []struct {
@@ -155,6 +159,27 @@ func TestJepsen(t *testing.T) {
 	defer wg.Wait()
 	for _, tg := range targets {
 		wg.Go(func() { t.Run(tg.name, func(t *testing.T) { run(t, tg.make(t)) }) })
+	}
+}
+
+// TestJepsenSemaphore puts every target through the faults above with 4
+// workers taking permits of a semaphore of 2: never more than 2 holders
+// at once, a fence each, and progress after each fault.
+func TestJepsenSemaphore(t *testing.T) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, tg := range targets {
+		wg.Go(func() {
+			t.Run(tg.name, func(t *testing.T) {
+				target := tg.make(t)
+				target.Name += " (semaphore of 2)"
+				opts := options()
+				opts.Workers, opts.Limit, opts.Nemeses = 4, 2, semaphoreNemeses
+				for _, r := range jepsen.RunAll(t, target, opts) {
+					report.Add(r)
+				}
+			})
+		})
 	}
 }
 

@@ -58,8 +58,8 @@ func Worker(ctx context.Context, args []string) error {
 }
 
 func work(ctx context.Context, args []string, checkLeaks bool) error {
-	if len(args) != 6 {
-		return fmt.Errorf("worker: want STORE REGISTER NAME TTL HISTORY N, got %q", args)
+	if len(args) != 7 {
+		return fmt.Errorf("worker: want STORE REGISTER NAME TTL HISTORY N LIMIT, got %q", args)
 	}
 	store, regAddr, name := args[0], args[1], args[2]
 	ttl, err := time.ParseDuration(args[3])
@@ -69,6 +69,14 @@ func work(ctx context.Context, args []string, checkLeaks bool) error {
 	n, err := strconv.Atoi(args[5])
 	if err != nil {
 		return err
+	}
+	limit, err := strconv.Atoi(args[6])
+	if err != nil {
+		return err
+	}
+	opts := []dlock.Option{dlock.WithTTL(ttl)}
+	if limit > 0 {
+		opts = append(opts, dlock.WithLimit(limit))
 	}
 	f, err := os.Create(args[4])
 	if err != nil {
@@ -101,7 +109,7 @@ func work(ctx context.Context, args []string, checkLeaks bool) error {
 		reg.do(ctx, "waiting", 0, 0)
 		h.add(event{Ev: "acquire", Worker: n, Acq: acq, T: now()})
 		actx, cancel := context.WithTimeout(ctx, 10*ttl)
-		k, err := l.Acquire(actx, name, dlock.WithTTL(ttl))
+		k, err := l.Acquire(actx, name, opts...)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -135,16 +143,20 @@ func work(ctx context.Context, args []string, checkLeaks bool) error {
 			h.add(event{Ev: "ret", Worker: n, Acq: acq, ID: opID, Kind: kind, Fence: fence, Value: r.Value, Accepted: r.Accepted, T: now()})
 			return r, true
 		}
-		if r, ok := op("read", 0); ok && r.Accepted {
-			if stallRequested(args[4]) {
-				// The runner stops this process (SIGSTOP) during this
-				// sleep, past the TTL: on resume the write goes out with
-				// a fence that may be stale, whatever Done says, as from
-				// a process paused between its check and its write.
-				h.add(event{Ev: "stall", Worker: n, Acq: acq, Fence: fence, T: now()})
-				time.Sleep(ttl / 5)
+		// A permit of a semaphore guards nothing exclusive: no register
+		// operations.
+		if limit == 0 {
+			if r, ok := op("read", 0); ok && r.Accepted {
+				if stallRequested(args[4]) {
+					// The runner stops this process (SIGSTOP) during this
+					// sleep, past the TTL: on resume the write goes out with
+					// a fence that may be stale, whatever Done says, as from
+					// a process paused between its check and its write.
+					h.add(event{Ev: "stall", Worker: n, Acq: acq, Fence: fence, T: now()})
+					time.Sleep(ttl / 5)
+				}
+				op("write", r.Value+1)
 			}
-			op("write", r.Value+1)
 		}
 		// Work a little while holding, so that faults find a holder,
 		// then think a little, so that others get their turn.
@@ -202,15 +214,15 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // lock name, the TTL, and one history path per worker. It runs Worker for
 // each as a goroutine and returns when they all have.
 func inProcessWorkers(ctx context.Context, args []string) error {
-	if len(args) < 5 {
-		return fmt.Errorf("workers: want STORE REGISTER NAME TTL HISTORY..., got %q", args)
+	if len(args) < 6 {
+		return fmt.Errorf("workers: want STORE REGISTER NAME TTL LIMIT HISTORY..., got %q", args)
 	}
 	goroutines := goleak.IgnoreCurrent()
-	errs := make([]error, len(args)-4)
+	errs := make([]error, len(args)-5)
 	var wg sync.WaitGroup
-	for n, path := range args[4:] {
+	for n, path := range args[5:] {
 		wg.Go(func() {
-			errs[n] = work(ctx, []string{args[0], args[1], args[2], args[3], path, strconv.Itoa(n)}, false)
+			errs[n] = work(ctx, []string{args[0], args[1], args[2], args[3], path, strconv.Itoa(n), args[4]}, false)
 		})
 	}
 	wg.Wait()
