@@ -56,6 +56,14 @@ type Harness struct {
 	// order.
 	Queued func(t testing.TB, name string) int
 
+	// NoModes is set for a backend that documents why it cannot have
+	// shared locks and semaphores (it does not implement
+	// driver.MultiHolder). The properties of those then check instead
+	// that Shared and WithLimit fail with dlock.ErrUnsupported, take
+	// nothing, and leave the name usable as a lock; and Observe runs with
+	// exclusive holds.
+	NoModes bool
+
 	// TTL is the short lease used by tests that wait for expiry or
 	// renewal. It must be at least dlock.MinTTL. Default: 1s.
 	TTL time.Duration
@@ -72,6 +80,13 @@ type property struct {
 	name string
 	why  string // the one-line property, printed on failure
 	run  func(t *testing.T, h Harness)
+}
+
+// modeProperties are the properties of shared locks and semaphores (see
+// Harness.NoModes).
+var modeProperties = map[string]bool{
+	"SharedHolds": true, "Semaphore": true, "ModeMisuse": true, "SharedReentrancy": true, "SharedFencing": true,
+	"WriterNotStarved": true, "SharedCancelledWait": true, "SemaphoreWaiting": true, "SharedRenewalAndLoss": true,
 }
 
 var properties = []property{
@@ -121,6 +136,10 @@ func Run(t *testing.T, h Harness) {
 	}
 	for _, p := range properties {
 		t.Run(p.name, func(t *testing.T) {
+			if h.NoModes && modeProperties[p.name] {
+				testNoModes(t, h)
+				return
+			}
 			p.run(t, h)
 			if t.Failed() {
 				t.Logf("property: %s", p.why)

@@ -454,6 +454,23 @@ func testSharedRenewalAndLoss(t *testing.T, h Harness) {
 	mustRelease(t, mustAcquire(t, w, t.Context(), name))
 }
 
+// testNoModes replaces the properties of shared locks and semaphores on a
+// backend that documents why it has none.
+func testNoModes(t *testing.T, h Harness) {
+	a, b := newLocker(t, h), newLocker(t, h)
+	name := uniqueName(t, "")
+	for _, opt := range []dlock.Option{dlock.Shared(), dlock.WithLimit(2)} {
+		k, err := a.TryAcquire(t.Context(), name, opt)
+		if !errors.Is(err, dlock.ErrUnsupported) {
+			if k != nil {
+				k.Release(t.Context())
+			}
+			t.Fatalf("TryAcquire(%q) in a shared or semaphore mode on a backend without them (Harness.NoModes) = %v, want ErrUnsupported", name, err)
+		}
+	}
+	mustRelease(t, mustAcquire(t, b, t.Context(), name))
+}
+
 func testObserve(t *testing.T, h Harness) {
 	o, a, b := newLocker(t, h), newLocker(t, h), newLocker(t, h)
 	name := uniqueName(t, "")
@@ -485,14 +502,25 @@ func testObserve(t *testing.T, h Harness) {
 		}
 	}
 	want("at first, while free")
-	ka := mustAcquire(t, a, t.Context(), name, dlock.Shared())
-	want("after a shared acquisition", ka)
-	kb := mustAcquire(t, b, t.Context(), name, dlock.Shared())
-	want("after a second reader joined", ka, kb)
-	mustRelease(t, ka)
-	want("after the first reader left", kb)
-	mustRelease(t, kb)
-	want("after the name was freed")
+	if h.NoModes {
+		ka := mustAcquire(t, a, t.Context(), name)
+		want("after an acquisition", ka)
+		mustRelease(t, ka)
+		want("after the name was freed")
+		kb := mustAcquire(t, b, t.Context(), name)
+		want("after another owner took it", kb)
+		mustRelease(t, kb)
+		want("after it was freed again")
+	} else {
+		ka := mustAcquire(t, a, t.Context(), name, dlock.Shared())
+		want("after a shared acquisition", ka)
+		kb := mustAcquire(t, b, t.Context(), name, dlock.Shared())
+		want("after a second reader joined", ka, kb)
+		mustRelease(t, ka)
+		want("after the first reader left", kb)
+		mustRelease(t, kb)
+		want("after the name was freed")
+	}
 	cancel()
 	select {
 	case infos, ok := <-ch:
