@@ -22,13 +22,7 @@ const sessionTimeout = 4 * time.Second
 // service would.
 func harness(conn *zk.Conn) dlocktest.Harness {
 	return dlocktest.Harness{
-		Queued: func(t testing.TB, name string) int {
-			kids, _, err := conn.Children(zklock.Key("", name))
-			if err != nil {
-				return 0
-			}
-			return max(len(kids)-1, 0)
-		},
+		Queued: func(t testing.TB, name string) int { return zklock.Queued(conn, name) },
 		NewLocker: func(t testing.TB) *dlock.Locker {
 			l, err := zklock.New(conn, nil)
 			if err != nil {
