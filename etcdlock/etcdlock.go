@@ -65,6 +65,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
@@ -188,7 +189,10 @@ type entry struct {
 
 var _ sessionlock.Driver = (*etcdDriver)(nil)
 
-func (d *etcdDriver) key(name, owner string) string { return Key(d.prefix, name) + owner }
+// key returns l's key: the name's prefix, l's mode's tag, its owner.
+func (d *etcdDriver) key(l driver.Lease) string {
+	return Key(d.prefix, l.Name) + sessionlock.ModeOf(l).Tag() + l.Owner
+}
 
 func (d *etcdDriver) Close() error {
 	es := d.leases.Close()
