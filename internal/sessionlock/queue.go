@@ -59,8 +59,9 @@ type Driver interface {
 // Acquire implements driver.Driver's Acquire: one attempt. If l's owner
 // holds the lock in t already (a retry whose first reply was lost), it
 // refreshes it instead. Otherwise it joins the queue and takes the lock if
-// its entry heads the queue, or leaves the queue and returns a Result with
-// Acquired false, and no error unless a step failed.
+// its entry holds by the rule of Place, or leaves the queue and returns a
+// Result with Acquired false, and no error unless a step failed. Since it
+// joins at the tail, it never takes a name that live waiters queue for.
 func Acquire[E, Q comparable, P any](ctx context.Context, t *Leases[E], refresh func(context.Context, driver.Lease) error, q Queue[Q, P], l driver.Lease) (driver.Result, error) {
 	res, err := acquire(ctx, t, refresh, q, l)
 	if err != nil {
@@ -101,8 +102,9 @@ func acquire[E, Q comparable, P any](ctx context.Context, t *Leases[E], refresh 
 	return driver.Result{}, nil
 }
 
-// AcquireQueued implements driver.Queuer over t: it joins the queue and waits,
-// one watch on its predecessor at a time, until its entry heads the queue.
+// AcquireQueued implements driver.Queuer over t: it joins the queue and
+// waits, watching only the predecessors that keep it out (see Place),
+// until its entry holds.
 // It joins again if its entry is gone (its session was lost), and tries
 // again after RetryDelay on transient errors. If ctx ends or a step fails
 // for good it leaves the queue and returns the error, which wraps
