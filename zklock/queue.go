@@ -83,7 +83,7 @@ func (q queue) Wait(ctx context.Context, preds []string) error {
 		if err != nil || ev == nil {
 			return err // failed, or the predecessor is gone already
 		}
-		return waitEvent(ctx, ev)
+		return waitFired(ctx, ev)
 	}
 	// A permit's: the watches are pipelined on the connection.
 	ctx, cancel := context.WithCancel(ctx)
@@ -113,19 +113,13 @@ func (q queue) Wait(ctx context.Context, preds []string) error {
 			}
 		}()
 	}
-	select {
-	case <-fired:
-		wakeups.Add(1)
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return waitFired(ctx, fired)
 }
 
-// waitEvent waits for ev's event or ctx's end.
-func waitEvent(ctx context.Context, ev <-chan zk.Event) error {
+// waitFired waits for a value on fired (a watch's event) or ctx's end.
+func waitFired[T any](ctx context.Context, fired <-chan T) error {
 	select {
-	case <-ev:
+	case <-fired:
 		wakeups.Add(1)
 		return nil
 	case <-ctx.Done():

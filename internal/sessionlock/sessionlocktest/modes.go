@@ -8,51 +8,8 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 )
-
-// acquired is the outcome of an Acquire run in a goroutine.
-type acquired struct {
-	k   *dlock.Lock
-	err error
-}
-
-func acquireAsync(ctx context.Context, l *dlock.Locker, name string, opts ...dlock.Option) <-chan acquired {
-	ch := make(chan acquired, 1)
-	go func() { // exits when Acquire returns
-		k, err := l.Acquire(ctx, name, opts...)
-		ch <- acquired{k, err}
-	}()
-	return ch
-}
-
-// wantAcquired waits up to 10 s for got's lock.
-func wantAcquired(t *testing.T, got <-chan acquired, what string) *dlock.Lock {
-	t.Helper()
-	select {
-	case r := <-got:
-		if r.err != nil {
-			t.Fatalf("%s: Acquire = %v, want a lock", what, r.err)
-		}
-		return r.k
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: Acquire still waiting after 10s, want a lock", what)
-		return nil
-	}
-}
-
-// wantWaiting checks that got's Acquire has not returned.
-func wantWaiting(t *testing.T, got <-chan acquired, what string) {
-	t.Helper()
-	time.Sleep(100 * time.Millisecond) // let a wrong grant show
-	select {
-	case r := <-got:
-		if r.k != nil {
-			r.k.Release(context.Background())
-		}
-		t.Fatalf("%s: Acquire returned %v, want it waiting", what, r.err)
-	default:
-	}
-}
 
 func mustTry(t *testing.T, l *dlock.Locker, name string, opts ...dlock.Option) *dlock.Lock {
 	t.Helper()
@@ -112,24 +69,24 @@ func TestModes(t *testing.T, q Queue) {
 		name := "writer/" + t.Name()
 		r1, w, r2, r3 := q.NewLocker(t), q.NewLocker(t), q.NewLocker(t), q.NewLocker(t)
 		k1 := mustTry(t, r1, name, dlock.Shared())
-		gotW := acquireAsync(t.Context(), w, name)
+		gotW := dlocktest.AcquireAsync(t.Context(), w, name)
 		WaitEntries(t, q, name, 2)
 		if _, err := r2.TryAcquire(t.Context(), name, dlock.Shared()); !errors.Is(err, dlock.ErrNotAcquired) {
 			t.Fatalf("TryAcquire(%q, Shared) behind a waiting writer = %v, want ErrNotAcquired", name, err)
 		}
 		WaitEntries(t, q, name, 2) // the try left nothing
-		got2 := acquireAsync(t.Context(), r2, name, dlock.Shared())
+		got2 := dlocktest.AcquireAsync(t.Context(), r2, name, dlock.Shared())
 		WaitEntries(t, q, name, 3)
-		got3 := acquireAsync(t.Context(), r3, name, dlock.Shared())
+		got3 := dlocktest.AcquireAsync(t.Context(), r3, name, dlock.Shared())
 		WaitEntries(t, q, name, 4)
-		wantWaiting(t, gotW, "writer behind a reader")
-		wantWaiting(t, got2, "reader behind a waiting writer")
+		dlocktest.WantWaiting(t, gotW, name)
+		dlocktest.WantWaiting(t, got2, name)
 		mustRelease(t, k1)
-		kw := wantAcquired(t, gotW, "writer once the reader left")
-		wantWaiting(t, got2, "reader behind a holding writer")
+		kw := dlocktest.WantAcquired(t, gotW, name, 10*time.Second).Lock
+		dlocktest.WantWaiting(t, got2, name)
 		mustRelease(t, kw)
-		k2 := wantAcquired(t, got2, "first reader after the writer")
-		k3 := wantAcquired(t, got3, "second reader after the writer")
+		k2 := dlocktest.WantAcquired(t, got2, name, 10*time.Second).Lock
+		k3 := dlocktest.WantAcquired(t, got3, name, 10*time.Second).Lock
 		if !(k1.Fence() < kw.Fence() && kw.Fence() < k2.Fence() && k2.Fence() < k3.Fence()) {
 			t.Errorf("fences reader %d, writer %d, readers %d and %d; want strictly increasing in queue order", k1.Fence(), kw.Fence(), k2.Fence(), k3.Fence())
 		}
@@ -153,11 +110,11 @@ func TestModes(t *testing.T, q Queue) {
 			a, b := q.NewLocker(t), q.NewLocker(t)
 			k := mustTry(t, a, name, c.hold...)
 			ctx, cancel := context.WithCancel(t.Context())
-			got := acquireAsync(ctx, b, name, c.wait...)
+			got := dlocktest.AcquireAsync(ctx, b, name, c.wait...)
 			WaitEntries(t, q, name, 2)
 			cancel()
-			if r := <-got; !errors.Is(r.err, context.Canceled) {
-				t.Fatalf("%s: cancelled Acquire(%q) = %v, want context.Canceled", c.what, name, r.err)
+			if r := <-got; !errors.Is(r.Err, context.Canceled) {
+				t.Fatalf("%s: cancelled Acquire(%q) = %v, want context.Canceled", c.what, name, r.Err)
 			}
 			WaitEntries(t, q, name, 1)
 			mustRelease(t, k)
@@ -173,11 +130,11 @@ func TestModes(t *testing.T, q Queue) {
 		a, b, c := q.NewLocker(t), q.NewLocker(t), q.NewLocker(t)
 		ka := mustTry(t, a, name, dlock.WithLimit(2))
 		kb := mustTry(t, b, name, dlock.WithLimit(2))
-		got := acquireAsync(t.Context(), c, name, dlock.WithLimit(2))
+		got := dlocktest.AcquireAsync(t.Context(), c, name, dlock.WithLimit(2))
 		WaitEntries(t, q, name, 3)
-		wantWaiting(t, got, "third permit of 2")
+		dlocktest.WantWaiting(t, got, name)
 		mustRelease(t, kb)
-		kc := wantAcquired(t, got, "permit after the second holder left")
+		kc := dlocktest.WantAcquired(t, got, name, 10*time.Second).Lock
 		if kc.Fence() <= kb.Fence() {
 			t.Errorf("new permit's fence %d, want above %d", kc.Fence(), kb.Fence())
 		}
@@ -193,12 +150,12 @@ func TestModes(t *testing.T, q Queue) {
 		r1, r2, w, admin := q.NewLocker(t), q.NewLocker(t), q.NewLocker(t), q.NewLocker(t)
 		k1 := mustTry(t, r1, name, dlock.Shared())
 		k2 := mustTry(t, r2, name, dlock.Shared())
-		gotW := acquireAsync(t.Context(), w, name)
+		gotW := dlocktest.AcquireAsync(t.Context(), w, name)
 		WaitEntries(t, q, name, 3)
 		if held, err := admin.ForceRelease(t.Context(), name); !held || err != nil {
 			t.Fatalf("ForceRelease(%q) = %v, %v; want true, nil", name, held, err)
 		}
-		kw := wantAcquired(t, gotW, "writer after the readers were force-released")
+		kw := dlocktest.WantAcquired(t, gotW, name, 10*time.Second).Lock
 		for _, k := range []*dlock.Lock{k1, k2} {
 			if err := k.Refresh(t.Context()); !errors.Is(err, dlock.ErrNotHeld) && !errors.Is(err, dlock.ErrLost) {
 				t.Errorf("Refresh of a force-released reader = %v, want ErrNotHeld or ErrLost", err)
