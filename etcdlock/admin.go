@@ -1,64 +1,135 @@
 package etcdlock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
 	"slices"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
-// Inspect implements driver.Inspector: the holder of a name is its key
-// with the lowest create revision. The store keeps no lease deadline per
-// lock, so Remaining is 0 (unknown).
-func (d *etcdDriver) Inspect(ctx context.Context, names []string) ([]driver.Holder, error) {
+// parseKey returns the mode and owner of a lock's key: the part after the
+// last '/' is the mode's tag and the owner (neither contains '/').
+func (d *etcdDriver) parseKey(key []byte) (sessionlock.Mode, string) {
+	k := string(key)
+	return sessionlock.ParseTag(k[strings.LastIndexByte(k, '/')+1:])
+}
+
+// holding returns, for every name among kvs (keys under d.prefix sorted by
+// create revision), the keys that hold it by the queue's rule
+// (sessionlock.Holding), in queue order, with their modes. names, if not
+// empty, restricts the names returned.
+func (d *etcdDriver) holding(kvs []*mvccpb.KeyValue, names []string) map[string][]holdingKey {
+	queues := make(map[string][]holdingKey)
+	for _, kv := range kvs {
+		rest := strings.TrimPrefix(string(kv.Key), d.prefix)
+		i := strings.LastIndexByte(rest, '/')
+		if i < 0 {
+			continue
+		}
+		name, err := url.PathUnescape(rest[:i])
+		if err != nil || (len(names) > 0 && !slices.Contains(names, name)) {
+			continue
+		}
+		m, owner := d.parseKey(kv.Key)
+		queues[name] = append(queues[name], holdingKey{kv: kv, mode: m, owner: owner})
+	}
+	for name, q := range queues {
+		modes := make([]sessionlock.Mode, len(q))
+		for i, h := range q {
+			modes[i] = h.mode
+		}
+		queues[name] = q[:sessionlock.Holding(modes)]
+	}
+	return queues
+}
+
+type holdingKey struct {
+	kv    *mvccpb.KeyValue
+	mode  sessionlock.Mode
+	owner string
+}
+
+// queueKeys reads the keys of name, or of every name if name is "",
+// sorted by create revision.
+func (d *etcdDriver) queueKeys(ctx context.Context, name string) ([]*mvccpb.KeyValue, error) {
 	prefix := d.prefix
-	if len(names) == 1 {
-		prefix = Key(d.prefix, names[0])
+	if name != "" {
+		prefix = Key(d.prefix, name)
 	}
 	resp, err := d.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Kvs, nil
+}
+
+// Inspect implements driver.Inspector: the holders of a name are the keys
+// at the head of its queue that hold by the queue's rule (see package
+// sessionlock's Mode). The store keeps no lease deadline per lock, so
+// Remaining is 0 (unknown).
+func (d *etcdDriver) Inspect(ctx context.Context, names []string) ([]driver.Holder, error) {
+	one := ""
+	if len(names) == 1 {
+		one = names[0]
+	}
+	kvs, err := d.queueKeys(ctx, one)
 	if err != nil {
 		return nil, fmt.Errorf("etcdlock: inspect: %w", err)
 	}
 	var hs []driver.Holder
-	seen := map[string]bool{}
-	for _, kv := range resp.Kvs {
-		rest := strings.TrimPrefix(string(kv.Key), d.prefix)
-		esc, owner, ok := strings.Cut(rest, "/")
-		if !ok {
-			continue
+	for name, q := range d.holding(kvs, names) {
+		for _, h := range q {
+			hs = append(hs, driver.Holder{Name: name, Owner: h.owner, Fence: uint64(h.kv.CreateRevision), Metadata: string(h.kv.Value),
+				Shared: h.mode.Shared, Limit: h.mode.Limit})
 		}
-		name, err := url.PathUnescape(esc)
-		if err != nil || seen[name] || (len(names) > 0 && !slices.Contains(names, name)) {
-			continue
-		}
-		seen[name] = true // the first key by create revision holds the lock
-		hs = append(hs, driver.Holder{Name: name, Owner: owner, Fence: uint64(kv.CreateRevision), Metadata: string(kv.Value)})
 	}
-	slices.SortFunc(hs, func(a, b driver.Holder) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(hs, func(a, b driver.Holder) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Fence, b.Fence)
+	})
 	return hs, nil
 }
 
-// ForceRelease implements driver.ForceReleaser: it deletes the holder's
-// key (if it is still the same acquisition), which wakes the next waiter;
-// the holder learns of it at its next renewal.
+// ForceRelease implements driver.ForceReleaser: it deletes every holder's
+// key (if it is still the same acquisition), in one transaction, which
+// wakes the waiters they kept out; the holders learn of it at their next
+// renewal. Waiting keys stay queued.
 func (d *etcdDriver) ForceRelease(ctx context.Context, name string) (bool, error) {
-	resp, err := d.cli.Get(ctx, Key(d.prefix, name), clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	kvs, err := d.queueKeys(ctx, name)
 	if err != nil {
 		return false, fmt.Errorf("etcdlock: force release %q: %w", name, err)
 	}
-	if len(resp.Kvs) == 0 {
+	q := d.holding(kvs, []string{name})[name]
+	if len(q) == 0 {
 		return false, nil
 	}
-	kv := resp.Kvs[0]
-	ok, err := d.deleteKey(ctx, string(kv.Key), kv.CreateRevision)
-	if err != nil {
-		return false, fmt.Errorf("etcdlock: force release %q: %w", name, err)
+	freed := false
+	for chunk := range slices.Chunk(q, maxTxnOps) {
+		var ops []clientv3.Op
+		for _, h := range chunk {
+			ops = append(ops, clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(string(h.kv.Key)), "=", h.kv.CreateRevision)},
+				[]clientv3.Op{clientv3.OpDelete(string(h.kv.Key))}, nil))
+		}
+		resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return freed, fmt.Errorf("etcdlock: force release %q: %w", name, err)
+		}
+		for _, r := range resp.Responses {
+			if t := r.GetResponseTxn(); t != nil && t.Succeeded {
+				freed = true
+			}
+		}
 	}
-	return ok, nil
+	return freed, nil
 }

@@ -7,12 +7,24 @@
 //
 // Each Locker grants one etcd lease (its session) and keeps it alive
 // itself. Every acquisition, held or waiting, is a key attached to that
-// lease: Key(Prefix, name) + owner. Among the keys of
-// a name, the one with the lowest create revision holds the lock; every
-// other key waits, with a watch, for the deletion of the key with the next
-// lower create revision, and only that one, so a release wakes exactly one
-// waiter and waiters are served in arrival order. A waiter that gives up
-// deletes its key before returning. Before a waiter that reached the head
+// lease: Key(Prefix, name) + tag + owner, where the tag records the
+// acquisition's mode: "" for an exclusive hold (a mutex's keys are named
+// as before), "S." for a shared one (dlock.Shared), "P<n>." for a permit
+// of a semaphore of n (dlock.WithLimit). The keys of a name, of every
+// mode, form one queue ordered by create revision, and every client
+// applies the same rule to one read of the keys just before its own (as
+// Curator's InterProcessReadWriteLock and InterProcessSemaphoreV2 do): an
+// exclusive key holds when it is first; a shared key when no exclusive
+// key is before it; a permit when it is among the first n. A waiter
+// watches only the keys whose deletion may let it in: an exclusive one
+// the key just before it, so a release wakes exactly one waiter; a shared
+// one the nearest exclusive key before it; a permit the n keys just
+// before it. Waiters are served in arrival order, and a writer that waits
+// is never overtaken by readers that come after it: they queue behind
+// it. A key of another kind among those read (a lock against a
+// semaphore, or another limit) makes Acquire fail with an error wrapping
+// dlock.ErrInvalid at once, after deleting its key. A waiter that gives
+// up deletes its key before returning. Before a waiter that reached the head
 // returns, it reads its own key again, checking that it still exists and
 // is still attached to its lease (the hole of etcd's Mutex fixed by etcd
 // PR 11408).
@@ -26,8 +38,14 @@
 // # Fencing tokens
 //
 // The token is the holder's key's create revision. Revisions are global
-// to the cluster and strictly increase, and a later holder's key was
-// always created after the earlier holder's.
+// to the cluster and strictly increase, and a key holds only once every
+// key created before it holds or is gone, so tokens strictly increase in
+// the order holds become possible, shared holds and permits included: a
+// writer's token is above every earlier reader's.
+//
+// Inspect reports every key that holds, with its mode; ForceRelease
+// deletes them all (not the waiters'), and Locker.Observe is pushed by a
+// watch on the name's keys.
 //
 // # Leases, TTLs and sessions
 //
@@ -65,6 +83,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
@@ -149,7 +168,8 @@ func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver
 // Key returns the prefix under which the holder and waiter keys of the
 // lock on name live, for prefix ("" means DefaultPrefix): prefix + name
 // with '%' and '/' written as %25 and %2F, + "/". Each acquisition's key
-// is Key(prefix, name) + its owner string. Deleting the keys under it
+// is Key(prefix, name) + its mode's tag + its owner string (see the
+// package doc). Deleting the keys under it
 // ends the lock, as an administrator might.
 func Key(prefix, name string) string {
 	if prefix == "" {
@@ -160,8 +180,8 @@ func Key(prefix, name string) string {
 
 var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
 
-// etcdDriver implements driver.Driver, Queuer, LossReporter, Inspector
-// and ForceReleaser.
+// etcdDriver implements driver.Driver, Queuer, LossReporter, Inspector,
+// ForceReleaser, MultiHolder and ChangeNotifier.
 type etcdDriver struct {
 	cli        *clientv3.Client
 	ownClient  bool // made by Open: Close closes it
@@ -188,7 +208,10 @@ type entry struct {
 
 var _ sessionlock.Driver = (*etcdDriver)(nil)
 
-func (d *etcdDriver) key(name, owner string) string { return Key(d.prefix, name) + owner }
+// key returns l's key: the name's prefix, l's mode's tag, its owner.
+func (d *etcdDriver) key(l driver.Lease) string {
+	return Key(d.prefix, l.Name) + sessionlock.ModeOf(l).Tag() + l.Owner
+}
 
 func (d *etcdDriver) Close() error {
 	es := d.leases.Close()

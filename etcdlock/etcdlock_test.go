@@ -28,13 +28,7 @@ func newLocker(t testing.TB, cli *clientv3.Client, opts *etcdlock.Options) *dloc
 // Locker shares cli, like the goroutines of one service would.
 func harness(cli *clientv3.Client) dlocktest.Harness {
 	return dlocktest.Harness{
-		Queued: func(t testing.TB, name string) int {
-			resp, err := cli.Get(t.Context(), etcdlock.Key("", name), clientv3.WithPrefix(), clientv3.WithCountOnly())
-			if err != nil {
-				return 0
-			}
-			return max(int(resp.Count)-1, 0)
-		},
+		Queued: func(t testing.TB, name string) int { return etcdlock.Queued(t.Context(), cli, name) },
 		NewLocker: func(t testing.TB) *dlock.Locker {
 			l, err := etcdlock.New(cli, nil)
 			if err != nil {

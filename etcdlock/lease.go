@@ -81,7 +81,7 @@ func (d *etcdDriver) refresh(ctx context.Context, ls []driver.Lease, errs []erro
 }
 
 func (d *etcdDriver) Release(ctx context.Context, l driver.Lease) error {
-	key, rev := d.key(l.Name, l.Owner), int64(0)
+	key, rev := d.key(l), int64(0)
 	e, held := d.leases.Drop(l.Owner)
 	if held {
 		rev = e.rev

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -32,7 +33,7 @@ func (d *etcdDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.
 
 // queue is the lock's queue of keys for sessionlock.Acquire and
 // AcquireQueued: an entry is a key with its create revision and session,
-// and so is a predecessor.
+// and so is each of the predecessors a waiter waits for.
 type queue struct{ d *etcdDriver }
 
 // Join gets the live session (granting one if needed) and puts the key.
@@ -41,7 +42,7 @@ func (q queue) Join(ctx context.Context, l driver.Lease) (entry, error) {
 	if err != nil {
 		return entry{}, err
 	}
-	key := q.d.key(l.Name, l.Owner)
+	key := q.d.key(l)
 	rev, err := q.d.enqueue(ctx, key, l.Metadata, s)
 	if err != nil {
 		return entry{key: key, sess: s}, err // the put may have been applied
@@ -49,12 +50,23 @@ func (q queue) Join(ctx context.Context, l driver.Lease) (entry, error) {
 	return entry{key: key, rev: rev, sess: s}, nil
 }
 
-func (q queue) Position(ctx context.Context, l driver.Lease, e entry) (driver.Result, entry, error) {
+func (q queue) Position(ctx context.Context, l driver.Lease, e entry) (driver.Result, []entry, error) {
 	return q.d.position(ctx, l, e)
 }
 
-func (q queue) Wait(ctx context.Context, pred entry) error {
-	return q.d.waitDelete(ctx, pred.key, pred.rev, pred.sess)
+// Wait waits for the deletion of any of preds.
+func (q queue) Wait(ctx context.Context, preds []entry) error {
+	if len(preds) == 1 {
+		return q.d.waitDelete(ctx, preds[0].key, preds[0].rev, preds[0].sess)
+	}
+	// A permit's: the watches share the client's watch stream.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, len(preds))
+	for _, p := range preds {
+		go func() { done <- q.d.waitDelete(ctx, p.key, p.rev, p.sess) }() // exits when Wait returns at the latest
+	}
+	return <-done
 }
 
 func (q queue) Leave(e entry) {
@@ -124,38 +136,61 @@ func (d *etcdDriver) enqueue(ctx context.Context, key, metadata string, s *sessi
 	}
 }
 
-// position reads, with one transaction, e's key and the key queued just
-// before it. If e heads the queue and is still attached to its session,
-// which is still alive, it takes the lock. Otherwise it returns the
-// predecessor. It returns sessionlock.ErrGone if e or its session is gone.
-func (d *etcdDriver) position(ctx context.Context, l driver.Lease, e entry) (driver.Result, entry, error) {
+// position reads, with one transaction, e's key and the keys queued just
+// before it that the rule needs (sessionlock.Mode.Ahead: the one before
+// an exclusive key, the n before a permit's, all of them before a shared
+// one). If e holds by sessionlock.Place and is still attached to its
+// session, which is still alive, it takes the lock. Otherwise it returns
+// the predecessors whose deletion may let it in. It returns
+// sessionlock.ErrGone if e or its session is gone, and an error wrapping
+// driver.ErrMode if a key of another kind is among those before it.
+func (d *etcdDriver) position(ctx context.Context, l driver.Lease, e entry) (driver.Result, []entry, error) {
 	if e.sess.dead.Load() {
-		return driver.Result{}, entry{}, sessionlock.ErrGone // queue again on a new session
+		return driver.Result{}, nil, sessionlock.ErrGone // queue again on a new session
 	}
-	pred := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(e.rev-1))
+	m := sessionlock.ModeOf(l)
+	before := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMaxCreateRev(e.rev - 1),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
+	if n := m.Ahead(); n > 0 {
+		before = append(before, clientv3.WithLimit(int64(n)))
+	}
 	start := time.Now()
 	resp, err := d.cli.Txn(ctx).Then(
 		clientv3.OpGet(e.key),
-		clientv3.OpGet(Key(d.prefix, l.Name), pred...),
+		clientv3.OpGet(Key(d.prefix, l.Name), before...),
 	).Commit()
 	if err != nil {
-		return driver.Result{}, entry{}, err
+		return driver.Result{}, nil, err
 	}
 	own := resp.Responses[0].GetResponseRange().GetKvs()
 	if len(own) == 0 || own[0].CreateRevision != e.rev || clientv3.LeaseID(own[0].Lease) != e.sess.id {
-		return driver.Result{}, entry{}, sessionlock.ErrGone
+		return driver.Result{}, nil, sessionlock.ErrGone
 	}
-	if before := resp.Responses[1].GetResponseRange().GetKvs(); len(before) > 0 {
-		return driver.Result{}, entry{key: string(before[0].Key), rev: before[0].CreateRevision, sess: e.sess}, nil
+	kvs := resp.Responses[1].GetResponseRange().GetKvs()
+	slices.Reverse(kvs) // oldest first
+	ahead := make([]sessionlock.Mode, len(kvs))
+	for i, kv := range kvs {
+		ahead[i], _ = d.parseKey(kv.Key)
+	}
+	held, wait, err := sessionlock.Place(ahead, m)
+	if err != nil {
+		return driver.Result{}, nil, err
+	}
+	if !held {
+		preds := make([]entry, len(wait))
+		for i, w := range wait {
+			preds[i] = entry{key: string(kvs[w].Key), rev: kvs[w].CreateRevision, sess: e.sess}
+		}
+		return driver.Result{}, preds, nil
 	}
 	if !d.alive(e.sess) {
-		return driver.Result{}, entry{}, sessionlock.ErrGone
+		return driver.Result{}, nil, sessionlock.ErrGone
 	}
 	res, err := d.leases.Hold(l.Owner, e, uint64(e.rev), l.TTL, start)
 	if err != nil && !errors.Is(err, dlock.ErrClosed) {
 		err = sessionlock.ErrGone
 	}
-	return res, entry{}, err
+	return res, nil, err
 }
 
 // waitDelete waits until the key pred created at revision predRev is

@@ -2,6 +2,7 @@ package etcdlock_test
 
 import (
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -16,6 +17,9 @@ import (
 func queueOn(e *testserver.Etcd, cli *clientv3.Client) sessionlocktest.Queue {
 	return sessionlocktest.Queue{
 		NewLocker: func(t *testing.T) *dlock.Locker { return newLocker(t, cli, nil) },
+		NewLockerRetry: func(t *testing.T, maxRetry time.Duration) *dlock.Locker {
+			return newLocker(t, cli, &etcdlock.Options{MaxRetryInterval: maxRetry})
+		},
 		Entries: func(t *testing.T, name string) int {
 			resp, err := cli.Get(t.Context(), etcdlock.Key("", name), clientv3.WithPrefix(), clientv3.WithCountOnly())
 			if err != nil {
@@ -40,4 +44,9 @@ func TestMain(m *testing.M) { sessionlocktest.Main(m) }
 func TestQueue(t *testing.T) {
 	e := testserver.StartEtcd(t)
 	sessionlocktest.TestQueue(t, queueOn(e, e.Client(t)))
+}
+
+func TestModes(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	sessionlocktest.TestModes(t, queueOn(e, e.Client(t)))
 }

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/go-zookeeper/zk"
 
@@ -13,18 +14,17 @@ import (
 	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
-// holder returns the holding child of the lock whose parent znode is
-// parent (the child with the lowest sequence number), or "" if none.
-func (d *zkDriver) holder(ctx context.Context, parent string) (string, error) {
+// holders returns the holding children of the lock whose parent znode is
+// parent (a prefix of its queue by sequence number, sessionlock.Holding),
+// with their modes.
+func (d *zkDriver) holders(ctx context.Context, parent string) ([]string, []sessionlock.Mode, error) {
 	kids, err := d.children(ctx, parent)
 	if err != nil && err != zk.ErrNoNode {
-		return "", err
+		return nil, nil, err
 	}
-	kids = slices.DeleteFunc(kids, func(k string) bool { return len(k) <= seqLen })
-	if len(kids) == 0 {
-		return "", nil
-	}
-	return slices.MinFunc(kids, bySeq), nil
+	kids, modes := queueOf(kids)
+	n := sessionlock.Holding(modes)
+	return kids[:n], modes[:n], nil
 }
 
 type getResult struct {
@@ -32,10 +32,11 @@ type getResult struct {
 	stat *zk.Stat
 }
 
-// Inspect implements driver.Inspector: a lock's holder is its child with
-// the lowest sequence number; the child's data is the holder's metadata
-// and its czxid the fencing token. Leases are kept by the holder's
-// driver, so Remaining is 0 (unknown).
+// Inspect implements driver.Inspector: a lock's holders are the children
+// at the head of its queue that hold by the queue's rule (see package
+// sessionlock's Mode); a child's data is its holder's metadata and its
+// czxid the fencing token. Leases are kept by the holders' drivers, so
+// Remaining is 0 (unknown).
 func (d *zkDriver) Inspect(ctx context.Context, names []string) ([]driver.Holder, error) {
 	if len(names) == 0 {
 		parents, err := d.children(ctx, d.prefix)
@@ -51,45 +52,68 @@ func (d *zkDriver) Inspect(ctx context.Context, names []string) ([]driver.Holder
 	var hs []driver.Holder
 	for _, name := range names {
 		parent := d.parent(name)
-		child, err := d.holder(ctx, parent)
+		kids, modes, err := d.holders(ctx, parent)
 		if err != nil {
 			return nil, fmt.Errorf("zklock: inspect %q: %w", name, err)
 		}
-		if child == "" {
-			continue
+		// Pipelined on the connection: one round trip for the holders.
+		rs := make([]getResult, len(kids))
+		errs := make([]error, len(kids))
+		var wg sync.WaitGroup
+		for i, child := range kids {
+			wg.Go(func() {
+				rs[i], errs[i] = sessionlock.Call(ctx, func() (getResult, error) {
+					data, st, err := d.conn.Get(parent + "/" + child)
+					return getResult{data, st}, err
+				})
+			})
 		}
-		r, err := sessionlock.Call(ctx, func() (getResult, error) {
-			data, st, err := d.conn.Get(parent + "/" + child)
-			return getResult{data, st}, err
-		})
-		if err == zk.ErrNoNode {
-			continue // released meanwhile
+		wg.Wait()
+		for i, child := range kids {
+			if errs[i] == zk.ErrNoNode {
+				continue // released meanwhile
+			}
+			if errs[i] != nil {
+				return nil, fmt.Errorf("zklock: inspect %q: %w", name, errs[i])
+			}
+			_, owner, _ := parseChild(child)
+			hs = append(hs, driver.Holder{Name: name, Owner: owner, Fence: uint64(rs[i].stat.Czxid), Metadata: string(rs[i].data),
+				Shared: modes[i].Shared, Limit: modes[i].Limit})
 		}
-		if err != nil {
-			return nil, fmt.Errorf("zklock: inspect %q: %w", name, err)
-		}
-		owner := child[:len(child)-seqLen-1]
-		hs = append(hs, driver.Holder{Name: name, Owner: owner, Fence: uint64(r.stat.Czxid), Metadata: string(r.data)})
 	}
-	slices.SortFunc(hs, func(a, b driver.Holder) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortStableFunc(hs, func(a, b driver.Holder) int { return strings.Compare(a.Name, b.Name) })
 	return hs, nil
 }
 
-// ForceRelease implements driver.ForceReleaser: it deletes the holding
-// child, which wakes the next waiter; the holder learns of it at its next
-// renewal.
+// ForceRelease implements driver.ForceReleaser: it deletes every holding
+// child, which wakes the waiters they kept out; the holders learn of it
+// at their next renewal. Waiting children stay queued.
 func (d *zkDriver) ForceRelease(ctx context.Context, name string) (bool, error) {
 	parent := d.parent(name)
-	child, err := d.holder(ctx, parent)
-	if err != nil || child == "" {
-		return false, err
-	}
-	_, err = sessionlock.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(parent+"/"+child, -1) })
-	switch {
-	case err == zk.ErrNoNode:
-		return false, nil
-	case err != nil:
+	kids, _, err := d.holders(ctx, parent)
+	if err != nil {
 		return false, fmt.Errorf("zklock: force release %q: %w", name, err)
 	}
-	return true, nil
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		freed bool
+		errs  []error
+	)
+	for _, child := range kids {
+		wg.Go(func() {
+			ok, err := d.deleteOwned(ctx, parent+"/"+child)
+			mu.Lock()
+			defer mu.Unlock()
+			freed = freed || ok
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return freed, fmt.Errorf("zklock: force release %q: %w", name, errs[0])
+	}
+	return freed, nil
 }

@@ -22,8 +22,35 @@ const seqLen = 10
 // wakeups counts the watch events that woke waiters, for tests.
 var wakeups atomic.Int64
 
+// childPrefix is the name of l's child up to its sequence number: its
+// mode's tag, its owner, "-".
+func childPrefix(l driver.Lease) string { return sessionlock.ModeOf(l).Tag() + l.Owner + "-" }
+
+// parseChild returns the mode and owner of a child of a lock's parent
+// znode; ok is false for a name that is not a queue entry.
+func parseChild(child string) (m sessionlock.Mode, owner string, ok bool) {
+	if len(child) <= seqLen+1 || child[len(child)-seqLen-1] != '-' {
+		return m, "", false
+	}
+	m, rest := sessionlock.ParseTag(child)
+	return m, rest[:len(rest)-seqLen-1], true
+}
+
 func isOwnedBy(child, owner string) bool {
-	return len(child) == len(owner)+1+seqLen && strings.HasPrefix(child, owner) && child[len(owner)] == '-'
+	_, o, ok := parseChild(child)
+	return ok && o == owner
+}
+
+// queueOf sorts the queue entries among kids by sequence number and
+// returns them with their modes.
+func queueOf(kids []string) ([]string, []sessionlock.Mode) {
+	kids = slices.DeleteFunc(kids, func(k string) bool { _, _, ok := parseChild(k); return !ok })
+	slices.SortFunc(kids, bySeq)
+	modes := make([]sessionlock.Mode, len(kids))
+	for i, k := range kids {
+		modes[i], _, _ = parseChild(k)
+	}
+	return kids, modes
 }
 
 func bySeq(a, b string) int { return strings.Compare(a[len(a)-seqLen:], b[len(b)-seqLen:]) }
@@ -37,26 +64,62 @@ func (d *zkDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Re
 }
 
 // queue is the lock's queue of children for sessionlock.Acquire and
-// AcquireQueued: an entry is a child's path, a predecessor the path of
-// the child it watches.
+// AcquireQueued: an entry is a child's path, a predecessor the paths of
+// the children whose deletion may let it in (sessionlock.Place).
 type queue struct{ d *zkDriver }
 
 func (q queue) Join(_ context.Context, l driver.Lease) (string, error) {
 	return q.d.enqueue(l, q.d.parent(l.Name))
 }
 
-func (q queue) Position(ctx context.Context, l driver.Lease, path string) (driver.Result, string, error) {
+func (q queue) Position(ctx context.Context, l driver.Lease, path string) (driver.Result, []string, error) {
 	return q.d.position(ctx, l, q.d.parent(l.Name), path)
 }
 
-// Wait sets a watch on pred and waits for its event.
-func (q queue) Wait(ctx context.Context, pred string) error {
-	ev, err := q.d.watch(ctx, pred)
-	if err != nil || ev == nil {
-		return err // failed, or the predecessor is gone already
+// Wait sets a watch on each of preds and waits for the first event.
+func (q queue) Wait(ctx context.Context, preds []string) error {
+	if len(preds) == 1 {
+		ev, err := q.d.watch(ctx, preds[0])
+		if err != nil || ev == nil {
+			return err // failed, or the predecessor is gone already
+		}
+		return waitFired(ctx, ev)
 	}
+	// A permit's: the watches are pipelined on the connection.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type watchResult struct {
+		ev  <-chan zk.Event
+		err error
+	}
+	set := make(chan watchResult, len(preds))
+	for _, p := range preds {
+		go func() { // exits when the bounded request returns
+			ev, err := q.d.watch(ctx, p)
+			set <- watchResult{ev, err}
+		}()
+	}
+	fired := make(chan struct{}, len(preds))
+	for range preds {
+		r := <-set
+		if r.err != nil || r.ev == nil {
+			return r.err // failed, or a predecessor is gone already
+		}
+		go func() { // exits when the event comes or Wait returns
+			select {
+			case <-r.ev:
+				fired <- struct{}{}
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return waitFired(ctx, fired)
+}
+
+// waitFired waits for a value on fired (a watch's event) or ctx's end.
+func waitFired[T any](ctx context.Context, fired <-chan T) error {
 	select {
-	case <-ev:
+	case <-fired:
 		wakeups.Add(1)
 		return nil
 	case <-ctx.Done():
@@ -77,7 +140,7 @@ func (q queue) Transient(_ context.Context, err error) bool { return transient(e
 // path. It is not cancellable: the zk client bounds it, and the caller
 // must learn the path to delete the child.
 func (d *zkDriver) enqueue(l driver.Lease, parent string) (string, error) {
-	prefix := parent + "/" + l.Owner + "-"
+	prefix := parent + "/" + childPrefix(l)
 	d.mu.Lock()
 	unsure := d.unsure[l.Owner]
 	d.mu.Unlock()
@@ -152,11 +215,13 @@ func (d *zkDriver) makeParents(path string) error {
 	return nil
 }
 
-// position reads the queue under parent. If path heads it, it checks that
-// path is still owned by the connection's session and takes the lock.
-// Otherwise it returns the predecessor's path. It returns sessionlock.ErrGone if
-// path is not in the queue.
-func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path string) (driver.Result, string, error) {
+// position reads the queue under parent. If path holds by
+// sessionlock.Place, it checks that path is still owned by the
+// connection's session and takes the lock. Otherwise it returns the paths
+// of the children whose deletion may let it in. It returns
+// sessionlock.ErrGone if path is not in the queue, and an error wrapping
+// driver.ErrMode if an entry of another kind is ahead of it.
+func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path string) (driver.Result, []string, error) {
 	// Read the child's stat alongside the queue, pipelined on the
 	// connection: it is needed if the child heads the queue.
 	type statResult struct {
@@ -173,43 +238,50 @@ func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path st
 	kids, err := d.children(ctx, parent)
 	own := <-statc
 	if errors.Is(err, zk.ErrNoNode) {
-		return driver.Result{}, "", sessionlock.ErrGone
+		return driver.Result{}, nil, sessionlock.ErrGone
 	}
 	if err != nil {
-		return driver.Result{}, "", err
+		return driver.Result{}, nil, err
 	}
-	kids = slices.DeleteFunc(kids, func(k string) bool { return len(k) <= seqLen })
-	slices.SortFunc(kids, bySeq)
+	kids, modes := queueOf(kids)
 	child := path[strings.LastIndexByte(path, '/')+1:]
 	idx := slices.Index(kids, child)
 	if idx < 0 {
-		return driver.Result{}, "", sessionlock.ErrGone
+		return driver.Result{}, nil, sessionlock.ErrGone
 	}
 	for _, k := range kids {
 		if k != child && isOwnedBy(k, l.Owner) {
 			d.leave(parent + "/" + k) // a duplicate from a retried create
 		}
 	}
-	if idx > 0 {
-		return driver.Result{}, parent + "/" + kids[idx-1], nil
+	held, wait, err := sessionlock.Place(modes[:idx], modes[idx])
+	if err != nil {
+		return driver.Result{}, nil, err
 	}
-	// Head of the queue: make sure the child is still ours before
-	// taking the lock (an expired session's child is on its way out).
+	if !held {
+		preds := make([]string, len(wait))
+		for i, w := range wait {
+			preds[i] = parent + "/" + kids[w]
+		}
+		return driver.Result{}, preds, nil
+	}
+	// It holds: make sure the child is still ours before taking the
+	// lock (an expired session's child is on its way out).
 	ok, st := own.ok, own.stat
 	if own.err != nil {
-		return driver.Result{}, "", own.err
+		return driver.Result{}, nil, own.err
 	}
 	if !ok || st.EphemeralOwner != d.conn.SessionID() || d.conn.State() != zk.StateHasSession {
 		if ok {
 			d.leave(path)
 		}
-		return driver.Result{}, "", sessionlock.ErrGone
+		return driver.Result{}, nil, sessionlock.ErrGone
 	}
 	res, err := d.leases.Hold(l.Owner, entry{path, st.EphemeralOwner}, uint64(st.Czxid), l.TTL, start)
 	if err != nil {
 		d.leave(path)
 	}
-	return res, "", err
+	return res, nil, err
 }
 
 // watch sets a watch on the existence of path and returns its channel, or

@@ -2,6 +2,7 @@ package zklock_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -33,6 +34,9 @@ func newLockerOpts(t *testing.T, conn *zk.Conn, opts *zklock.Options) *dlock.Loc
 func queueOn(z *testserver.ZooKeeper, conn *zk.Conn) sessionlocktest.Queue {
 	return sessionlocktest.Queue{
 		NewLocker: func(t *testing.T) *dlock.Locker { return newLocker(t, conn) },
+		NewLockerRetry: func(t *testing.T, maxRetry time.Duration) *dlock.Locker {
+			return newLockerOpts(t, conn, &zklock.Options{MaxRetryInterval: maxRetry})
+		},
 		Entries: func(t *testing.T, name string) int {
 			kids, _, err := conn.Children(zklock.Key("", name))
 			if err != nil {
@@ -57,4 +61,9 @@ func TestMain(m *testing.M) { sessionlocktest.Main(m) }
 func TestQueue(t *testing.T) {
 	z := testserver.StartZooKeeper(t)
 	sessionlocktest.TestQueue(t, queueOn(z, z.Conn(t, sessionTimeout)))
+}
+
+func TestModes(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	sessionlocktest.TestModes(t, queueOn(z, z.Conn(t, sessionTimeout)))
 }

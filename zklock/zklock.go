@@ -7,11 +7,24 @@
 // Each lock name has a parent znode, Prefix + "/" + escaped name (see Key),
 // created as a container node so the server removes it once it is empty.
 // Every acquisition, held or waiting, is an ephemeral sequential child
-// named owner + "-" + sequence number. The child with the lowest sequence
-// number holds the lock; every other child waits for the deletion of the
-// child just before it, and only that one, so a release wakes exactly one
-// waiter (no herd) and waiters are served in arrival order. A waiter that
-// gives up deletes its child before returning.
+// named tag + owner + "-" + sequence number, where the tag records the
+// acquisition's mode: "" for an exclusive hold (a mutex's children are
+// named as before), "S." for a shared one (dlock.Shared), "P<n>." for a
+// permit of a semaphore of n (dlock.WithLimit). Shared, exclusive and
+// permit acquisitions join one queue, ordered by sequence number, and
+// every client applies the same rule to one read of it (as Curator's
+// InterProcessReadWriteLock and InterProcessSemaphoreV2 do): an exclusive
+// child holds when it is first; a shared child when no exclusive child
+// is before it; a permit when it is among the first n. A waiter watches
+// only the children whose deletion may let it in: an exclusive one the
+// child just before it, so a release wakes exactly one waiter (no herd);
+// a shared one the nearest exclusive child before it; a permit the n
+// children just before it. Waiters are served in arrival order, and a
+// writer that waits is never overtaken by readers that come after it:
+// they queue behind it. A child of another kind before one's own (a lock
+// against a semaphore, or another limit) makes Acquire fail with an
+// error wrapping dlock.ErrInvalid at once, after deleting its child. A
+// waiter that gives up deletes its child before returning.
 //
 // The child's name carries the acquisition's owner string, unique per
 // acquisition, so a create whose reply was lost is found again rather than
@@ -26,8 +39,16 @@
 //
 // The token is the czxid of the holder's child: the zxid of the
 // transaction that created it. Zxids are global to the ensemble and
-// strictly increase, and a later holder's child was always created after
-// the earlier holder's, so tokens strictly increase across holders.
+// strictly increase, and a child holds only once every child created
+// before it holds or is gone, so tokens strictly increase in the order
+// holds become possible, shared holds and permits included: a writer's
+// token is above every earlier reader's. Zxids do not restart when the
+// server removes an empty parent and it is created again (sequence
+// numbers do), so tokens keep increasing across that.
+//
+// Inspect reports every child that holds, with its mode; ForceRelease
+// deletes them all (not the waiters'), and Locker.Observe is pushed by a
+// watch on the parent's children.
 //
 // # Leases, TTLs and sessions
 //
@@ -204,8 +225,8 @@ func escape(name string) string {
 	return b.String()
 }
 
-// zkDriver implements driver.Driver, Queuer, LossReporter, Inspector and
-// ForceReleaser.
+// zkDriver implements driver.Driver, Queuer, LossReporter, Inspector,
+// ForceReleaser, MultiHolder and ChangeNotifier.
 type zkDriver struct {
 	conn    *zk.Conn
 	ownConn bool   // made by Open: Close closes it

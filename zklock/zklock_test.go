@@ -22,13 +22,7 @@ const sessionTimeout = 4 * time.Second
 // service would.
 func harness(conn *zk.Conn) dlocktest.Harness {
 	return dlocktest.Harness{
-		Queued: func(t testing.TB, name string) int {
-			kids, _, err := conn.Children(zklock.Key("", name))
-			if err != nil {
-				return 0
-			}
-			return max(len(kids)-1, 0)
-		},
+		Queued: func(t testing.TB, name string) int { return zklock.Queued(conn, name) },
 		NewLocker: func(t testing.TB) *dlock.Locker {
 			l, err := zklock.New(conn, nil)
 			if err != nil {
@@ -82,6 +76,46 @@ func TestKey(t *testing.T) {
 	} {
 		if got := zklock.Key(c.prefix, c.name); got != c.want {
 			t.Errorf("Key(%q, %q) = %q, want %q", c.prefix, c.name, got, c.want)
+		}
+	}
+}
+
+// Fencing tokens of shared holds keep increasing when the lock's parent
+// znode is removed while the name is free (the server removes empty
+// containers, and the sequence numbers of a re-created parent start at 0
+// again): a token is its child's czxid, not its sequence number.
+func TestFenceAcrossParentRemoval(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	conn := z.Conn(t, sessionTimeout)
+	name := "recreated/" + t.Name()
+	a, b := newLocker(t, conn), newLocker(t, conn)
+	var last uint64
+	take := func(l *dlock.Locker, what string, opts ...dlock.Option) *dlock.Lock {
+		t.Helper()
+		k, err := l.TryAcquire(t.Context(), name, opts...)
+		if err != nil {
+			t.Fatalf("TryAcquire(%q) %s = %v", name, what, err)
+		}
+		if k.Fence() <= last {
+			t.Errorf("%s has fence %d, want above every earlier token (%d)", what, k.Fence(), last)
+		}
+		last = k.Fence()
+		return k
+	}
+	release := func(k *dlock.Lock) {
+		t.Helper()
+		if err := k.Release(t.Context()); err != nil {
+			t.Fatalf("Release = %v", err)
+		}
+	}
+	for range 3 {
+		r1 := take(a, "a shared hold", dlock.Shared())
+		r2 := take(b, "a second shared hold", dlock.Shared())
+		release(r1)
+		release(r2)
+		release(take(a, "a writer after readers"))
+		if err := conn.Delete(zklock.Key("", name), -1); err != nil {
+			t.Fatalf("Delete(%s) of the free lock's parent = %v", zklock.Key("", name), err)
 		}
 	}
 }

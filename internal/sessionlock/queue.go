@@ -12,24 +12,25 @@ import (
 // Queue is a store's fair queue of acquisitions, as Acquire and
 // AcquireQueued use it. Q is a queue entry (a znode's path; a key, its
 // create revision and session); its zero value means none. P names the
-// predecessor a waiter waits for.
+// predecessors a waiter waits for (see Place).
 type Queue[Q comparable, P any] interface {
 	// Join puts l's entry at the tail of the queue, or finds the one an
 	// attempt whose reply was lost put there. On error it returns the
 	// zero Q, or an entry for Leave if the put may have been applied.
 	Join(ctx context.Context, l driver.Lease) (Q, error)
 
-	// Position reads the queue. If q heads it and still belongs to the
-	// driver's live session, Position takes the lock (Leases.Hold) and
-	// returns its Result; otherwise it returns q's predecessor. It returns
-	// an error wrapping ErrGone if q is no longer in the queue, so that
-	// the waiter joins again.
+	// Position reads the queue. If q holds by the rule of Place and
+	// still belongs to the driver's live session, Position takes the lock
+	// (Leases.Hold) and returns its Result; otherwise it returns the
+	// predecessors whose leaving may let q in. It returns an error
+	// wrapping ErrGone if q is no longer in the queue, so that the waiter
+	// joins again, and one wrapping driver.ErrMode if Place does.
 	Position(ctx context.Context, l driver.Lease, q Q) (driver.Result, P, error)
 
-	// Wait returns nil when pred may have left the queue (or the
+	// Wait returns nil when one of preds may have left the queue (or the
 	// session was lost), and an error if ctx ended or the wait could not
 	// be set.
-	Wait(ctx context.Context, pred P) error
+	Wait(ctx context.Context, preds P) error
 
 	// Leave removes q from the queue with a bounded context of its own
 	// (the caller's may have ended). An entry it cannot remove becomes an
@@ -51,13 +52,16 @@ type Driver interface {
 	driver.LossReporter
 	driver.Inspector
 	driver.ForceReleaser
+	driver.MultiHolder
+	driver.ChangeNotifier
 }
 
 // Acquire implements driver.Driver's Acquire: one attempt. If l's owner
 // holds the lock in t already (a retry whose first reply was lost), it
 // refreshes it instead. Otherwise it joins the queue and takes the lock if
-// its entry heads the queue, or leaves the queue and returns a Result with
-// Acquired false, and no error unless a step failed.
+// its entry holds by the rule of Place, or leaves the queue and returns a
+// Result with Acquired false, and no error unless a step failed. Since it
+// joins at the tail, it never takes a name that live waiters queue for.
 func Acquire[E, Q comparable, P any](ctx context.Context, t *Leases[E], refresh func(context.Context, driver.Lease) error, q Queue[Q, P], l driver.Lease) (driver.Result, error) {
 	res, err := acquire(ctx, t, refresh, q, l)
 	if err != nil {
@@ -98,8 +102,9 @@ func acquire[E, Q comparable, P any](ctx context.Context, t *Leases[E], refresh 
 	return driver.Result{}, nil
 }
 
-// AcquireQueued implements driver.Queuer over t: it joins the queue and waits,
-// one watch on its predecessor at a time, until its entry heads the queue.
+// AcquireQueued implements driver.Queuer over t: it joins the queue and
+// waits, watching only the predecessors that keep it out (see Place),
+// until its entry holds.
 // It joins again if its entry is gone (its session was lost), and tries
 // again after RetryDelay on transient errors. If ctx ends or a step fails
 // for good it leaves the queue and returns the error, which wraps

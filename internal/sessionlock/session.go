@@ -12,7 +12,9 @@
 //
 // Acquire and AcquireQueued are the two ways to take a lock in such a
 // queue, written once over the small Queue interface a driver implements:
-// join the queue, read its position, wait for the predecessor, leave.
+// join the queue, read its position, wait for the predecessors, leave.
+// One queue serves exclusive and shared holds and semaphore permits:
+// Mode, Place and Holding are its rule.
 //
 // Call guards a client call that takes no context.
 package sessionlock

@@ -1,7 +1,7 @@
 // Package sessionlocktest holds the tests that zklock and etcdlock share,
 // run against their real servers: the fair queue wakes one waiter per
-// release and leaves nothing behind, and Open gives up on an unreachable
-// store within its context.
+// release and leaves nothing behind, shared holds and semaphores follow
+// its rule, and Open gives up on an unreachable store within its context.
 package sessionlocktest
 
 import (
@@ -32,6 +32,9 @@ func Main(m *testing.M) {
 type Queue struct {
 	// NewLocker returns a new Locker, closed at the end of the test.
 	NewLocker func(t *testing.T) *dlock.Locker
+	// NewLockerRetry returns a new Locker whose MaxRetryInterval is
+	// maxRetry, closed at the end of the test.
+	NewLockerRetry func(t *testing.T, maxRetry time.Duration) *dlock.Locker
 	// Entries returns how many entries (holder and waiters) the lock on
 	// name has on the server.
 	Entries func(t *testing.T, name string) int

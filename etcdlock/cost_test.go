@@ -1,0 +1,40 @@
+package etcdlock_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/dlock-go/dlock/internal/sessionlock/sessionlocktest"
+	"github.com/dlock-go/dlock/internal/testserver"
+)
+
+// An uncontended TryAcquire+Release costs three KV requests, each one
+// round trip: the transaction that puts the key, the one that reads its
+// place in the queue, the one that deletes it; in every mode.
+func TestRequestsPerAcquire(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	counter := &sessionlocktest.RequestCounter{}
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if kind, ok := strings.CutPrefix(method, "/etcdserverpb.KV/"); ok {
+			counter.Add(kind)
+		}
+		return invoke(ctx, method, req, reply, cc, opts...)
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{e.Addr()},
+		DialTimeout: 2 * time.Second,
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)},
+	})
+	if err != nil {
+		t.Fatalf("clientv3.New = %v", err)
+	}
+	defer cli.Close()
+	sessionlocktest.TestRequestsPerAcquire(t, newLocker(t, cli, nil), counter, 3, nil)
+}
