@@ -92,7 +92,9 @@ ORDER BY 1, 3`)
 	multi := newMultiSQL(t, h, clock{
 		now:  `clock_timestamp()`,
 		plus: `clock_timestamp() + ?::bigint * interval '1 microsecond'`,
-		left: func(c string) string { return `(extract(epoch FROM (` + c + ` - clock_timestamp())) * 1000000)::bigint` },
+		left: func(c string) string {
+			return `(extract(epoch FROM (` + c + ` - clock_timestamp())) * 1000000)::bigint`
+		},
 	}, true)
 	// ON CONFLICT DO UPDATE locks the row (its latest version) until the
 	// transaction ends, and creates it if it is missing.
