@@ -29,22 +29,12 @@ func testModes(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	t.Run("UpgradeOldSchema", func(t *testing.T) { testUpgradeOldSchema(t, db, d) })
 }
 
-// sqlText returns q with ? parameters numbered for PostgreSQL.
+// sqlText returns q, whose only parameter is written ?, in d's syntax.
 func sqlText(d sqllock.Dialect, q string) string {
 	if d != sqllock.PostgreSQL {
 		return q
 	}
-	var b strings.Builder
-	n := 0
-	for _, r := range q {
-		if r == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+	return strings.Replace(q, "?", "$1", 1)
 }
 
 // scanOne runs q and scans its only row into dest.
@@ -309,10 +299,10 @@ func testUpgradeOldSchema(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	var fence int64 = 42
 	insert := map[sqllock.Dialect]string{
 		sqllock.MySQL:      "INSERT INTO " + table + " VALUES (?, 'someone:1', ?, TIMESTAMPADD(SECOND, 60, UTC_TIMESTAMP(6)), '')",
-		sqllock.PostgreSQL: "INSERT INTO " + table + " VALUES (?, 'someone:1', ?, clock_timestamp() + interval '60 seconds', '')",
+		sqllock.PostgreSQL: "INSERT INTO " + table + " VALUES ($1, 'someone:1', $2, clock_timestamp() + interval '60 seconds', '')",
 		sqllock.SQLite:     "INSERT INTO " + table + " VALUES (?, 'someone:1', ?, CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER) + 60000000, '')",
 	}[d]
-	if _, err := db.ExecContext(ctx, sqlText(d, insert), old, fence); err != nil {
+	if _, err := db.ExecContext(ctx, insert, old, fence); err != nil {
 		t.Fatalf("insert an old lock: %v", err)
 	}
 	l := newLocker(t, db, d, opts)
