@@ -213,6 +213,7 @@ var (
 	_ driver.Queuer        = (*redisDriver)(nil)
 	_ driver.Inspector     = (*redisDriver)(nil)
 	_ driver.ForceReleaser = (*redisDriver)(nil)
+	_ driver.MultiHolder   = (*redisDriver)(nil)
 )
 
 // keys returns the lock key and its queue keys (see scripts.go).
@@ -255,16 +256,20 @@ func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue bool) (
 		q = "1"
 	}
 	keep := 3 * heartbeat(l.TTL)
-	vals, err := d.batch.run(ctx, acquireScript, d.keys(l.Name), l.Owner, ms(l.TTL), l.Metadata, q, ms(keep), d.channelPrefix()).Slice()
+	vals, err := d.batch.run(ctx, acquireScript, d.keys(l.Name), l.Owner, ms(l.TTL), l.Metadata, q, ms(keep), d.channelPrefix(), modeArg(l)).Slice()
 	if err != nil {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
 	}
 	if len(vals) != 2 {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: unexpected reply %v", l.Name, vals)
 	}
-	if ok, _ := vals[0].(int64); ok == 0 {
+	switch ok, _ := vals[0].(int64); ok {
+	case 0:
 		pttl, _ := vals[1].(int64)
 		return driver.Result{Remaining: time.Duration(max(pttl, 0)) * time.Millisecond}, nil
+	case -1:
+		held, _ := vals[1].(string)
+		return driver.Result{}, fmt.Errorf("redislock: acquire %q as %s: held as %s: %w", l.Name, modeName(modeArg(l)), modeName(held), driver.ErrMode)
 	}
 	s, _ := vals[1].(string)
 	fence, err := strconv.ParseUint(s, 10, 64)
@@ -414,15 +419,41 @@ func (d *redisDriver) Release(ctx context.Context, l driver.Lease) error {
 	if !held {
 		return fmt.Errorf("redislock: release %q: %w", l.Name, driver.ErrNotHeld)
 	}
-	if len(vals) == 3 {
-		// Handed to a waiter. If it waits in this Locker, wake it now
-		// rather than after the pub/sub message's trip.
-		if next, _ := vals[1].(string); sameLocker(next, l.Owner) {
+	// Handed to waiters: those of this Locker are woken now rather than
+	// after the pub/sub message's trip.
+	for i := 1; i+1 < len(vals); i += 2 {
+		if next, _ := vals[i].(string); sameLocker(next, l.Owner) {
 			d.grants.wake(next)
 		}
 	}
 	return nil
 }
+
+// modeArg is how the scripts name l's mode: "x" exclusive, "s" shared,
+// or a semaphore's limit.
+func modeArg(l driver.Lease) string {
+	switch {
+	case l.Limit > 0:
+		return strconv.Itoa(l.Limit)
+	case l.Shared:
+		return "s"
+	}
+	return "x"
+}
+
+// modeName describes a mode as the scripts name it, for errors.
+func modeName(mode string) string {
+	switch mode {
+	case "x":
+		return "an exclusive lock"
+	case "s":
+		return "a shared lock"
+	}
+	return "a semaphore of " + mode
+}
+
+// MultiHolder implements driver.MultiHolder: shared holds and semaphores.
+func (d *redisDriver) MultiHolder() bool { return true }
 
 // sameLocker reports whether two owner strings belong to one Locker.
 func sameLocker(a, b string) bool {
