@@ -82,15 +82,6 @@ func TestExclusiveCost(t *testing.T) {
 	}
 }
 
-func mustTry(t *testing.T, l *dlock.Locker, name string, opts ...dlock.Option) *dlock.Lock {
-	t.Helper()
-	k, err := l.TryAcquire(t.Context(), name, opts...)
-	if err != nil {
-		t.Fatalf("TryAcquire(%q) = %v, want a lock", name, err)
-	}
-	return k
-}
-
 // TestExclusiveHandoffCost counts the server commands of one exclusive
 // handoff: a holder, a waiter that queues, the release that hands the
 // name over, the waiter's confirmation and its release.
