@@ -235,3 +235,54 @@ func TestSharedFencesInStore(t *testing.T) {
 	}
 	mustRelease(t, k)
 }
+
+// TestSemaphoreGrantsInQueueOrder checks on the server that permits are
+// handed out in the queue's order: each freed permit goes to the head of
+// the queue, in the release's own script, and the tokens follow arrival
+// order (Acquire calls in different Lockers may still return in another
+// order, as each learns of its grant over its own connection).
+func TestSemaphoreGrantsInQueueOrder(t *testing.T) {
+	r := testserver.StartRedis(t)
+	client := r.Client(t)
+	const name, n, waiters = "sem-order", 2, 4
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	holders := []*dlock.Lock{
+		mustTry(t, newLocker(t, client), name, dlock.WithLimit(n)),
+		mustTry(t, newLocker(t, client), name, dlock.WithLimit(n)),
+	}
+	var gots []<-chan dlocktest.Acquired
+	for i := range waiters {
+		gots = append(gots, dlocktest.AcquireAsync(ctx, newLocker(t, client), name, dlock.WithLimit(n)))
+		eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == int64(i+1) })
+	}
+	q, _ := queueState(t, client, name)
+	mustRelease(t, holders[0])
+	if f := holderFields(t, client, name); len(f) != n || f[q[0]] == "" {
+		t.Fatalf("holders of %q right after a permit was released = %v, want the first waiter %s and the other holder", name, f, q[0])
+	}
+	mustRelease(t, holders[1])
+	if f := holderFields(t, client, name); len(f) != n || f[q[0]] == "" || f[q[1]] == "" {
+		t.Fatalf("holders of %q right after the second permit was released = %v, want the first two waiters %v", name, f, q[:2])
+	}
+	var ks []*dlock.Lock
+	for i, got := range gots[:2] {
+		ks = append(ks, dlocktest.WantAcquired(t, got, name, time.Minute).Lock)
+		if ks[i].Owner() != q[i] {
+			t.Fatalf("waiter %d is %s, want %s (queue %v)", i, ks[i].Owner(), q[i], q)
+		}
+	}
+	mustRelease(t, ks[0])
+	mustRelease(t, ks[1])
+	for _, got := range gots[2:] {
+		ks = append(ks, dlocktest.WantAcquired(t, got, name, time.Minute).Lock)
+	}
+	for i := 1; i < waiters; i++ {
+		if ks[i].Fence() <= ks[i-1].Fence() {
+			t.Errorf("waiter %d's fence %d, want above waiter %d's %d: permits go in arrival order", i, ks[i].Fence(), i-1, ks[i-1].Fence())
+		}
+	}
+	mustRelease(t, ks[2])
+	mustRelease(t, ks[3])
+	wantNoQueue(t, client, name)
+}
