@@ -1,12 +1,15 @@
 package redislock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -33,11 +36,21 @@ func (d *redisDriver) Inspect(ctx context.Context, names []string) ([]driver.Hol
 		gets[i] = pipe.Get(ctx, k)
 		ttls[i] = pipe.PTTL(ctx, k)
 	}
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return nil, fmt.Errorf("redislock: inspect: %w", err)
-	}
-	var hs []driver.Holder
+	pipe.Exec(ctx) // errors are read per command below
+	var (
+		hs     []driver.Holder
+		hashes []string // keys held in shared mode or as a semaphore
+	)
 	for i, k := range keys {
+		switch err := gets[i].Err(); {
+		case err == redis.Nil:
+			continue
+		case isWrongType(err):
+			hashes = append(hashes, k)
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("redislock: inspect: %w", err)
+		}
 		h, ok := parseHolder(k, gets[i].Val())
 		if !ok {
 			continue
@@ -45,7 +58,64 @@ func (d *redisDriver) Inspect(ctx context.Context, names []string) ([]driver.Hol
 		h.Remaining = max(ttls[i].Val(), 0)
 		hs = append(hs, h)
 	}
+	if len(hashes) == 0 {
+		return hs, nil
+	}
+	pipe = d.c.Pipeline()
+	reads := make([]*redis.Cmd, len(hashes))
+	for i, k := range hashes {
+		reads[i] = inspectHashScript.Eval(ctx, pipe, []string{k})
+	}
+	pipe.Exec(ctx)
+	for i, k := range hashes {
+		vals, err := reads[i].Slice()
+		if err != nil {
+			return nil, fmt.Errorf("redislock: inspect: %w", err)
+		}
+		hs = append(hs, parseHolders(k, vals)...)
+	}
 	return hs, nil
+}
+
+func isWrongType(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE")
+}
+
+// parseHolders decodes inspectHashScript's reply on the hash of a name
+// held in shared mode or as a semaphore (see scripts.go): its live
+// holders, in fence order.
+func parseHolders(key string, vals []any) []driver.Holder {
+	name, ok := nameOf(key)
+	if len(vals) != 2 || !ok {
+		return nil
+	}
+	now, _ := vals[0].(int64)
+	fields, _ := vals[1].([]any)
+	var mode string
+	for i := 0; i+1 < len(fields); i += 2 {
+		if f, _ := fields[i].(string); f == "m" {
+			mode, _ = fields[i+1].(string)
+		}
+	}
+	limit, _ := strconv.Atoi(mode)
+	var hs []driver.Holder
+	for i := 0; i+1 < len(fields); i += 2 {
+		owner, _ := fields[i].(string)
+		v, _ := fields[i+1].(string)
+		parts := strings.SplitN(v, "|", 3)
+		if owner == "f" || owner == "m" || len(parts) != 3 {
+			continue
+		}
+		exp, err1 := strconv.ParseInt(parts[0], 10, 64)
+		fence, err2 := strconv.ParseUint(parts[1], 10, 64)
+		if err1 != nil || err2 != nil || exp <= now {
+			continue
+		}
+		hs = append(hs, driver.Holder{Name: name, Owner: owner, Fence: fence, Metadata: parts[2],
+			Remaining: time.Duration(exp-now) * time.Millisecond, Shared: mode == "s", Limit: limit})
+	}
+	slices.SortFunc(hs, func(a, b driver.Holder) int { return cmp.Compare(a.Fence, b.Fence) })
+	return hs
 }
 
 // parseHolder decodes a held lock key's value; tombstones and foreign

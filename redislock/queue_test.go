@@ -2,8 +2,6 @@ package redislock_test
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,18 +27,9 @@ func queueLen(t *testing.T, client *redis.Client, name string) int64 {
 // commandCalls sums the calls of the named commands in INFO commandstats.
 func commandCalls(t *testing.T, client *redis.Client, cmds ...string) int {
 	t.Helper()
-	info, err := client.Info(t.Context(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0
-	for _, line := range strings.Split(info, "\n") {
-		for _, c := range cmds {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+c+":calls="); ok {
-				n, _ := strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
-				total += n
-			}
-		}
+	all, total := serverCommands(t, client), 0
+	for _, c := range cmds {
+		total += all[c]
 	}
 	return total
 }

@@ -13,8 +13,8 @@
 // the lock to the first live waiter inside the release script and tells
 // that waiter's Locker on its own pub/sub channel (one connection per
 // Locker, opened on its first Acquire; TryAcquire does not use it), so
-// one waiter wakes per release and the releasing goroutine cannot barge
-// ahead of the queue. The Locker reads that connection itself and
+// one waiter wakes per release of an exclusive lock (see below for shared
+// holds) and the releasing goroutine cannot barge ahead of the queue. The Locker reads that connection itself and
 // reconnects and resubscribes when it breaks; every waiter then asks the
 // server again, in case a grant was published meanwhile.
 //
@@ -39,12 +39,43 @@
 // for the server. TryAcquire never queues, and does not take a free lock
 // while live waiters queue for it.
 //
+// # Shared holds and semaphores
+//
+// The Locker implements dlock.Shared and dlock.WithLimit. Waiters of every
+// mode join the one queue, so service is first come first served, and
+// that is what keeps writers from starving: a shared acquisition is
+// granted only when no exclusive holder holds and no entry is queued
+// ahead of it; an exclusive one when nobody holds and it heads the queue;
+// a permit when fewer than the limit hold and it heads the queue. A
+// release (or an acquire attempt that finds holders gone) hands the name
+// to as many entries from the queue's head as fit, all in the same
+// script: every reader queued up to the next writer, or the permits just
+// freed. A reader arriving while a writer waits behind other readers
+// therefore queues behind the writer, and TryAcquire in shared mode fails
+// then. A waiter that gives up is taken out of the queue, and whoever was
+// queued behind it and now fits (readers behind a writer that gave up) is
+// granted the name in the same script. A lease whose mode disagrees with
+// a live holder (a lock against a semaphore, or two limits), or with the
+// waiter the name was just handed to, is refused with an error wrapping
+// driver.ErrMode, never queued.
+//
+// The driver does not implement driver.ChangeNotifier: the scripts publish
+// only grants, not every change, so Locker.Observe polls.
+//
 // # Keys
 //
 // A lock on name lives in a string key, Prefix + "{" + escaped name + "}",
 // whose value is "owner|fence[|metadata]" while held; its waiters in
-// that key + ":q" (a list) and + ":e" (a hash), which exist only while
-// someone waits. The braces make the whole escaped name the keys' hash
+// that key + ":q" (a list) and + ":e" (a hash: owner -> lease length,
+// place deadline, mode, metadata), which exist only while someone waits.
+// A name held in shared mode or as a semaphore is a hash under the same
+// key instead: owner -> "expiry_ms|fence|metadata" per holder (expiry on
+// the server's clock), "f" -> the last fence issued and "m" -> the mode
+// ("s", or the limit). The hash expires with its latest holder, and
+// becomes the string tombstone (below) when its last holder leaves. The
+// exclusive scripts read the key with a GET that fails on a hash, which
+// is how they find the other modes: a name never used in them costs the
+// same commands as if they did not exist. The braces make the whole escaped name the keys' hash
 // tag, so every key of one lock maps to the same Cluster slot; '{', '}'
 // and '%' in names are percent-escaped so a name cannot pick another
 // name's tag. Grants go to the channel Prefix + "w:" + the Locker's id.
@@ -53,7 +84,9 @@
 //
 // The token is the Redis server's TIME in microseconds at acquisition,
 // raised to one more than the previous token if the key still remembers
-// one. On release the key is not deleted but replaced by a tombstone
+// one: the tombstone's, the exclusive holder's, or the hash's "f" for
+// shared holds and permits, each of which gets a token of its own. So an
+// exclusive holder's token is above every earlier reader's. On release the key is not deleted but replaced by a tombstone
 // "|fence" that expires after 5 s, so a release followed at once
 // by an acquisition still counts up even if the server's clock stepped
 // back; nothing stays behind per name once the tombstone expires. Tokens
@@ -213,6 +246,7 @@ var (
 	_ driver.Queuer        = (*redisDriver)(nil)
 	_ driver.Inspector     = (*redisDriver)(nil)
 	_ driver.ForceReleaser = (*redisDriver)(nil)
+	_ driver.MultiHolder   = (*redisDriver)(nil)
 )
 
 // keys returns the lock key and its queue keys (see scripts.go).
@@ -255,16 +289,20 @@ func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue bool) (
 		q = "1"
 	}
 	keep := 3 * heartbeat(l.TTL)
-	vals, err := d.batch.run(ctx, acquireScript, d.keys(l.Name), l.Owner, ms(l.TTL), l.Metadata, q, ms(keep), d.channelPrefix()).Slice()
+	vals, err := d.batch.run(ctx, acquireScript, d.keys(l.Name), l.Owner, ms(l.TTL), l.Metadata, q, ms(keep), d.channelPrefix(), modeArg(l)).Slice()
 	if err != nil {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
 	}
 	if len(vals) != 2 {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: unexpected reply %v", l.Name, vals)
 	}
-	if ok, _ := vals[0].(int64); ok == 0 {
+	switch ok, _ := vals[0].(int64); ok {
+	case 0:
 		pttl, _ := vals[1].(int64)
 		return driver.Result{Remaining: time.Duration(max(pttl, 0)) * time.Millisecond}, nil
+	case -1:
+		held, _ := vals[1].(string)
+		return driver.Result{}, fmt.Errorf("redislock: acquire %q as %s: held as %s: %w", l.Name, modeName(modeArg(l)), modeName(held), driver.ErrMode)
 	}
 	s, _ := vals[1].(string)
 	fence, err := strconv.ParseUint(s, 10, 64)
@@ -414,15 +452,41 @@ func (d *redisDriver) Release(ctx context.Context, l driver.Lease) error {
 	if !held {
 		return fmt.Errorf("redislock: release %q: %w", l.Name, driver.ErrNotHeld)
 	}
-	if len(vals) == 3 {
-		// Handed to a waiter. If it waits in this Locker, wake it now
-		// rather than after the pub/sub message's trip.
-		if next, _ := vals[1].(string); sameLocker(next, l.Owner) {
+	// Handed to waiters: those of this Locker are woken now rather than
+	// after the pub/sub message's trip.
+	for i := 1; i+1 < len(vals); i += 2 {
+		if next, _ := vals[i].(string); sameLocker(next, l.Owner) {
 			d.grants.wake(next)
 		}
 	}
 	return nil
 }
+
+// modeArg is how the scripts name l's mode: "x" exclusive, "s" shared,
+// or a semaphore's limit.
+func modeArg(l driver.Lease) string {
+	switch {
+	case l.Limit > 0:
+		return strconv.Itoa(l.Limit)
+	case l.Shared:
+		return "s"
+	}
+	return "x"
+}
+
+// modeName describes a mode as the scripts name it, for errors.
+func modeName(mode string) string {
+	switch mode {
+	case "x":
+		return "an exclusive lock"
+	case "s":
+		return "a shared lock"
+	}
+	return "a semaphore of " + mode
+}
+
+// MultiHolder implements driver.MultiHolder: shared holds and semaphores.
+func (d *redisDriver) MultiHolder() bool { return true }
 
 // sameLocker reports whether two owner strings belong to one Locker.
 func sameLocker(a, b string) bool {

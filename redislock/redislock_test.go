@@ -21,6 +21,7 @@ func harness(client redis.UniversalClient) dlocktest.Harness {
 		NewLocker: func(t testing.TB) *dlock.Locker { return mustNew(t, client) },
 		Expire: func(t testing.TB, name string) {
 			t.Helper()
+			// One key holds every holder of a name, in any mode.
 			if n, err := client.Del(t.Context(), redislock.Key("", name)).Result(); n != 1 || err != nil {
 				t.Fatalf("DEL %q = %d, %v; want 1, nil", redislock.Key("", name), n, err)
 			}
