@@ -19,7 +19,7 @@ import (
 func TestMain(m *testing.M) {
 	testworker.Run(map[string]testworker.Func{
 		"count": testworker.Count,
-		
+		"pause": pauseWorker,
 	})
 	os.Exit(m.Run())
 }
