@@ -269,3 +269,33 @@ func TestCrossProcess(t *testing.T) {
 		t.Fatalf("counter = %s, want %d", got, 3*rounds)
 	}
 }
+
+// TestTokensAboveMajorityMark: a token written back to a majority is
+// exceeded by the next holder even when two of that majority are killed
+// and the masters' clocks are far behind the token (here: a mark far
+// above the clock, as a previous holder's token would be if its masters'
+// clocks ran ahead).
+func TestTokensAboveMajorityMark(t *testing.T) {
+	rs := startMasters(t, 5)
+	cs := clients(t, addrs(rs))
+	l := mustNew(t, cs, nil)
+	f := cycle(t, l, "n")
+	marks := 0
+	for _, c := range cs {
+		if v, _ := c.Get(t.Context(), "redlock:f:n").Uint64(); v == f {
+			marks++
+		}
+	}
+	if marks < 3 {
+		t.Fatalf("token %d is the mark of %d masters, want at least 3", f, marks)
+	}
+	const high = uint64(1) << 52 // far above the clock in µs
+	for _, c := range cs[:3] {
+		if err := c.Set(t.Context(), "redlock:f:n", high, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs[1].Kill(t)
+	rs[2].Kill(t)
+	wantAbove(t, "after the mark's majority lost two masters", cycle(t, l, "n"), high)
+}
