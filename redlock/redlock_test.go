@@ -15,6 +15,9 @@ func TestConformance(t *testing.T) {
 	dlocktest.Run(t, harness(clients(t, addrs(startMasters(t, 3)))))
 }
 
+// BenchmarkRedlock runs the conformance benchmarks on five masters. Its
+// SharedReaders and Semaphore parts fail: RunBenchmarks does not honour
+// Harness.NoModes yet; run -bench 'Redlock/(Uncontended|ParallelNames|Handoff)'.
 func BenchmarkRedlock(b *testing.B) {
 	dlocktest.RunBenchmarks(b, harness(clients(b, addrs(startMasters(b, 5)))))
 }
