@@ -14,6 +14,7 @@ import (
 	_ "github.com/dlock-go/dlock/etcdlock"
 	_ "github.com/dlock-go/dlock/memlock"
 	_ "github.com/dlock-go/dlock/redislock"
+	_ "github.com/dlock-go/dlock/redlock"
 	_ "github.com/dlock-go/dlock/sqllock"
 	_ "github.com/dlock-go/dlock/zklock"
 )
@@ -33,6 +34,7 @@ exclude across users or hosts. Store URLs:
   redis://[user:pass@]host:port[/db]      rediss://... (TLS)
   redis+sentinel://host:port[,host:port]/master-name
   redis+cluster://host:port[,host:port]
+  redlock://host:port,host:port,host:port (Redlock: independent masters)
   mysql://user[:pass]@host:port/dbname
   postgres://user[:pass]@host:port/dbname postgres:///dbname?host=/run/postgresql
   sqlite:///absolute/path.db              mem:// (this process only)

@@ -1,0 +1,176 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// vote is one master's answer to the acquire script.
+type vote struct {
+	err       error
+	granted   bool
+	candidate uint64        // when granted: the token this master proposes
+	remaining time.Duration // when not granted: the other holder's lease here
+	age       time.Duration // of the master's epoch
+	counts    bool          // the master counts toward a quorum (set by tally)
+}
+
+// Acquire takes l.Name on a majority of the masters, writes its token back
+// to a majority, and reports it held only while its validity lasts. See
+// the package documentation.
+func (d *rlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
+	if l.TTL > d.maxTTL {
+		return driver.Result{}, fmt.Errorf("redlock: acquire %q: TTL %v above Options.MaxTTL %v: %w", l.Name, l.TTL, d.maxTTL, dlock.ErrInvalid)
+	}
+	timeout := d.timeoutFor(l.TTL)
+	sent := time.Now()
+	votes := each(ctx, d, timeout, func(ctx context.Context, _ int, c redis.UniversalClient) vote {
+		return d.vote(ctx, c, l)
+	})
+	answered, granted := d.tally(votes)
+	if granted < d.quorum {
+		d.giveBack(ctx, l, "c")
+		if err := ctx.Err(); err != nil {
+			return driver.Result{}, fmt.Errorf("redlock: acquire %q: %w", l.Name, err)
+		}
+		if answered < d.quorum {
+			return driver.Result{}, fmt.Errorf("redlock: acquire %q: %d of %d masters answered, want %d: %w", l.Name, answered, len(votes), d.quorum, firstErr(votes))
+		}
+		return driver.Result{Remaining: d.remaining(votes, l.TTL)}, nil
+	}
+	var token uint64
+	for _, v := range votes {
+		if v.granted {
+			token = max(token, v.candidate)
+		}
+	}
+	confirmed := each(ctx, d, timeout, func(ctx context.Context, i int, c redis.UniversalClient) error {
+		if !votes[i].granted {
+			return nil
+		}
+		n, err := fenceScript.Run(ctx, c, d.keys(l.Name)[:2], l.Owner, token, l.Metadata, markSeconds()).Int()
+		if err == nil && n != 1 {
+			err = driver.ErrNotHeld
+		}
+		return err
+	})
+	written := 0
+	for i, err := range confirmed {
+		if votes[i].granted && votes[i].counts && err == nil {
+			written++
+		}
+	}
+	if d.pause != nil {
+		d.pause()
+	}
+	validity := l.TTL - time.Since(sent) - d.driftFor(l.TTL)
+	if written < d.quorum || validity <= 0 {
+		d.giveBack(ctx, l, "c")
+		if err := ctx.Err(); err != nil {
+			return driver.Result{}, fmt.Errorf("redlock: acquire %q: %w", l.Name, err)
+		}
+		return driver.Result{Remaining: retryDelay(l.TTL)}, nil
+	}
+	d.remember(l.Owner, token)
+	return driver.Result{Acquired: true, Fence: token, LeaseStart: sent}, nil
+}
+
+// vote runs the acquire script on one master.
+func (d *rlDriver) vote(ctx context.Context, c redis.UniversalClient, l driver.Lease) vote {
+	r, err := acquireScript.Run(ctx, c, d.keys(l.Name), l.Owner, ms(l.TTL), l.Metadata).Slice()
+	if err != nil {
+		return vote{err: err}
+	}
+	if len(r) != 3 {
+		return vote{err: fmt.Errorf("acquire script returned %d values", len(r))}
+	}
+	age, _ := r[2].(int64)
+	v := vote{age: time.Duration(age) * time.Millisecond}
+	switch r[0] {
+	case int64(1):
+		s, _ := r[1].(string)
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return vote{err: fmt.Errorf("acquire script returned token %q", s)}
+		}
+		v.granted, v.candidate = true, n
+	default:
+		p, _ := r[1].(int64)
+		v.remaining = time.Duration(max(p, 0)) * time.Millisecond
+	}
+	return v
+}
+
+// tally marks which answering masters count toward a quorum (not a master
+// whose data is younger than the restart guard and than the oldest
+// answering master's, see the package documentation) and returns how many
+// masters answered and how many counting ones granted.
+func (d *rlDriver) tally(votes []vote) (answered, granted int) {
+	var oldest time.Duration
+	for _, v := range votes {
+		if v.err == nil {
+			oldest = max(oldest, v.age)
+		}
+	}
+	for i := range votes {
+		v := &votes[i]
+		if v.err != nil {
+			continue
+		}
+		answered++
+		v.counts = v.age >= d.guard() || v.age >= oldest-epochSlack
+		if v.granted && v.counts {
+			granted++
+		}
+	}
+	return answered, granted
+}
+
+// remaining returns how long until a majority of the masters may be free:
+// the quorum-th shortest of the other holders' leases (0 where a master
+// granted), or, when no one holds a majority, a random retry delay.
+func (d *rlDriver) remaining(votes []vote, ttl time.Duration) time.Duration {
+	var rs []time.Duration
+	for _, v := range votes {
+		if v.err == nil {
+			rs = append(rs, v.remaining)
+		}
+	}
+	slices.Sort(rs)
+	if len(rs) < d.quorum || rs[d.quorum-1] == 0 {
+		return retryDelay(ttl)
+	}
+	return rs[d.quorum-1]
+}
+
+// giveBack releases l on every master, answered or not, with message
+// ("r" for a release, "c" for a failed attempt's give-back) for waiters.
+// It runs even if ctx has ended, bounded by the per-master timeout.
+func (d *rlDriver) giveBack(ctx context.Context, l driver.Lease, message string) []error {
+	ctx = context.WithoutCancel(ctx)
+	return each(ctx, d, d.timeoutFor(l.TTL), func(ctx context.Context, _ int, c redis.UniversalClient) error {
+		n, err := releaseScript.Run(ctx, c, []string{d.lockKey(l.Name)}, l.Owner, d.channel(l.Name), message).Int()
+		if err == nil && n != 1 {
+			err = driver.ErrNotHeld
+		}
+		return err
+	})
+}
+
+func firstErr(votes []vote) error {
+	for _, v := range votes {
+		if v.err != nil {
+			return v.err
+		}
+	}
+	return errors.New("no master answered")
+}

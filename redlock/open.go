@@ -1,0 +1,71 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
+)
+
+func init() { backend.Register("redlock", open) }
+
+// open makes a Locker for redlock://[user:pass@]host:port,host:port,...
+// with at least three hosts. It returns once a majority of the masters
+// answer PING (a minority may be down), or fails when ctx ends first. The
+// Locker closes the clients it creates.
+func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
+	q, err := backend.URLParams(u, "prefix")
+	if err != nil {
+		return nil, err
+	}
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		return nil, fmt.Errorf("%w: redlock:// takes no path (got %q)", dlock.ErrBadURL, p)
+	}
+	hosts, err := backend.URLHosts(u, 6379)
+	if err != nil {
+		return nil, err
+	}
+	if len(hosts) < 3 {
+		return nil, fmt.Errorf("%w: redlock:// needs at least 3 hosts, got %d", dlock.ErrBadURL, len(hosts))
+	}
+	user, pass := u.User.Username(), backend.URLPassword(u)
+	clients := make([]redis.UniversalClient, len(hosts))
+	for i, h := range hosts {
+		clients[i] = redis.NewClient(&redis.Options{Addr: h, Username: user, Password: pass})
+	}
+	d, err := newDriver(clients, &Options{Prefix: q.Get("prefix")})
+	if err != nil { // unreachable: the options are valid
+		closeAll(clients)
+		return nil, fmt.Errorf("%w: %w", dlock.ErrBadURL, err)
+	}
+	d.own = true
+	errs := each(ctx, d, 5*time.Second, func(ctx context.Context, _ int, c redis.UniversalClient) error {
+		return c.Ping(ctx).Err()
+	})
+	up := 0
+	var firstErr error
+	for _, err := range errs {
+		if err == nil {
+			up++
+		} else if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if up < d.quorum {
+		closeAll(clients)
+		return nil, fmt.Errorf("redlock: connect: %d of %d masters answered, want %d: %w", up, len(clients), d.quorum, firstErr)
+	}
+	return backend.New(d, &backend.Config{MaxRetryInterval: d.maxRetry}), nil
+}
+
+func closeAll(clients []redis.UniversalClient) {
+	for _, c := range clients {
+		c.Close()
+	}
+}

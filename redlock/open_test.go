@@ -1,0 +1,61 @@
+package redlock_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/redlock"
+)
+
+func TestOpenURLs(t *testing.T) {
+	rs := startMasters(t, 3)
+	cs := clients(t, addrs(rs))
+	hosts := strings.Join(addrs(rs), ",")
+	for _, tc := range []struct{ url, key string }{
+		{"redlock://" + hosts, redlock.Key("", "n")},
+		{"redlock://" + hosts + "?prefix=app:", "app:l:n"},
+		{"redlock://" + hosts + ",127.0.0.1:1", redlock.Key("", "n")}, // a fourth master down: 3 of 4 answer
+	} {
+		l, err := dlock.Open(t.Context(), tc.url)
+		if err != nil {
+			t.Errorf("Open(%q) = %v, want a Locker", tc.url, err)
+			continue
+		}
+		k, err := l.TryAcquire(t.Context(), "n")
+		if err != nil {
+			t.Errorf("Open(%q): TryAcquire = %v, want a lock", tc.url, err)
+		} else {
+			for i, c := range cs {
+				if n, _ := c.Exists(t.Context(), tc.key).Result(); n != 1 {
+					t.Errorf("Open(%q): lock key %q missing on master %d", tc.url, tc.key, i)
+				}
+			}
+			k.Release(t.Context())
+		}
+		if err := l.Close(); err != nil {
+			t.Errorf("Open(%q): Close = %v, want nil", tc.url, err)
+		}
+	}
+}
+
+func TestOpenURLErrors(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"redlock://", "dlock: bad store URL: redlock:// URL has no host"},
+		{"redlock://h:1,h:2", "dlock: bad store URL: redlock:// needs at least 3 hosts, got 2"},
+		{"redlock://h:1,h:2,h:99999", `dlock: bad store URL: bad port "99999" for host "h"`},
+		{"redlock://h:1,h:2,h:3/0", `dlock: bad store URL: redlock:// takes no path (got "0")`},
+		{"redlock://h:1,h:2,h:3?table=t", `dlock: bad store URL: unknown parameter "table" for redlock:// (known: prefix)`},
+	} {
+		_, err := dlock.Open(t.Context(), tc.url)
+		if !errors.Is(err, dlock.ErrBadURL) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%q) = %v, want ErrBadURL with %q", tc.url, err, tc.want)
+		}
+	}
+	// Masters that are not there: a connection error, password hidden.
+	_, err := dlock.Open(t.Context(), "redlock://user:s3cret@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3")
+	if err == nil || errors.Is(err, dlock.ErrBadURL) || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "connect") {
+		t.Errorf("Open of unreachable masters = %v, want a connection error without the password", err)
+	}
+}
