@@ -27,7 +27,8 @@ import (
 //   - Semaphore: 16 contenders (each its own Locker) for a semaphore of 4
 //     permits, each holding a permit for 1 ms; the time from a Release
 //     returning to a waiting contender's Acquire returning, p50 and p99,
-//     and permits per second.
+//     and permits per second. Both are left out for a backend without
+//     shared locks and semaphores (Harness.NoModes).
 //
 // When h.Ping is set, Uncontended and Handoff also report their cost in
 // round trips: the mean of Ping calls made between their iterations.
@@ -35,8 +36,10 @@ func RunBenchmarks(b *testing.B, h Harness) {
 	b.Run("Uncontended", func(b *testing.B) { benchUncontended(b, h) })
 	b.Run("ParallelNames", func(b *testing.B) { benchParallel(b, h) })
 	b.Run("Handoff", func(b *testing.B) { benchHandoff(b, h) })
-	b.Run("SharedReaders", func(b *testing.B) { benchShared(b, h) })
-	b.Run("Semaphore", func(b *testing.B) { benchSemaphore(b, h) })
+	if !h.NoModes { // nothing to measure on a backend without them
+		b.Run("SharedReaders", func(b *testing.B) { benchShared(b, h) })
+		b.Run("Semaphore", func(b *testing.B) { benchSemaphore(b, h) })
+	}
 }
 
 func benchShared(b *testing.B, h Harness) {

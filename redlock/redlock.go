@@ -174,7 +174,9 @@ type Options struct {
 
 	// DriftFactor and Drift make the clock drift allowance, TTL ×
 	// DriftFactor + Drift, taken off each lease's validity. They must
-	// not be negative, and DriftFactor must be below 0.05.
+	// not be negative, DriftFactor must be below 0.05, and the allowance
+	// below a tenth of dlock.MinTTL (Drift < 10 ms − MinTTL×DriftFactor),
+	// since the core gives up on a lock at 0.9×TTL.
 	// Default: DefaultDriftFactor and DefaultDrift.
 	DriftFactor float64
 	Drift       time.Duration
@@ -281,6 +283,10 @@ func (o Options) check() error {
 		return fmt.Errorf("DriftFactor %v outside [0, 0.05)", o.DriftFactor)
 	case o.Drift < 0:
 		return fmt.Errorf("negative Drift %v", o.Drift)
+	case o.Drift >= time.Duration(float64(dlock.MinTTL)*(0.1-o.DriftFactor)):
+		// The core closes Done at 0.9×TTL: the allowance must stay below
+		// a tenth of every TTL, dlock.MinTTL's included.
+		return fmt.Errorf("Drift %v: with DriftFactor %v, the drift allowance must stay below a tenth of dlock.MinTTL (%v)", o.Drift, o.DriftFactor, dlock.MinTTL)
 	case o.MaxTTL < 0 || o.MaxTTL > dlock.MaxTTL:
 		return fmt.Errorf("MaxTTL %v outside [0, %v]", o.MaxTTL, dlock.MaxTTL)
 	case o.MaxTTL > 0 && o.MaxTTL < dlock.MinTTL:

@@ -15,9 +15,7 @@ func TestConformance(t *testing.T) {
 	dlocktest.Run(t, harness(clients(t, addrs(startMasters(t, 3)))))
 }
 
-// BenchmarkRedlock runs the conformance benchmarks on five masters. Its
-// SharedReaders and Semaphore parts fail: RunBenchmarks does not honour
-// Harness.NoModes yet; run -bench 'Redlock/(Uncontended|ParallelNames|Handoff)'.
+// BenchmarkRedlock runs the conformance benchmarks on five masters.
 func BenchmarkRedlock(b *testing.B) {
 	dlocktest.RunBenchmarks(b, harness(clients(b, addrs(startMasters(b, 5)))))
 }
@@ -39,6 +37,7 @@ func TestNewValidates(t *testing.T) {
 		{"negative NodeTimeout", cs, &redlock.Options{NodeTimeout: -1}},
 		{"DriftFactor 0.5", cs, &redlock.Options{DriftFactor: 0.5}},
 		{"negative Drift", cs, &redlock.Options{Drift: -1}},
+		{"Drift of a tenth of MinTTL", cs, &redlock.Options{Drift: dlock.MinTTL / 10}},
 		{"MaxTTL above dlock.MaxTTL", cs, &redlock.Options{MaxTTL: 2 * dlock.MaxTTL}},
 		{"MaxTTL below dlock.MinTTL", cs, &redlock.Options{MaxTTL: 1}},
 		{"negative MaxRetryInterval", cs, &redlock.Options{MaxRetryInterval: -1}},
