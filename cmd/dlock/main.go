@@ -30,6 +30,7 @@ import (
 const (
 	exitError       = 1
 	exitUsage       = 64 // EX_USAGE: bad flag, name, URL or duration; nothing was contacted
+	exitMode        = 65 // EX_DATAERR: the name is held in another mode (lock or semaphore, or another limit)
 	exitLost        = 69 // EX_UNAVAILABLE: the lock went away under the command
 	exitStore       = 74 // EX_IOERR: the store could not be reached or failed
 	exitNotAcquired = 75 // EX_TEMPFAIL: try again later
@@ -39,12 +40,20 @@ const (
 type exitStatus struct {
 	code int
 	msg  string // printed to stderr with a "dlock: " prefix, if not empty
+	lost bool   // the lock was lost under the command, which was stopped (exit 69)
 }
 
 func (e *exitStatus) Error() string { return e.msg }
 
 func fail(code int, format string, args ...any) error {
 	return &exitStatus{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// lostStatus is exit status 69, after the lock was lost under the command
+// (or before it started) and the command was stopped: what ends a run,
+// and what makes lead campaign again.
+func lostStatus(format string, args ...any) error {
+	return &exitStatus{code: exitLost, msg: fmt.Sprintf(format, args...), lost: true}
 }
 
 func main() {

@@ -53,7 +53,7 @@ Exit status: 64 usage error (nothing contacted), 74 store unreachable,
 	timeout := defaultConnectTimeout
 	root.PersistentFlags().Var(seconds{&timeout}, "connect-timeout", "give up on a store that does not answer within this long (exit 74)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newRunCmd(), newStatusCmd(), newReleaseCmd(), newDemoCmd(), newDemoWorkerCmd())
+	root.AddCommand(newRunCmd(), newLeadCmd(), newObserveCmd(), newStatusCmd(), newReleaseCmd(), newDemoCmd(), newDemoWorkerCmd())
 	return root
 }
 
