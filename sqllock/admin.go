@@ -54,7 +54,18 @@ func (d *sqlDriver) ForceRelease(ctx context.Context, name string) (bool, error)
 	if err := d.ensure(ctx); err != nil {
 		return false, fmt.Errorf("sqllock: force release %q: %w", name, err)
 	}
-	ok, err := retry(ctx, func() (bool, error) { return d.q.forceRelease(ctx, d.db, name) })
+	ok, err := retry(ctx, func() (bool, error) {
+		var held bool
+		err := d.inTx(ctx, func(tx *sql.Tx) (bool, error) {
+			var err error
+			if held, err = d.q.forceRelease(ctx, tx, name); err != nil {
+				return false, err
+			}
+			_, err = tx.ExecContext(ctx, d.q.multi.force, name)
+			return err == nil, err
+		})
+		return held, err
+	})
 	switch {
 	case err != nil && d.noMigrate && missingTable(err):
 		return false, nil

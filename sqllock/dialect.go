@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -45,18 +46,79 @@ func (d Dialect) String() string {
 // two where noted) run on the pool.
 type queries struct {
 	migrate      func(ctx context.Context, db *sql.DB) error
-	acquire      func(ctx context.Context, db querier, l driver.Lease) (driver.Result, error)
+	acquire      func(ctx context.Context, db querier, l driver.Lease) (outcome, error)
 	refresh      func(ctx context.Context, db querier, ls []driver.Lease) (map[leaseKey]bool, error)
 	release      func(ctx context.Context, db querier, name, owner string) (bool, error)
 	forceRelease func(ctx context.Context, db querier, name string) (bool, error)
 
-	cleanupSQL string // deletes rows idle for longer than $1 µs, at most $2
-	holdersSQL string // name, owner, fence, µs left, meta of every held row
+	cleanupSQL        string // deletes rows idle (and without an intent) for longer than $1 (= $2) µs, at most $3
+	cleanupHoldersSQL string // the same in the holders table
+	holdersSQL        string // name, owner, fence, µs left, meta, shared, lim of every holder
+
+	multi multiSQL // shared holds, permits and writer intents
+}
+
+// outcome is an exclusive acquire's result, and when it was refused
+// because shared holders or permits hold the name, their limit.
+type outcome struct {
+	driver.Result
+	multi bool // the name is held by shared holders or permits
+	lim   int  // their semaphore's limit, 0 for shared holders
+}
+
+// column is a column that tables made by an earlier release lack.
+type column struct{ name, ddl string }
+
+// addColumns adds to table the columns of cols it lacks, as listed by
+// columnsSQL (with the table's name as its parameter). A column that a
+// concurrent migration added first is not an error.
+func addColumns(ctx context.Context, db querier, columnsSQL, table string, cols []column) error {
+	have := func() (map[string]bool, error) {
+		rows, err := db.QueryContext(ctx, columnsSQL, table)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		m := make(map[string]bool)
+		for rows.Next() {
+			var name string
+			if err := rows.Scan(&name); err != nil {
+				return nil, err
+			}
+			m[strings.ToLower(name)] = true
+		}
+		return m, rows.Err()
+	}
+	got, err := have()
+	if err != nil {
+		return fmt.Errorf("add columns to %s: %w", table, err)
+	}
+	for _, c := range cols {
+		if got[c.name] {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, c.ddl); err != nil {
+			if now, err2 := have(); err2 != nil || !now[c.name] {
+				return fmt.Errorf("add column %s to %s: %w", c.name, table, err)
+			}
+		}
+	}
+	return nil
+}
+
+// cleanupHolders deletes up to limit holders expired for longer than
+// retention.
+func (q *queries) cleanupHolders(ctx context.Context, db querier, retention time.Duration, limit int) (int64, error) {
+	res, err := db.ExecContext(ctx, q.cleanupHoldersSQL, micros(retention), limit)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // cleanup deletes up to limit rows idle for longer than retention.
 func (q *queries) cleanup(ctx context.Context, db querier, retention time.Duration, limit int) (int64, error) {
-	res, err := db.ExecContext(ctx, q.cleanupSQL, micros(retention), limit)
+	res, err := db.ExecContext(ctx, q.cleanupSQL, micros(retention), micros(retention), limit)
 	if err != nil {
 		return 0, err
 	}
@@ -164,7 +226,8 @@ func heldSet(rows *sql.Rows) (map[leaseKey]bool, error) {
 	return held, rows.Err()
 }
 
-// readHolders reads (name, owner, fence, remaining µs, metadata) rows.
+// readHolders reads (name, owner, fence, remaining µs, metadata, shared,
+// limit) rows.
 func readHolders(rows *sql.Rows) ([]driver.Holder, error) {
 	defer rows.Close()
 	var hs []driver.Holder
@@ -172,11 +235,14 @@ func readHolders(rows *sql.Rows) ([]driver.Holder, error) {
 		var (
 			name, owner, meta []byte
 			fence, us         int64
+			shared            bool
+			lim               int
 		)
-		if err := rows.Scan(&name, &owner, &fence, &us, &meta); err != nil {
+		if err := rows.Scan(&name, &owner, &fence, &us, &meta, &shared, &lim); err != nil {
 			return nil, err
 		}
-		hs = append(hs, driver.Holder{Name: string(name), Owner: string(owner), Fence: uint64(fence), Remaining: fromMicros(us), Metadata: string(meta)})
+		hs = append(hs, driver.Holder{Name: string(name), Owner: string(owner), Fence: uint64(fence), Remaining: fromMicros(us),
+			Metadata: string(meta), Shared: shared, Limit: lim})
 	}
 	return hs, rows.Err()
 }

@@ -44,7 +44,56 @@
 //     SELECT of the rows still held by the caller, which were exactly the
 //     rows the UPDATE extended since only their owner can extend them).
 //   - release clears the owner of a row the caller holds, keeping the row
-//     and its token; on PostgreSQL the same statement calls pg_notify.
+//     and its token; on PostgreSQL the same statement calls pg_notify. A
+//     release that finds nothing to free runs a second statement, which
+//     takes out the caller's writer intent if it left one (see Writer
+//     preference).
+//
+// Those statements are the whole cost of an exclusive lock (dlock's
+// default mode): shared holds and semaphores add columns to its row but
+// no statement to its steps.
+//
+// # Shared holds and semaphores
+//
+// Shared holds (dlock.Shared) and semaphore permits (dlock.WithLimit) are
+// rows of a second table, the lease table's name with "_holders" appended
+// (for a name longer than 55 bytes: a prefix of it, a hash and
+// "_holders"), one row per holder with its own owner, token, lease and
+// metadata. The name's row in the lease table summarises them: its owner
+// is then "*" (never a lease's owner), its expires the latest lease of
+// any holder, lim the semaphore's limit (0 for shared holds), fence the
+// last token issued. So an exclusive acquire still decides from that row
+// alone, in its one statement: it fails while a holder's lease runs, and
+// it reports the mode, so that a lock asked for a name held as a
+// semaphore gets an error wrapping driver.ErrMode. (A statement that read
+// the holders table too would not be safe on PostgreSQL: under READ
+// COMMITTED, a sub-select does not see a holder committed while the
+// statement waited for the row's lock.)
+//
+// Each step of a shared hold or permit (acquire, refresh, release) is one
+// transaction that begins by locking the name's row with an upsert
+// (creating it if missing; on MySQL followed by a SELECT ... FOR UPDATE,
+// in READ COMMITTED; on SQLite the upsert, a write, takes the database's
+// write lock first). Under that lock it checks the mode, the exclusive
+// holder, the writer's intent and the permits left, changes the holder's
+// row, and rewrites the summary from the holders table. Expired holder
+// rows of the name are deleted as it goes, and by the periodic cleanup.
+//
+// # Writer preference
+//
+// These stores do not queue waiters, and there is no FIFO order among
+// them: whoever tries first after a release gets the name. What keeps a
+// writer from starving behind a stream of readers is its intent: when a
+// waiting exclusive Acquire finds the name held by shared holders, a
+// second statement records its owner in the row's intent columns (one
+// writer per name; a live intent of another writer is kept) for the
+// lease's TTL, and every later attempt renews it. While a live intent is
+// there, shared acquisitions by other owners fail (a waiting one keeps
+// waiting); holders already in keep their holds. The writer's acquire
+// clears the intent when it takes the name; a writer that gives up clears
+// it through Release (the core calls it); a writer that dies leaves it to
+// lapse after its TTL. Exclusive TryAcquire ignores intents, as it does
+// not wait.
 //
 // A lock not acquired reports the holder's remaining lease as computed by
 // the database, so waiters never sleep past it. Steps that the database
@@ -62,11 +111,25 @@
 //
 //	CREATE TABLE IF NOT EXISTS dlock_locks (
 //		name    VARBINARY(255) NOT NULL PRIMARY KEY,
-//		owner   VARBINARY(255) NOT NULL,  -- '' when free
+//		owner   VARBINARY(255) NOT NULL,  -- '' when free, '*' for shared holders or permits
 //		fence   BIGINT NOT NULL,          -- last token issued
 //		expires DATETIME(6) NOT NULL,     -- UTC
 //		meta    VARBINARY(1024) NOT NULL DEFAULT '',  -- dlock.WithMetadata
+//		lim     INT NOT NULL DEFAULT 0,   -- the semaphore's limit while owner is '*'
+//		intent  VARBINARY(255) NOT NULL DEFAULT '',  -- a waiting writer's owner
+//		intent_expires DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00',
 //		KEY dlock_locks_expires (expires)
+//	) ENGINE=InnoDB
+//	CREATE TABLE IF NOT EXISTS dlock_locks_holders (
+//		name    VARBINARY(255) NOT NULL,
+//		owner   VARBINARY(255) NOT NULL,
+//		fence   BIGINT NOT NULL,
+//		expires DATETIME(6) NOT NULL,
+//		meta    VARBINARY(1024) NOT NULL DEFAULT '',
+//		shared  BOOLEAN NOT NULL,         -- a shared hold, else a permit
+//		lim     INT NOT NULL,             -- the permit's semaphore limit, 0 for a shared hold
+//		PRIMARY KEY (name, owner),
+//		KEY dlock_locks_holders_expires (expires)
 //	) ENGINE=InnoDB
 //
 // PostgreSQL:
@@ -76,9 +139,23 @@
 //		owner   text NOT NULL,
 //		fence   bigint NOT NULL,
 //		expires timestamptz NOT NULL,
-//		meta    text NOT NULL DEFAULT ''
+//		meta    text NOT NULL DEFAULT '',
+//		lim     integer NOT NULL DEFAULT 0,
+//		intent  text NOT NULL DEFAULT '',
+//		intent_expires timestamptz NOT NULL DEFAULT 'epoch'
 //	);
 //	CREATE INDEX IF NOT EXISTS dlock_locks_expires ON dlock_locks (expires);
+//	CREATE TABLE IF NOT EXISTS dlock_locks_holders (
+//		name    text COLLATE "C" NOT NULL,
+//		owner   text NOT NULL,
+//		fence   bigint NOT NULL,
+//		expires timestamptz NOT NULL,
+//		meta    text NOT NULL DEFAULT '',
+//		shared  boolean NOT NULL,
+//		lim     integer NOT NULL,
+//		PRIMARY KEY (name, owner)
+//	);
+//	CREATE INDEX IF NOT EXISTS dlock_locks_holders_expires ON dlock_locks_holders (expires);
 //
 // SQLite (TEXT with the default BINARY collation):
 //
@@ -87,9 +164,29 @@
 //		owner   TEXT NOT NULL,
 //		fence   INTEGER NOT NULL,
 //		expires INTEGER NOT NULL, -- microseconds since 1970, UTC
-//		meta    TEXT NOT NULL DEFAULT ''
+//		meta    TEXT NOT NULL DEFAULT '',
+//		lim     INTEGER NOT NULL DEFAULT 0,
+//		intent  TEXT NOT NULL DEFAULT '',
+//		intent_expires INTEGER NOT NULL DEFAULT 0
 //	) WITHOUT ROWID;
 //	CREATE INDEX IF NOT EXISTS dlock_locks_expires ON dlock_locks (expires);
+//	CREATE TABLE IF NOT EXISTS dlock_locks_holders (
+//		name    TEXT NOT NULL,
+//		owner   TEXT NOT NULL,
+//		fence   INTEGER NOT NULL,
+//		expires INTEGER NOT NULL,
+//		meta    TEXT NOT NULL DEFAULT '',
+//		shared  INTEGER NOT NULL,
+//		lim     INTEGER NOT NULL,
+//		PRIMARY KEY (name, owner)
+//	) WITHOUT ROWID;
+//	CREATE INDEX IF NOT EXISTS dlock_locks_holders_expires ON dlock_locks_holders (expires);
+//
+// A lease table made by an earlier release (without lim, intent and
+// intent_expires) is upgraded by Migrate, or by a Locker's first use,
+// with ALTER TABLE ... ADD COLUMN for each missing column (looked up in
+// information_schema, or pragma_table_info on SQLite, so a table that
+// has them is not altered); locks held in it are kept.
 //
 // # Fencing tokens
 //
@@ -102,7 +199,12 @@
 // names plus those used within the retention. A name whose row was
 // deleted starts again from the clock, which is past its last token as
 // long as the database's clock has not stepped back by more than
-// IdleRetention (an hour by default) since that token was issued. This
+// IdleRetention (an hour by default) since that token was issued.
+// Shared holds and permits draw their tokens from the same row, in the
+// transaction that locks it (max(clock, row's fence + 1)), and store
+// them with the holder: every new hold of a name, in any mode, gets a
+// token above every token issued before for it. A row with a live
+// writer's intent is not cleaned up. This
 // was chosen over a "floor" row holding the largest deleted token because
 // reading such a row without locking races with a concurrent cleanup, and
 // locking it on every acquire would serialize all acquisitions.
@@ -118,7 +220,9 @@
 // breaks, the Locker reconnects with backoff (up to 2 s apart, until
 // Close) and then wakes all its waiters, since notifications may have
 // been lost; a waiter that begins to wait while the connection is down
-// is kept and woken the same way, not left to poll. MySQL and SQLite
+// is kept and woken the same way, not left to poll. Releasing a shared
+// hold or a permit notifies too (in its transaction, sent at commit), as
+// does a writer that gives up its intent. MySQL and SQLite
 // have no such mechanism: waiters poll with jittered backoff, at most
 // Options.MaxRetryInterval apart and never past the holder's remaining
 // lease, and waiters in the same Locker are woken directly on release.
@@ -136,9 +240,10 @@
 // last commits, but every holder on the host died with it, and tokens
 // stay increasing since they follow the clock.
 //
-// The database's clock is then the host's wall clock. Every step is a
-// single statement, which takes SQLite's write lock for its whole run, so
-// two processes cannot both take a name.
+// The database's clock is then the host's wall clock. Every exclusive
+// step is a single statement, and every step of a shared hold or permit
+// a transaction whose first statement writes; either takes SQLite's write
+// lock for its whole run, so two processes cannot both take a name.
 //
 // # Connections
 //

@@ -16,16 +16,37 @@ import (
 const mysqlNow = `UTC_TIMESTAMP(6)`
 
 func mysqlQueries(table string) *queries {
-	t := "`" + table + "`"
-	r := strings.NewReplacer("{t}", t, "{now}", mysqlNow, "{table}", table)
-	schema := r.Replace("CREATE TABLE IF NOT EXISTS {t} (\n" +
-		"\tname    VARBINARY(255) NOT NULL PRIMARY KEY,\n" +
-		"\towner   VARBINARY(255) NOT NULL,\n" +
-		"\tfence   BIGINT NOT NULL,\n" +
-		"\texpires DATETIME(6) NOT NULL,\n" +
-		"\tmeta    VARBINARY(1024) NOT NULL DEFAULT '',\n" +
-		"\tKEY `{table}_expires` (expires)\n" +
-		") ENGINE=InnoDB")
+	t, h := "`"+table+"`", "`"+holdersTable(table)+"`"
+	r := strings.NewReplacer("{t}", t, "{h}", h, "{now}", mysqlNow, "{table}", table, "{holders}", holdersTable(table))
+	schema := []string{
+		r.Replace("CREATE TABLE IF NOT EXISTS {t} (\n" +
+			"\tname    VARBINARY(255) NOT NULL PRIMARY KEY,\n" +
+			"\towner   VARBINARY(255) NOT NULL,\n" +
+			"\tfence   BIGINT NOT NULL,\n" +
+			"\texpires DATETIME(6) NOT NULL,\n" +
+			"\tmeta    VARBINARY(1024) NOT NULL DEFAULT '',\n" +
+			"\tlim     INT NOT NULL DEFAULT 0,\n" +
+			"\tintent  VARBINARY(255) NOT NULL DEFAULT '',\n" +
+			"\tintent_expires DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00',\n" +
+			"\tKEY `{table}_expires` (expires)\n" +
+			") ENGINE=InnoDB"),
+		r.Replace("CREATE TABLE IF NOT EXISTS {h} (\n" +
+			"\tname    VARBINARY(255) NOT NULL,\n" +
+			"\towner   VARBINARY(255) NOT NULL,\n" +
+			"\tfence   BIGINT NOT NULL,\n" +
+			"\texpires DATETIME(6) NOT NULL,\n" +
+			"\tmeta    VARBINARY(1024) NOT NULL DEFAULT '',\n" +
+			"\tshared  BOOLEAN NOT NULL,\n" +
+			"\tlim     INT NOT NULL,\n" +
+			"\tPRIMARY KEY (name, owner),\n" +
+			"\tKEY `{holders}_expires` (expires)\n" +
+			") ENGINE=InnoDB"),
+	}
+	columns := []column{
+		{"lim", r.Replace(`ALTER TABLE {t} ADD COLUMN lim INT NOT NULL DEFAULT 0`)},
+		{"intent", r.Replace(`ALTER TABLE {t} ADD COLUMN intent VARBINARY(255) NOT NULL DEFAULT ''`)},
+		{"intent_expires", r.Replace(`ALTER TABLE {t} ADD COLUMN intent_expires DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00'`)},
+	}
 	// The assignments of ON DUPLICATE KEY UPDATE run left to right and
 	// each sees the columns assigned before it: fence and owner read the
 	// old row, expires reads the new owner.
@@ -36,39 +57,61 @@ ON DUPLICATE KEY UPDATE
 		IF(owner = '' OR expires <= {now}, GREATEST(VALUES(fence), fence + 1), fence)),
 	owner = IF(owner = VALUES(owner) OR owner = '' OR expires <= {now}, VALUES(owner), owner),
 	expires = IF(owner = VALUES(owner), VALUES(expires), expires),
-	meta = IF(owner = VALUES(owner), VALUES(meta), meta)`)
-	outcome := r.Replace(`SELECT owner = ? AND expires > {now}, fence, IF(owner = '', 0, TIMESTAMPDIFF(MICROSECOND, {now}, expires)) FROM {t} WHERE name = ?`)
+	meta = IF(owner = VALUES(owner), VALUES(meta), meta),
+	intent = IF(owner = VALUES(owner) AND intent = VALUES(owner), '', intent)`)
+	result := r.Replace(`SELECT owner = ? AND expires > {now}, fence, IF(owner = '', 0, TIMESTAMPDIFF(MICROSECOND, {now}, expires)),
+	owner = '*' AND expires > {now}, lim FROM {t} WHERE name = ?`)
 	release := r.Replace(`UPDATE {t} SET owner = '', expires = {now} WHERE name = ? AND owner = ? AND expires > {now}`)
-	force := r.Replace(`UPDATE {t} SET owner = '', expires = {now} WHERE name = ? AND owner <> '' AND expires > {now}`)
-	cleanup := r.Replace(`DELETE FROM {t} WHERE expires < TIMESTAMPADD(MICROSECOND, -?, {now}) LIMIT ?`)
-	holders := r.Replace(`SELECT name, owner, fence, TIMESTAMPDIFF(MICROSECOND, {now}, expires), meta FROM {t} WHERE owner <> '' AND expires > {now} ORDER BY name`)
+	force := r.Replace(`UPDATE {t} SET owner = '', expires = {now}, intent = '' WHERE name = ? AND owner <> '' AND expires > {now}`)
+	cleanup := r.Replace(`DELETE FROM {t} WHERE expires < TIMESTAMPADD(MICROSECOND, -?, {now})
+	AND intent_expires < TIMESTAMPADD(MICROSECOND, -?, {now}) LIMIT ?`)
+	cleanupHolders := r.Replace(`DELETE FROM {h} WHERE expires < TIMESTAMPADD(MICROSECOND, -?, {now}) LIMIT ?`)
+	holders := r.Replace(`SELECT name, owner, fence, TIMESTAMPDIFF(MICROSECOND, {now}, expires), meta, FALSE, 0 FROM {t} WHERE owner NOT IN ('', '*') AND expires > {now}
+UNION ALL
+SELECT name, owner, fence, TIMESTAMPDIFF(MICROSECOND, {now}, expires), meta, shared, lim FROM {h} WHERE expires > {now}
+ORDER BY 1, 3`)
+	left := func(c string) string { return `TIMESTAMPDIFF(MICROSECOND, ` + mysqlNow + `, ` + c + `)` }
+	multi := newMultiSQL(t, h, clock{now: mysqlNow, plus: `TIMESTAMPADD(MICROSECOND, ?, ` + mysqlNow + `)`, left: left}, false)
+	// READ COMMITTED: every statement reads the latest commits, and
+	// searches take no gap locks. The upsert locks the row (creating it
+	// if missing), the locking read returns it.
+	multi.txOpts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	multi.lock = []string{
+		r.Replace(`INSERT INTO {t} (name, owner, fence, expires) VALUES (?, '', 0, {now}) ON DUPLICATE KEY UPDATE owner = owner`),
+		r.Replace(`SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', {now}), owner, fence, ` + left("expires") + `, lim, intent, ` + left("intent_expires") + `
+FROM {t} WHERE name = ? FOR UPDATE`),
+	}
 
 	q := &queries{
 		migrate: func(ctx context.Context, db *sql.DB) error {
-			if _, err := db.ExecContext(ctx, schema); err != nil {
-				return fmt.Errorf("create table %s: %w", table, err)
+			for _, s := range schema {
+				if _, err := db.ExecContext(ctx, s); err != nil {
+					return fmt.Errorf("create table %s: %w", table, err)
+				}
 			}
-			return nil
+			return addColumns(ctx, db, `SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ?`, table, columns)
 		},
-		acquire: func(ctx context.Context, db querier, l driver.Lease) (driver.Result, error) {
+		acquire: func(ctx context.Context, db querier, l driver.Lease) (outcome, error) {
 			if _, err := db.ExecContext(ctx, acquire, l.Name, l.Owner, micros(l.TTL), l.Metadata); err != nil {
-				return driver.Result{}, err
+				return outcome{}, err
 			}
 			var (
+				o         outcome
 				mine      bool
 				fence, us int64
 			)
-			err := queryRow(ctx, db, outcome, []any{l.Owner, l.Name}, &mine, &fence, &us)
+			err := queryRow(ctx, db, result, []any{l.Owner, l.Name}, &mine, &fence, &us, &o.multi, &o.lim)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				// Deleted since the upsert: not ours; try again.
-				return driver.Result{}, nil
+				return outcome{}, nil
 			case err != nil:
-				return driver.Result{}, err
+				return outcome{}, err
 			case mine:
-				return driver.Result{Acquired: true, Fence: uint64(fence)}, nil
+				return outcome{Result: driver.Result{Acquired: true, Fence: uint64(fence)}}, nil
 			}
-			return driver.Result{Remaining: fromMicros(us)}, nil
+			o.Remaining = fromMicros(us)
+			return o, nil
 		},
 		refresh: func(ctx context.Context, db querier, ls []driver.Lease) (map[leaseKey]bool, error) {
 			// One UPDATE extends the rows still held by their owners, then
@@ -105,8 +148,10 @@ ON DUPLICATE KEY UPDATE
 			}
 			return heldSet(rows)
 		},
-		cleanupSQL: cleanup,
-		holdersSQL: holders,
+		cleanupSQL:        cleanup,
+		cleanupHoldersSQL: cleanupHolders,
+		holdersSQL:        holders,
+		multi:             multi,
 	}
 	q.release, q.forceRelease = execReleases(release, force)
 	return q

@@ -13,19 +13,39 @@ import (
 // PostgreSQL's now() is the start of the transaction; clock_timestamp() is
 // the time of the call, which is what a lease must be measured against.
 func postgresQueries(table string) *queries {
-	t := `"` + table + `"`
-	r := strings.NewReplacer("{t}", t, "{table}", table,
+	t, h := `"`+table+`"`, `"`+holdersTable(table)+`"`
+	r := strings.NewReplacer("{t}", t, "{h}", h, "{table}", table, "{holders}", holdersTable(table),
 		"{now_us}", `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`,
-		"{left_us}", `(extract(epoch FROM (expires - clock_timestamp())) * 1000000)::bigint`)
+		"{left_us}", `(extract(epoch FROM (expires - clock_timestamp())) * 1000000)::bigint`,
+		"{intent_left_us}", `(extract(epoch FROM (intent_expires - clock_timestamp())) * 1000000)::bigint`)
 	schema := []string{
 		r.Replace(`CREATE TABLE IF NOT EXISTS {t} (
 	name    text COLLATE "C" PRIMARY KEY,
 	owner   text NOT NULL,
 	fence   bigint NOT NULL,
 	expires timestamptz NOT NULL,
-	meta    text NOT NULL DEFAULT ''
+	meta    text NOT NULL DEFAULT '',
+	lim     integer NOT NULL DEFAULT 0,
+	intent  text NOT NULL DEFAULT '',
+	intent_expires timestamptz NOT NULL DEFAULT 'epoch'
 )`),
 		r.Replace(`CREATE INDEX IF NOT EXISTS "{table}_expires" ON {t} (expires)`),
+		r.Replace(`CREATE TABLE IF NOT EXISTS {h} (
+	name    text COLLATE "C" NOT NULL,
+	owner   text NOT NULL,
+	fence   bigint NOT NULL,
+	expires timestamptz NOT NULL,
+	meta    text NOT NULL DEFAULT '',
+	shared  boolean NOT NULL,
+	lim     integer NOT NULL,
+	PRIMARY KEY (name, owner)
+)`),
+		r.Replace(`CREATE INDEX IF NOT EXISTS "{holders}_expires" ON {h} (expires)`),
+	}
+	columns := []column{
+		{"lim", r.Replace(`ALTER TABLE {t} ADD COLUMN lim integer NOT NULL DEFAULT 0`)},
+		{"intent", r.Replace(`ALTER TABLE {t} ADD COLUMN intent text NOT NULL DEFAULT ''`)},
+		{"intent_expires", r.Replace(`ALTER TABLE {t} ADD COLUMN intent_expires timestamptz NOT NULL DEFAULT 'epoch'`)},
 	}
 	// One statement: the upsert, and if it took nothing, the holder's
 	// remaining lease.
@@ -36,13 +56,14 @@ func postgresQueries(table string) *queries {
 		fence = CASE WHEN l.owner = excluded.owner THEN l.fence ELSE GREATEST(excluded.fence, l.fence + 1) END,
 		owner = excluded.owner,
 		expires = excluded.expires,
-		meta = excluded.meta
+		meta = excluded.meta,
+		intent = CASE WHEN l.intent = excluded.owner THEN '' ELSE l.intent END
 	WHERE l.owner = excluded.owner OR l.owner = '' OR l.expires <= clock_timestamp()
 	RETURNING fence
 )
-SELECT true, fence, 0::bigint FROM taken
+SELECT true, fence, 0::bigint, false, 0 FROM taken
 UNION ALL
-SELECT false, 0::bigint, GREATEST({left_us}, 0) FROM {t} WHERE name = $1 AND owner <> '' AND NOT EXISTS (SELECT FROM taken)`)
+SELECT false, 0::bigint, GREATEST({left_us}, 0), owner = '*', lim FROM {t} WHERE name = $1 AND owner <> '' AND NOT EXISTS (SELECT FROM taken)`)
 	// Release notifies in the same statement, so the notification is sent
 	// exactly when the release commits.
 	release := r.Replace(`WITH freed AS (
@@ -52,15 +73,35 @@ SELECT false, 0::bigint, GREATEST({left_us}, 0) FROM {t} WHERE name = $1 AND own
 )
 SELECT pg_notify($3, name)::text FROM freed`)
 	force := r.Replace(`WITH freed AS (
-	UPDATE {t} SET owner = '', expires = clock_timestamp()
+	UPDATE {t} SET owner = '', expires = clock_timestamp(), intent = ''
 	WHERE name = $1 AND owner <> '' AND expires > clock_timestamp()
 	RETURNING name
 )
 SELECT pg_notify($2, name)::text FROM freed`)
 	cleanup := r.Replace(`DELETE FROM {t} WHERE name IN (
 	SELECT name FROM {t} WHERE expires < clock_timestamp() - $1::bigint * interval '1 microsecond'
+		AND intent_expires < clock_timestamp() - $2::bigint * interval '1 microsecond'
+	LIMIT $3 FOR UPDATE SKIP LOCKED)`)
+	cleanupHolders := r.Replace(`DELETE FROM {h} WHERE (name, owner) IN (
+	SELECT name, owner FROM {h} WHERE expires < clock_timestamp() - $1::bigint * interval '1 microsecond'
 	LIMIT $2 FOR UPDATE SKIP LOCKED)`)
-	holders := r.Replace(`SELECT name, owner, fence, {left_us}, meta FROM {t} WHERE owner <> '' AND expires > clock_timestamp() ORDER BY name`)
+	holders := r.Replace(`SELECT name, owner, fence, {left_us}, meta, false, 0 FROM {t} WHERE owner NOT IN ('', '*') AND expires > clock_timestamp()
+UNION ALL
+SELECT name, owner, fence, {left_us}, meta, shared, lim FROM {h} WHERE expires > clock_timestamp()
+ORDER BY 1, 3`)
+	multi := newMultiSQL(t, h, clock{
+		now:  `clock_timestamp()`,
+		plus: `clock_timestamp() + ?::bigint * interval '1 microsecond'`,
+		left: func(c string) string {
+			return `(extract(epoch FROM (` + c + ` - clock_timestamp())) * 1000000)::bigint`
+		},
+	}, true)
+	// ON CONFLICT DO UPDATE locks the row (its latest version) until the
+	// transaction ends, and creates it if it is missing.
+	multi.lock = []string{r.Replace(`INSERT INTO {t} AS l (name, owner, fence, expires) VALUES ($1, '', 0, clock_timestamp())
+ON CONFLICT (name) DO UPDATE SET owner = l.owner
+RETURNING {now_us}, owner, fence, {left_us}, lim, intent, {intent_left_us}`)}
+	multi.notify = `SELECT pg_notify($1, $2)`
 	// Concurrent CREATE TABLE IF NOT EXISTS can fail on PostgreSQL's
 	// catalog; an advisory lock on the table's name serializes them.
 	lockKey := `SELECT pg_advisory_xact_lock(hashtext($1))`
@@ -80,29 +121,32 @@ SELECT pg_notify($2, name)::text FROM freed`)
 					return fmt.Errorf("create table %s: %w", table, err)
 				}
 			}
+			if err := addColumns(ctx, tx, `SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1`, table, columns); err != nil {
+				return err
+			}
 			if err := tx.Commit(); err != nil {
 				return fmt.Errorf("create table %s: %w", table, err)
 			}
 			return nil
 		},
-		acquire: func(ctx context.Context, db querier, l driver.Lease) (driver.Result, error) {
+		acquire: func(ctx context.Context, db querier, l driver.Lease) (outcome, error) {
 			rows, err := db.QueryContext(ctx, acquire, l.Name, l.Owner, micros(l.TTL), l.Metadata)
 			if err != nil {
-				return driver.Result{}, err
+				return outcome{}, err
 			}
 			defer rows.Close()
-			var res driver.Result
+			var o outcome
 			for rows.Next() {
 				var fence, us int64
-				if err := rows.Scan(&res.Acquired, &fence, &us); err != nil {
-					return driver.Result{}, err
+				if err := rows.Scan(&o.Acquired, &fence, &us, &o.multi, &o.lim); err != nil {
+					return outcome{}, err
 				}
-				res.Fence, res.Remaining = uint64(fence), fromMicros(us)
+				o.Fence, o.Remaining = uint64(fence), fromMicros(us)
 			}
 			if err := rows.Err(); err != nil {
-				return driver.Result{}, err
+				return outcome{}, err
 			}
-			return res, nil
+			return o, nil
 		},
 		refresh: func(ctx context.Context, db querier, ls []driver.Lease) (map[leaseKey]bool, error) {
 			var b strings.Builder
@@ -129,8 +173,10 @@ SELECT pg_notify($2, name)::text FROM freed`)
 		forceRelease: func(ctx context.Context, db querier, name string) (bool, error) {
 			return anyRow(db.QueryContext(ctx, force, name, table))
 		},
-		cleanupSQL: cleanup,
-		holdersSQL: holders,
+		cleanupSQL:        cleanup,
+		cleanupHoldersSQL: cleanupHolders,
+		holdersSQL:        holders,
+		multi:             multi,
 	}
 }
 

@@ -15,31 +15,61 @@ import (
 const sqliteNow = `CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)`
 
 func sqliteQueries(table string) *queries {
-	t := `"` + table + `"`
-	r := strings.NewReplacer("{t}", t, "{now}", sqliteNow, "{table}", table)
+	t, h := `"`+table+`"`, `"`+holdersTable(table)+`"`
+	r := strings.NewReplacer("{t}", t, "{h}", h, "{now}", sqliteNow, "{table}", table, "{holders}", holdersTable(table))
 	schema := []string{
 		r.Replace(`CREATE TABLE IF NOT EXISTS {t} (
 	name    TEXT NOT NULL PRIMARY KEY,
 	owner   TEXT NOT NULL,
 	fence   INTEGER NOT NULL,
 	expires INTEGER NOT NULL,
-	meta    TEXT NOT NULL DEFAULT ''
+	meta    TEXT NOT NULL DEFAULT '',
+	lim     INTEGER NOT NULL DEFAULT 0,
+	intent  TEXT NOT NULL DEFAULT '',
+	intent_expires INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID`),
 		r.Replace(`CREATE INDEX IF NOT EXISTS "{table}_expires" ON {t} (expires)`),
+		r.Replace(`CREATE TABLE IF NOT EXISTS {h} (
+	name    TEXT NOT NULL,
+	owner   TEXT NOT NULL,
+	fence   INTEGER NOT NULL,
+	expires INTEGER NOT NULL,
+	meta    TEXT NOT NULL DEFAULT '',
+	shared  INTEGER NOT NULL,
+	lim     INTEGER NOT NULL,
+	PRIMARY KEY (name, owner)
+) WITHOUT ROWID`),
+		r.Replace(`CREATE INDEX IF NOT EXISTS "{holders}_expires" ON {h} (expires)`),
+	}
+	columns := []column{
+		{"lim", r.Replace(`ALTER TABLE {t} ADD COLUMN lim INTEGER NOT NULL DEFAULT 0`)},
+		{"intent", r.Replace(`ALTER TABLE {t} ADD COLUMN intent TEXT NOT NULL DEFAULT ''`)},
+		{"intent_expires", r.Replace(`ALTER TABLE {t} ADD COLUMN intent_expires INTEGER NOT NULL DEFAULT 0`)},
 	}
 	acquire := r.Replace(`INSERT INTO {t} (name, owner, fence, expires, meta) VALUES (?1, ?2, {now}, {now} + ?3, ?4)
 ON CONFLICT (name) DO UPDATE SET
 	fence = CASE WHEN owner = excluded.owner THEN fence ELSE max(excluded.fence, fence + 1) END,
 	owner = excluded.owner,
 	expires = excluded.expires,
-	meta = excluded.meta
+	meta = excluded.meta,
+	intent = CASE WHEN intent = excluded.owner THEN '' ELSE intent END
 WHERE owner = excluded.owner OR owner = '' OR expires <= excluded.fence
 RETURNING fence`)
-	remaining := r.Replace(`SELECT expires - {now} FROM {t} WHERE name = ?1 AND owner <> ''`)
+	remaining := r.Replace(`SELECT expires - {now}, owner = '*', lim FROM {t} WHERE name = ?1 AND owner <> ''`)
 	release := r.Replace(`UPDATE {t} SET owner = '', expires = {now} WHERE name = ?1 AND owner = ?2 AND expires > {now}`)
-	force := r.Replace(`UPDATE {t} SET owner = '', expires = {now} WHERE name = ?1 AND owner <> '' AND expires > {now}`)
-	cleanup := r.Replace(`DELETE FROM {t} WHERE name IN (SELECT name FROM {t} WHERE expires < {now} - ?1 LIMIT ?2)`)
-	holders := r.Replace(`SELECT name, owner, fence, expires - {now}, meta FROM {t} WHERE owner <> '' AND expires > {now} ORDER BY name`)
+	force := r.Replace(`UPDATE {t} SET owner = '', expires = {now}, intent = '' WHERE name = ?1 AND owner <> '' AND expires > {now}`)
+	cleanup := r.Replace(`DELETE FROM {t} WHERE name IN (SELECT name FROM {t} WHERE expires < {now} - ?1 AND intent_expires < {now} - ?2 LIMIT ?3)`)
+	cleanupHolders := r.Replace(`DELETE FROM {h} WHERE (name, owner) IN (SELECT name, owner FROM {h} WHERE expires < {now} - ?1 LIMIT ?2)`)
+	holders := r.Replace(`SELECT name, owner, fence, expires - {now}, meta, 0, 0 FROM {t} WHERE owner NOT IN ('', '*') AND expires > {now}
+UNION ALL
+SELECT name, owner, fence, expires - {now}, meta, shared, lim FROM {h} WHERE expires > {now}
+ORDER BY 1, 3`)
+	multi := newMultiSQL(t, h, clock{now: sqliteNow, plus: sqliteNow + ` + ?`, left: func(c string) string { return c + ` - ` + sqliteNow }}, false)
+	// The first statement of the transaction writes, so it takes SQLite's
+	// write lock (waiting out the busy timeout) before reading anything.
+	multi.lock = []string{r.Replace(`INSERT INTO {t} (name, owner, fence, expires) VALUES (?1, '', 0, {now})
+ON CONFLICT (name) DO UPDATE SET owner = owner
+RETURNING {now}, owner, fence, expires - {now}, lim, intent, intent_expires - {now}`)}
 
 	q := &queries{
 		migrate: func(ctx context.Context, db *sql.DB) error {
@@ -48,23 +78,25 @@ RETURNING fence`)
 					return fmt.Errorf("create table %s: %w", table, err)
 				}
 			}
-			return nil
+			return addColumns(ctx, db, `SELECT name FROM pragma_table_info(?1)`, table, columns)
 		},
-		acquire: func(ctx context.Context, db querier, l driver.Lease) (driver.Result, error) {
+		acquire: func(ctx context.Context, db querier, l driver.Lease) (outcome, error) {
 			var fence int64
 			err := queryRow(ctx, db, acquire, []any{l.Name, l.Owner, micros(l.TTL), l.Metadata}, &fence)
 			if err == nil {
-				return driver.Result{Acquired: true, Fence: uint64(fence)}, nil
+				return outcome{Result: driver.Result{Acquired: true, Fence: uint64(fence)}}, nil
 			}
 			if !errors.Is(err, sql.ErrNoRows) {
-				return driver.Result{}, err
+				return outcome{}, err
 			}
+			var o outcome
 			var us int64
-			err = queryRow(ctx, db, remaining, []any{l.Name}, &us)
+			err = queryRow(ctx, db, remaining, []any{l.Name}, &us, &o.multi, &o.lim)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return driver.Result{}, err
+				return outcome{}, err
 			}
-			return driver.Result{Remaining: fromMicros(us)}, nil
+			o.Remaining = fromMicros(us)
+			return o, nil
 		},
 		refresh: func(ctx context.Context, db querier, ls []driver.Lease) (map[leaseKey]bool, error) {
 			var b strings.Builder
@@ -84,8 +116,10 @@ RETURNING fence`)
 			}
 			return heldSet(rows)
 		},
-		cleanupSQL: cleanup,
-		holdersSQL: holders,
+		cleanupSQL:        cleanup,
+		cleanupHoldersSQL: cleanupHolders,
+		holdersSQL:        holders,
+		multi:             multi,
 	}
 	q.release, q.forceRelease = execReleases(release, force)
 	return q

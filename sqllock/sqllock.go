@@ -174,12 +174,36 @@ func (d *sqlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result,
 	if err := d.ensure(ctx); err != nil {
 		return driver.Result{}, fmt.Errorf("sqllock: acquire %q: %w", l.Name, err)
 	}
-	res, err := retry(ctx, func() (driver.Result, error) { return d.q.acquire(ctx, d.stmts, l) })
+	var (
+		res driver.Result
+		err error
+	)
+	if l.Shared || l.Limit > 0 {
+		res, err = retry(ctx, func() (driver.Result, error) { return d.acquireMulti(ctx, l) })
+	} else {
+		res, err = d.acquireExclusive(ctx, l)
+	}
 	if err != nil {
 		return driver.Result{}, fmt.Errorf("sqllock: acquire %q: %w", l.Name, d.explain(err))
 	}
 	d.maybeCleanup(ctx)
 	return res, nil
+}
+
+// acquireExclusive is Acquire for an exclusive lease: one statement on the
+// name's row, and a second only when shared holders keep a waiting writer
+// out (to record its intent).
+func (d *sqlDriver) acquireExclusive(ctx context.Context, l driver.Lease) (driver.Result, error) {
+	o, err := retry(ctx, func() (outcome, error) { return d.q.acquire(ctx, d.stmts, l) })
+	switch {
+	case err != nil || o.Acquired || !o.multi:
+		return o.Result, err
+	case o.lim > 0:
+		return driver.Result{}, fmt.Errorf("acquire as a lock: held as %s: %w", mode(o.lim), driver.ErrMode)
+	case l.Waiting:
+		o.Queued, err = retry(ctx, func() (bool, error) { return d.recordIntent(ctx, l) })
+	}
+	return o.Result, err
 }
 
 // maybeCleanup deletes a bounded number of idle rows if none was deleted
@@ -195,28 +219,66 @@ func (d *sqlDriver) maybeCleanup(ctx context.Context) {
 	d.mu.Unlock()
 	if due {
 		_, _ = retry(ctx, func() (int64, error) { return d.q.cleanup(ctx, d.stmts, d.retention, cleanupBatch) })
+		_, _ = retry(ctx, func() (int64, error) { return d.q.cleanupHolders(ctx, d.stmts, d.retention, cleanupBatch) })
 	}
 }
 
+// Refresh extends exclusive leases in batches of one statement each (as
+// many as refreshBatch), and shared holds and permits one transaction
+// each.
 func (d *sqlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	errs := make([]error, len(ls))
-	for start := 0; start < len(ls); start += refreshBatch {
-		chunk := ls[start:min(start+refreshBatch, len(ls))]
+	var excl []int // indexes of the exclusive leases in ls
+	for i, l := range ls {
+		if !l.Shared && l.Limit == 0 {
+			excl = append(excl, i)
+			continue
+		}
+		ok, err := retry(ctx, func() (bool, error) { return d.refreshMulti(ctx, l) })
+		errs[i] = refreshError(l, ok, err)
+	}
+	for start := 0; start < len(excl); start += refreshBatch {
+		idx := excl[start:min(start+refreshBatch, len(excl))]
+		chunk := make([]driver.Lease, len(idx))
+		for j, i := range idx {
+			chunk[j] = ls[i]
+		}
 		held, err := retry(ctx, func() (map[leaseKey]bool, error) { return d.q.refresh(ctx, d.stmts, chunk) })
-		for i, l := range chunk {
-			switch {
-			case err != nil:
-				errs[start+i] = fmt.Errorf("sqllock: refresh %q: %w", l.Name, err)
-			case !held[leaseKey{l.Name, l.Owner}]:
-				errs[start+i] = fmt.Errorf("sqllock: refresh %q: %w", l.Name, driver.ErrNotHeld)
-			}
+		for j, l := range chunk {
+			errs[idx[j]] = refreshError(l, held[leaseKey{l.Name, l.Owner}], err)
 		}
 	}
 	return errs
 }
 
+// refreshError is the error of refreshing l: nil if held, else err or
+// one wrapping driver.ErrNotHeld.
+func refreshError(l driver.Lease, held bool, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("sqllock: refresh %q: %w", l.Name, err)
+	case !held:
+		return fmt.Errorf("sqllock: refresh %q: %w", l.Name, driver.ErrNotHeld)
+	}
+	return nil
+}
+
+// Release frees l's hold. An exclusive lease that did not hold the name
+// may have left a writer's intent (driver.Result.Queued): a second
+// statement clears it.
 func (d *sqlDriver) Release(ctx context.Context, l driver.Lease) error {
-	ok, err := retry(ctx, func() (bool, error) { return d.q.release(ctx, d.stmts, l.Name, l.Owner) })
+	var (
+		ok  bool
+		err error
+	)
+	if l.Shared || l.Limit > 0 {
+		ok, err = retry(ctx, func() (bool, error) { return d.releaseMulti(ctx, l) })
+	} else {
+		ok, err = retry(ctx, func() (bool, error) { return d.q.release(ctx, d.stmts, l.Name, l.Owner) })
+		if err == nil && !ok {
+			err = retryErr(ctx, func() error { return d.clearIntent(ctx, l) })
+		}
+	}
 	switch {
 	case err != nil:
 		return fmt.Errorf("sqllock: release %q: %w", l.Name, err)
@@ -225,6 +287,9 @@ func (d *sqlDriver) Release(ctx context.Context, l driver.Lease) error {
 	}
 	return nil
 }
+
+// MultiHolder implements driver.MultiHolder: shared holds and semaphores.
+func (d *sqlDriver) MultiHolder() bool { return true }
 
 // HonoursContext implements driver.ContextHonourer: database/sql and the
 // drivers of every dialect end a call when its context ends.
@@ -291,4 +356,5 @@ var (
 	_ driver.Inspector       = (*sqlDriver)(nil)
 	_ driver.ForceReleaser   = (*sqlDriver)(nil)
 	_ driver.ContextHonourer = (*sqlDriver)(nil)
+	_ driver.MultiHolder     = (*sqlDriver)(nil)
 )
