@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -309,8 +311,8 @@ func (r *runner) acquireError(ctx context.Context, l *dlock.Locker, err error) e
 	case errors.Is(err, dlock.ErrInvalid):
 		// Every argument was checked before contacting the store: what
 		// the store holds disagrees with the mode asked for.
-		return fail(exitMode, "lock %q on %s is held in another mode than %s (held by %s): a name is either a lock, exclusive or shared, or a semaphore whose holders all give one --limit",
-			r.name, r.store.shown, r.o.mode(), r.holder(l, "another owner"))
+		return fail(exitMode, "%q on %s is held in another mode (by %s) than %s: a name is either a lock, exclusive or shared, or a semaphore whose holders all give the same --limit",
+			r.name, r.store.shown, r.holder(l, "another owner"), r.o.mode())
 	case errors.Is(err, dlock.ErrUnsupported):
 		return fail(exitError, "store %s cannot hold %q %s: its backend has no shared locks or semaphores", r.store.shown, r.name, r.o.mode())
 	case errors.Is(err, context.DeadlineExceeded):
@@ -331,15 +333,28 @@ func (o runOptions) mode() string {
 }
 
 // holder describes who holds the lock, if the store answers at once, and
-// otherwise says unknown.
+// otherwise says unknown: the first holder's metadata, how many others
+// hold it with it, and in which mode (shared, permit H/N) when not
+// exclusive.
 func (r *runner) holder(l *dlock.Locker, unknown string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
 	defer cancel()
 	infos, err := l.Inspect(ctx, r.name)
-	if err != nil || len(infos) == 0 || infos[0].Metadata == "" {
+	if err != nil || len(infos) == 0 {
 		return unknown
 	}
-	return infos[0].Metadata
+	first := slices.MinFunc(infos, func(a, b dlock.LockInfo) int { return cmp.Compare(a.Fence, b.Fence) })
+	who := first.Metadata
+	if who == "" {
+		who = unknown
+	}
+	switch m := mode(first, len(infos)); {
+	case len(infos) > 1:
+		return fmt.Sprintf("%s and %d other(s) (%s)", who, len(infos)-1, m)
+	case m != "exclusive":
+		return fmt.Sprintf("%s (%s)", who, m)
+	}
+	return who
 }
 
 // release frees the lock, waiting at most releaseTimeout for the store;
