@@ -1,7 +1,9 @@
 // Command dlock runs commands under distributed locks, inspects locks, and
 // demonstrates why locks need fencing tokens.
 //
-//	dlock run [flags] NAME [--] COMMAND [ARGS...]
+//	dlock run [flags] [--shared | --limit N] NAME [--] COMMAND [ARGS...]
+//	dlock lead [flags] NAME [--] COMMAND [ARGS...]
+//	dlock observe [--store URL] [--json] NAME
 //	dlock status [--store URL] [--json] [NAME...]
 //	dlock release --force [--store URL] NAME
 //	dlock demo [--store URL] [--workers N] [--procs P] [--stock S] [--no-lock] [--pause]
@@ -10,11 +12,13 @@
 // SQLite file in the user's state directory, so that the tool works on a
 // machine with nothing installed.
 //
-// Exit status: the command's own for run; 75 (or --conflict-exit-code)
-// when a lock was not acquired (--try, or --wait elapsed); 69 when the lock
-// was lost while the command ran (the command is stopped); 74 when the
-// store cannot be reached; 64 for usage errors; 128+N when stopped by
-// signal N while waiting; 1 for other errors.
+// Exit status: the command's own for run and lead; 75 (or
+// --conflict-exit-code) when a lock was not acquired (--try, or --wait
+// elapsed); 69 when the lock was lost while the command ran (the command
+// is stopped; lead campaigns again instead); 74 when the store cannot be
+// reached; 65 when the name is held in another mode (a lock against a
+// semaphore, or another --limit); 64 for usage errors; 128+N when stopped
+// by signal N while waiting; 1 for other errors.
 package main
 
 import (

@@ -42,8 +42,9 @@ printed, and neither it nor a $DLOCK_STORE holding one reaches the commands
 dlock runs.
 
 Exit status: 64 usage error (nothing contacted), 74 store unreachable,
-75 lock not acquired, 69 lock lost while the command ran; see "dlock run
---help".`,
+75 lock not acquired, 69 lock lost while the command ran, 65 name held in
+another mode (shared or exclusive against a semaphore, or another
+--limit); see "dlock run --help".`,
 		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -37,7 +37,7 @@ func TestStatusSortedAndComplete(t *testing.T) {
 		t.Fatalf("status --json = %s, want a then free", r.stdout)
 	}
 	for _, e := range list {
-		for _, f := range []string{"name", "held", "fence", "remaining_ms", "owner", "metadata"} {
+		for _, f := range []string{"name", "held", "fence", "remaining_ms", "owner", "metadata", "shared", "limit"} {
 			if _, ok := e[f]; !ok {
 				t.Errorf("status --json entry %v lacks %q", e, f)
 			}
