@@ -1,11 +1,6 @@
 package main
 
-import (
-	"errors"
-
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
-)
+import "github.com/spf13/cobra"
 
 func newLeadCmd() *cobra.Command {
 	var o runOptions
@@ -49,17 +44,7 @@ Exit status:
 		Example: `  dlock lead --store etcd://etcd:2379 scheduler -- ./scheduler --serve
   dlock lead --ttl 10 --grace 5 --store redis://redis:6379 compactor -- ./compact-loop.sh`,
 		DisableFlagParsing: true, // flags go anywhere before "--", as for run
-		RunE: func(cmd *cobra.Command, args []string) error {
-			name, argv, err := parseRunArgs(cmd, args, &o)
-			if errors.Is(err, pflag.ErrHelp) {
-				return cmd.Help()
-			}
-			if err != nil {
-				return err
-			}
-			r := &runner{name: name, o: o, lead: true}
-			return r.main(cmd, argv)
-		},
+		RunE:               holdCommand(&o, true),
 	}
 	f := c.Flags()
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "do not say when leadership is won or lost")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,18 +52,6 @@ func finish(t *testing.T, dir string, done []<-chan result) {
 			t.Fatalf("holder %d still running 30s after its command was told to end", i)
 		}
 	}
-}
-
-// statusJSON returns dlock status --json's entries for name.
-func statusJSON(t *testing.T, store, name string) []map[string]any {
-	t.Helper()
-	r := run(t, dlockCmd(t, "status", "--store", store, "--json", name))
-	wantCode(t, r, 0, "status --json")
-	var list []map[string]any
-	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
-		t.Fatalf("status --json: %v\n%s", err, r.stdout)
-	}
-	return list
 }
 
 func TestRunShared(t *testing.T) {

@@ -79,16 +79,7 @@ within a second, dlock exits anyway and the lease ends by itself.`,
   dlock run catalog -- ./rebuild-catalog.sh      # the writer runs alone
   dlock run --limit 3 exports -- ./export.sh     # at most 3 exports at once (consul lock -n 3)`,
 		DisableFlagParsing: true, // flags go anywhere before "--": see parseRunArgs
-		RunE: func(cmd *cobra.Command, args []string) error {
-			name, argv, err := parseRunArgs(cmd, args, &o)
-			if errors.Is(err, pflag.ErrHelp) {
-				return cmd.Help()
-			}
-			if err != nil {
-				return err
-			}
-			return runLocked(cmd, name, argv, o)
-		},
+		RunE:               holdCommand(&o, false),
 	}
 	f := c.Flags()
 	f.VarP(seconds{&o.wait}, "wait", "w", "give up after waiting this long (exit 75); 0 does not wait, as --try (default: wait until acquired)")
@@ -99,6 +90,22 @@ within a second, dlock exits anyway and the lease ends by itself.`,
 	f.IntVar(&o.limit, "limit", 0, "make NAME a semaphore of this many permits: up to N holders at once (consul lock -n)")
 	addHoldFlags(f, &o)
 	return c
+}
+
+// holdCommand is the RunE of run (lead false) and lead: it parses the
+// arguments into o, then runs the command under the lock.
+func holdCommand(o *runOptions, lead bool) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		name, argv, err := parseRunArgs(cmd, args, o)
+		if errors.Is(err, pflag.ErrHelp) {
+			return cmd.Help()
+		}
+		if err != nil {
+			return err
+		}
+		r := &runner{name: name, o: *o, lead: lead}
+		return r.main(cmd, argv)
+	}
 }
 
 // addHoldFlags adds the flags run and lead share: how the lock is held
@@ -148,7 +155,7 @@ func parseRunArgs(cmd *cobra.Command, args []string, o *runOptions) (string, []s
 		return "", nil, usageError{fmt.Errorf("%s: no COMMAND given after NAME %q (%s)", sub, name, usage)}
 	}
 	o.waitSet = f.Changed("wait")
-	o.connectTimeout = connectTimeout(cmd) // --wait bounds it too: see runLocked
+	o.connectTimeout = connectTimeout(cmd) // --wait bounds it too: see runner.main
 	if o.try && o.waitSet {
 		return "", nil, usageError{fmt.Errorf("%s: --try and --wait exclude each other", sub)}
 	}

@@ -53,11 +53,6 @@ func (r *runner) note(format string, args ...any) {
 	}
 }
 
-func runLocked(cmd *cobra.Command, name string, argv []string, o runOptions) error {
-	r := &runner{name: name, o: o}
-	return r.main(cmd, argv)
-}
-
 // main connects to the store and runs argv under the lock: once for run;
 // for lead, again each time leadership was lost, until the command exits
 // by itself.
