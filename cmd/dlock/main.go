@@ -1,7 +1,9 @@
 // Command dlock runs commands under distributed locks, inspects locks, and
 // demonstrates why locks need fencing tokens.
 //
-//	dlock run [flags] NAME [--] COMMAND [ARGS...]
+//	dlock run [flags] [--shared | --limit N] NAME [--] COMMAND [ARGS...]
+//	dlock lead [flags] NAME [--] COMMAND [ARGS...]
+//	dlock observe [--store URL] [--json] NAME
 //	dlock status [--store URL] [--json] [NAME...]
 //	dlock release --force [--store URL] NAME
 //	dlock demo [--store URL] [--workers N] [--procs P] [--stock S] [--no-lock] [--pause]
@@ -10,11 +12,13 @@
 // SQLite file in the user's state directory, so that the tool works on a
 // machine with nothing installed.
 //
-// Exit status: the command's own for run; 75 (or --conflict-exit-code)
-// when a lock was not acquired (--try, or --wait elapsed); 69 when the lock
-// was lost while the command ran (the command is stopped); 74 when the
-// store cannot be reached; 64 for usage errors; 128+N when stopped by
-// signal N while waiting; 1 for other errors.
+// Exit status: the command's own for run and lead; 75 (or
+// --conflict-exit-code) when a lock was not acquired (--try, or --wait
+// elapsed); 69 when the lock was lost while the command ran (the command
+// is stopped; lead campaigns again instead); 74 when the store cannot be
+// reached; 65 when the name is held in another mode (a lock against a
+// semaphore, or another --limit); 64 for usage errors; 128+N when stopped
+// by signal N while waiting; 1 for other errors.
 package main
 
 import (
@@ -30,6 +34,7 @@ import (
 const (
 	exitError       = 1
 	exitUsage       = 64 // EX_USAGE: bad flag, name, URL or duration; nothing was contacted
+	exitMode        = 65 // EX_DATAERR: the name is held in another mode (lock or semaphore, or another limit)
 	exitLost        = 69 // EX_UNAVAILABLE: the lock went away under the command
 	exitStore       = 74 // EX_IOERR: the store could not be reached or failed
 	exitNotAcquired = 75 // EX_TEMPFAIL: try again later
@@ -39,12 +44,20 @@ const (
 type exitStatus struct {
 	code int
 	msg  string // printed to stderr with a "dlock: " prefix, if not empty
+	lost bool   // the lock was lost under the command, which was stopped (exit 69)
 }
 
 func (e *exitStatus) Error() string { return e.msg }
 
 func fail(code int, format string, args ...any) error {
 	return &exitStatus{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// lostStatus is exit status 69, after the lock was lost under the command
+// (or before it started) and the command was stopped: what ends a run,
+// and what makes lead campaign again.
+func lostStatus(format string, args ...any) error {
+	return &exitStatus{code: exitLost, msg: fmt.Sprintf(format, args...), lost: true}
 }
 
 func main() {

@@ -44,8 +44,9 @@ printed, and neither it nor a $DLOCK_STORE holding one reaches the commands
 dlock runs.
 
 Exit status: 64 usage error (nothing contacted), 74 store unreachable,
-75 lock not acquired, 69 lock lost while the command ran; see "dlock run
---help".`,
+75 lock not acquired, 69 lock lost while the command ran, 65 name held in
+another mode (shared or exclusive against a semaphore, or another
+--limit); see "dlock run --help".`,
 		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -55,7 +56,7 @@ Exit status: 64 usage error (nothing contacted), 74 store unreachable,
 	timeout := defaultConnectTimeout
 	root.PersistentFlags().Var(seconds{&timeout}, "connect-timeout", "give up on a store that does not answer within this long (exit 74)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newRunCmd(), newStatusCmd(), newReleaseCmd(), newDemoCmd(), newDemoWorkerCmd())
+	root.AddCommand(newRunCmd(), newLeadCmd(), newObserveCmd(), newStatusCmd(), newReleaseCmd(), newDemoCmd(), newDemoWorkerCmd())
 	return root
 }
 

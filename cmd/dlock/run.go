@@ -18,6 +18,8 @@ type runOptions struct {
 	try, waitSet                     bool
 	conflictCode                     int
 	quiet, verbose                   bool
+	shared                           bool // --shared: a shared (read) hold
+	limit                            int  // --limit: a permit of a semaphore of limit; 0 for a lock
 }
 
 func newRunCmd() *cobra.Command {
@@ -31,6 +33,15 @@ command's status. The lease is renewed every TTL/3 while the command runs.
 Flags go anywhere before "--"; without "--", before NAME (the words after
 NAME are the command). Durations take bare seconds ("10") or Go durations
 ("1m30s").
+
+By default the lock is exclusive. --shared (-s, as flock's -s) takes it
+in shared mode: any number of shared holders run together, and none runs
+while an exclusive holder does; an exclusive run that waits is not
+overtaken by shared ones that come after it. --limit N (consul lock's -n;
+-n here is --try, as in flock) makes NAME a semaphore of N permits: up to
+N commands hold it at once. Every holder of a semaphore must give the same
+N, and a name is either a lock (exclusive and shared holders) or a
+semaphore: a run that disagrees with the current holders exits 65.
 
 The command lives and dies with the lock:
   - If the lock is lost while it runs, its process group gets SIGTERM, then
@@ -52,6 +63,8 @@ $DLOCK_PASSWORD nor a $DLOCK_STORE holding a password reaches it.
 Exit status:
   the command's   the command ran (128+N if signal N killed it)
   75              not acquired: --try, or --wait elapsed (see --conflict-exit-code)
+  65              NAME is held in another mode (exclusive or shared against a
+                  semaphore, or a semaphore with another --limit)
   69              the lock was lost, or may have run out, while the command ran
   74              the store could not be reached (--connect-timeout) or failed
   64              usage error: bad flag, name, duration or store URL; nothing contacted
@@ -61,38 +74,58 @@ When the command ends, the lock is released; if the store does not answer
 within a second, dlock exits anyway and the lease ends by itself.`,
 		Example: `  dlock run nightly-report -- ./report.sh --since yesterday
   dlock run -n --quiet --store redis://cache:6379 nightly -- ./report.sh   # cron
-  dlock run migrate --wait 1m --ttl 60 -- ./migrate up`,
+  dlock run migrate --wait 1m --ttl 60 -- ./migrate up
+  dlock run -s catalog -- ./read-catalog.sh      # many readers at once (flock -s)
+  dlock run catalog -- ./rebuild-catalog.sh      # the writer runs alone
+  dlock run --limit 3 exports -- ./export.sh     # at most 3 exports at once (consul lock -n 3)`,
 		DisableFlagParsing: true, // flags go anywhere before "--": see parseRunArgs
-		RunE: func(cmd *cobra.Command, args []string) error {
-			name, argv, err := parseRunArgs(cmd, args, &o)
-			if errors.Is(err, pflag.ErrHelp) {
-				return cmd.Help()
-			}
-			if err != nil {
-				return err
-			}
-			return runLocked(cmd, name, argv, o)
-		},
+		RunE:               holdCommand(&o, false),
 	}
 	f := c.Flags()
-	f.Var(seconds{&o.ttl}, "ttl", "lease length; renewed every TTL/3 while the command runs")
 	f.VarP(seconds{&o.wait}, "wait", "w", "give up after waiting this long (exit 75); 0 does not wait, as --try (default: wait until acquired)")
 	f.BoolVarP(&o.try, "try", "n", false, "do not wait: exit 75 at once if the lock is held")
-	f.Var(seconds{&o.grace}, "grace", "after the lock is lost, time between SIGTERM and SIGKILL")
 	f.IntVarP(&o.conflictCode, "conflict-exit-code", "E", exitNotAcquired, "exit status when the lock is not acquired")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "print nothing when the lock is not acquired (for cron)")
-	f.BoolVarP(&o.verbose, "verbose", "v", false, "say what happens: the store, waiting and for whom, acquisition with its fence, loss, release")
-	o.ttl, o.grace = 15*time.Second, 10*time.Second
+	f.BoolVarP(&o.shared, "shared", "s", false, "take the lock in shared mode: shared holders run together, never with an exclusive one (flock -s)")
+	f.IntVar(&o.limit, "limit", 0, "make NAME a semaphore of this many permits: up to N holders at once (consul lock -n)")
+	addHoldFlags(f, &o)
 	return c
 }
 
-// parseRunArgs parses run's arguments: flags and NAME before "--", the
-// command after it; without "--", flags before NAME and the command after
-// NAME. Every check that needs no store is made here, so that a usage
-// error contacts nothing.
+// holdCommand is the RunE of run (lead false) and lead: it parses the
+// arguments into o, then runs the command under the lock.
+func holdCommand(o *runOptions, lead bool) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		name, argv, err := parseRunArgs(cmd, args, o)
+		if errors.Is(err, pflag.ErrHelp) {
+			return cmd.Help()
+		}
+		if err != nil {
+			return err
+		}
+		r := &runner{name: name, o: *o, lead: lead}
+		return r.main(cmd, argv)
+	}
+}
+
+// addHoldFlags adds the flags run and lead share: how the lock is held
+// and how the command is stopped, and what dlock says.
+func addHoldFlags(f *pflag.FlagSet, o *runOptions) {
+	f.Var(seconds{&o.ttl}, "ttl", "lease length; renewed every TTL/3 while the command runs")
+	f.Var(seconds{&o.grace}, "grace", "after the lock is lost, time between SIGTERM and SIGKILL")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "say what happens: the store, waiting and for whom, acquisition with its fence, loss, release")
+	o.ttl, o.grace = 15*time.Second, 10*time.Second
+}
+
+// parseRunArgs parses the arguments of run (and lead, which takes the
+// same form): flags and NAME before "--", the command after it; without
+// "--", flags before NAME and the command after NAME. Every check that
+// needs no store is made here, so that a usage error contacts nothing.
 func parseRunArgs(cmd *cobra.Command, args []string, o *runOptions) (string, []string, error) {
 	cmd.InheritedFlags() // merges --store into cmd.Flags()
 	f := cmd.Flags()
+	sub := cmd.Name()
+	usage := fmt.Sprintf("usage: dlock %s [flags] NAME -- COMMAND [ARGS...]", sub)
 	before, argv := args, []string(nil)
 	dash := slices.Index(args, "--")
 	if dash >= 0 {
@@ -103,7 +136,7 @@ func parseRunArgs(cmd *cobra.Command, args []string, o *runOptions) (string, []s
 		if errors.Is(err, pflag.ErrHelp) {
 			return "", nil, err
 		}
-		return "", nil, usageError{fmt.Errorf("run: %w", err)}
+		return "", nil, usageError{fmt.Errorf("%s: %w", sub, err)}
 	}
 	if help, _ := f.GetBool("help"); help {
 		return "", nil, pflag.ErrHelp
@@ -111,38 +144,42 @@ func parseRunArgs(cmd *cobra.Command, args []string, o *runOptions) (string, []s
 	pos := f.Args()
 	switch {
 	case len(pos) == 0:
-		return "", nil, usageError{errors.New("run: no lock NAME given (usage: dlock run [flags] NAME -- COMMAND [ARGS...])")}
+		return "", nil, usageError{fmt.Errorf("%s: no lock NAME given (%s)", sub, usage)}
 	case dash < 0:
 		argv = pos[1:]
 	case len(pos) > 1:
-		return "", nil, usageError{fmt.Errorf("run: one NAME before \"--\", got %q", pos)}
+		return "", nil, usageError{fmt.Errorf("%s: one NAME before \"--\", got %q", sub, pos)}
 	}
 	name := pos[0]
 	if len(argv) == 0 {
-		return "", nil, usageError{fmt.Errorf("run: no COMMAND given after NAME %q (usage: dlock run [flags] NAME -- COMMAND [ARGS...])", name)}
+		return "", nil, usageError{fmt.Errorf("%s: no COMMAND given after NAME %q (%s)", sub, name, usage)}
 	}
 	o.waitSet = f.Changed("wait")
-	o.connectTimeout = connectTimeout(cmd) // --wait bounds it too: see runLocked
+	o.connectTimeout = connectTimeout(cmd) // --wait bounds it too: see runner.main
 	if o.try && o.waitSet {
-		return "", nil, usageError{errors.New("run: --try and --wait exclude each other")}
+		return "", nil, usageError{fmt.Errorf("%s: --try and --wait exclude each other", sub)}
 	}
 	if o.waitSet && o.wait == 0 {
 		o.try = true // flock's -w 0
 	}
 	switch {
 	case o.wait < 0 || o.grace < 0:
-		return "", nil, usageError{errors.New("run: --wait and --grace must not be negative")}
+		return "", nil, usageError{fmt.Errorf("%s: --wait and --grace must not be negative", sub)}
 	case o.connectTimeout <= 0:
-		return "", nil, usageError{errors.New("run: --connect-timeout must be positive")}
+		return "", nil, usageError{fmt.Errorf("%s: --connect-timeout must be positive", sub)}
 	case o.ttl < dlock.MinTTL || o.ttl > dlock.MaxTTL:
-		return "", nil, usageError{fmt.Errorf("run: --ttl %v out of range [%v, %v]", o.ttl, dlock.MinTTL, dlock.MaxTTL)}
+		return "", nil, usageError{fmt.Errorf("%s: --ttl %v out of range [%v, %v]", sub, o.ttl, dlock.MinTTL, dlock.MaxTTL)}
 	case o.conflictCode < 0 || o.conflictCode > 255:
-		return "", nil, usageError{fmt.Errorf("run: --conflict-exit-code %d is not an exit status (0-255)", o.conflictCode)}
+		return "", nil, usageError{fmt.Errorf("%s: --conflict-exit-code %d is not an exit status (0-255)", sub, o.conflictCode)}
 	case o.quiet && o.verbose:
-		return "", nil, usageError{errors.New("run: --quiet and --verbose exclude each other")}
+		return "", nil, usageError{fmt.Errorf("%s: --quiet and --verbose exclude each other", sub)}
+	case o.shared && f.Changed("limit"):
+		return "", nil, usageError{fmt.Errorf("%s: --shared and --limit exclude each other (a name is a lock, exclusive or shared, or a semaphore)", sub)}
+	case f.Changed("limit") && o.limit < 1:
+		return "", nil, usageError{fmt.Errorf("%s: --limit %d: a semaphore has at least 1 permit", sub, o.limit)}
 	}
 	if err := dlock.ValidateName(name); err != nil {
-		return "", nil, badName("run", name, err)
+		return "", nil, badName(sub, name, err)
 	}
 	return name, argv, nil
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,11 +30,13 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 // dlock exits and the lease ends by itself.
 const releaseTimeout = time.Second
 
-// runner is one "dlock run".
+// runner is one "dlock run" or "dlock lead".
 type runner struct {
-	name  string
-	o     runOptions
-	store store
+	name    string
+	o       runOptions
+	store   store
+	lead    bool      // dlock lead: after a loss, campaign again and run the command again
+	closeBy time.Time // when the last release gives up on the store
 }
 
 func (r *runner) say(format string, args ...any) {
@@ -41,32 +45,30 @@ func (r *runner) say(format string, args ...any) {
 	}
 }
 
-func runLocked(cmd *cobra.Command, name string, argv []string, o runOptions) error {
+// note prints what happens to the lock while the command runs (a loss;
+// for lead, leadership won): always for run, unless --quiet for lead.
+func (r *runner) note(format string, args ...any) {
+	if !r.lead || !r.o.quiet {
+		warn(format, args...)
+	}
+}
+
+// main connects to the store and runs argv under the lock: once for run;
+// for lead, again each time leadership was lost, until the command exits
+// by itself.
+func (r *runner) main(cmd *cobra.Command, argv []string) error {
 	s, err := chooseStore(cmd)
 	if err != nil {
 		return err
 	}
-	r := &runner{name: name, o: o, store: s}
-
-	// Waiting: the first signal ends the wait.
-	waitSigs := make(chan os.Signal, 1)
-	signal.Notify(waitSigs, waitSignals...)
-	defer signal.Stop(waitSigs)
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	go func() { // exits when a signal arrives or the wait is over (ctx ends)
-		select {
-		case s := <-waitSigs:
-			cancel(signalError{s.(syscall.Signal)})
-		case <-ctx.Done():
-		}
-	}()
-
+	r.store = s
+	ctx, endWait := waitForSignals()
+	defer func() { endWait() }()
 	r.say("store %s", s.shown)
 	began := time.Now()
-	timeout := o.connectTimeout
-	if o.waitSet && !o.try {
-		timeout = min(timeout, o.wait)
+	timeout := r.o.connectTimeout
+	if r.o.waitSet && !r.o.try {
+		timeout = min(timeout, r.o.wait)
 	}
 	locker, err := connect(ctx, s, timeout)
 	if err != nil {
@@ -75,51 +77,115 @@ func runLocked(cmd *cobra.Command, name string, argv []string, o runOptions) err
 	// At the end, the Locker closes in the background, and dlock waits
 	// for it only until the release's deadline: a store that does not
 	// answer does not hold dlock up.
-	closed := make(chan struct{})
-	var closeBy time.Time
-	closeLocker := func(deadline time.Time) {
-		closeBy = deadline
-		go func() { locker.Close(); close(closed) }() // exits when Close returns
-	}
+	r.closeBy = time.Now().Add(releaseTimeout)
 	defer func() {
-		t := time.NewTimer(time.Until(closeBy))
+		closed := make(chan struct{})
+		go func() { locker.Close(); close(closed) }() // exits when Close returns
+		t := time.NewTimer(time.Until(r.closeBy))
 		defer t.Stop()
 		select {
 		case <-closed:
 		case <-t.C:
 		}
 	}()
+	pause := time.Duration(0) // after a store failure while campaigning
+	for {
+		err := r.hold(ctx, endWait, locker, argv, began)
+		var st *exitStatus
+		if !r.lead || !errors.As(err, &st) {
+			return err
+		}
+		switch {
+		case st.lost:
+			pause = 0
+			if st.msg != "" {
+				r.note("%s", st.msg)
+			}
+			r.note("lost leadership of %q; campaigning again", r.name)
+			ctx, endWait = waitForSignals()
+		case st.code == exitStore:
+			// As Locker.Lead does: a store that fails while lead
+			// campaigns is asked again after a pause.
+			pause = min(max(2*pause, time.Second), maxCampaignPause)
+			r.note("%s; campaigning again in %v", st.msg, pause)
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return waitError(ctx, err)
+			}
+		default:
+			return err
+		}
+		began = time.Now()
+	}
+}
 
+// maxCampaignPause is the longest lead waits before it asks a store that
+// failed again.
+const maxCampaignPause = 15 * time.Second
+
+// waitForSignals returns the context of a wait for the lock, which the
+// first of waitSignals ends (its cause a signalError), and the function
+// that ends the wait: signals are then no longer caught for it.
+func waitForSignals() (context.Context, func()) {
+	waitSigs := make(chan os.Signal, 1)
+	signal.Notify(waitSigs, waitSignals...)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go func() { // exits when a signal arrives or the wait is over (ctx ends)
+		select {
+		case s := <-waitSigs:
+			cancel(signalError{s.(syscall.Signal)})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(waitSigs)
+		cancel(nil)
+	}
+}
+
+// hold takes the lock, waiting within ctx, and runs argv while it holds
+// it; endWait ends the wait once the signals go to the command. It
+// returns run's exit status.
+func (r *runner) hold(ctx context.Context, endWait func(), locker *dlock.Locker, argv []string, began time.Time) error {
 	lock, v, err := r.acquire(ctx, locker, argv, began)
 	if err != nil {
-		closeLocker(time.Now().Add(releaseTimeout))
+		r.closeBy = time.Now().Add(releaseTimeout)
 		return err
 	}
 	// From here signals go to the command. Registered before the wait's
 	// channel stops, so none takes its default action (death) meanwhile.
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwarded...)
-	signal.Stop(waitSigs)
-	cancel(nil)
+	endWait()
 	defer signal.Stop(sigs)
 
-	r.say("acquired %q (fence %d)", name, lock.Fence())
+	if r.lead {
+		r.note("leading %q on %s (fence %d)", r.name, r.store.shown, lock.Fence())
+	} else {
+		r.say("acquired %q (fence %d)", r.name, lock.Fence())
+	}
 	tty := isTerminal(0)
 	conts := make(chan os.Signal, 1)
 	signal.Notify(conts, syscall.SIGCONT)
 	defer signal.Stop(conts)
+	// A command before this one may have left SIGTTIN and SIGTTOU
+	// ignored (below): this one must not inherit that.
+	signal.Reset(syscall.SIGTTIN, syscall.SIGTTOU)
 	signal.Notify(sigs, syscall.SIGTSTP)
 	if !tty {
 		signal.Notify(sigs, syscall.SIGTTIN, syscall.SIGTTOU)
 	}
-	c, err := startChild(argv, childEnv("DLOCK_NAME="+name, "DLOCK_FENCE="+strconv.FormatUint(lock.Fence(), 10)), tty)
+	c, err := startChild(argv, childEnv("DLOCK_NAME="+r.name, "DLOCK_FENCE="+strconv.FormatUint(lock.Fence(), 10)), tty)
 	if err != nil {
-		r.release(lock, closeLocker)
+		r.release(lock)
 		code := 126
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			code = 127
 		}
-		return fail(code, "run %s: %v", argv[0], err)
+		return fail(code, "%s %s: %v", r.verb(), argv[0], err)
 	}
 	if tty {
 		// The command has the terminal; dlock, in the background, must be
@@ -132,8 +198,16 @@ func runLocked(cmd *cobra.Command, name string, argv []string, o runOptions) err
 	err = r.supervise(c, v, sigs, conts)
 	c.done()
 	stopRenewing()
-	r.release(lock, closeLocker)
+	r.release(lock)
 	return err
+}
+
+// verb is the subcommand, for messages.
+func (r *runner) verb() string {
+	if r.lead {
+		return "lead"
+	}
+	return "run"
 }
 
 // acquire takes the lock as the flags say and returns it with its lease,
@@ -146,6 +220,12 @@ func (r *runner) acquire(ctx context.Context, l *dlock.Locker, argv []string, be
 		meta = strings.ToValidUTF8(meta[:dlock.MaxMetadataLen], "")
 	}
 	opts := []dlock.Option{dlock.WithTTL(o.ttl), dlock.WithMetadata(meta), dlock.WithoutRenewal()}
+	switch {
+	case o.shared:
+		opts = append(opts, dlock.Shared())
+	case o.limit > 0:
+		opts = append(opts, dlock.WithLimit(o.limit))
+	}
 	try := func() (*dlock.Lock, time.Duration, error) {
 		tctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
 		defer cancel()
@@ -187,7 +267,7 @@ func (r *runner) acquire(ctx context.Context, l *dlock.Locker, argv []string, be
 		if err := k.Refresh(rctx); err != nil {
 			k.Release(rctx)
 			if errors.Is(err, dlock.ErrNotHeld) {
-				return nil, nil, fail(exitLost, "lost the lock %q on %s before the command started: %s", r.name, r.store.shown, plain(err.Error()))
+				return nil, nil, lostStatus("lost the lock %q on %s before the command started: %s", r.name, r.store.shown, plain(err.Error()))
 			}
 			return nil, nil, fail(exitStore, "store %s failed: %s", r.store.shown, plain(err.Error()))
 		}
@@ -224,33 +304,61 @@ func (r *runner) acquireError(ctx context.Context, l *dlock.Locker, err error) e
 		}
 		return &exitStatus{code: r.o.conflictCode, msg: msg}
 	case errors.Is(err, dlock.ErrInvalid):
-		return usageError{err}
+		// Every argument was checked before contacting the store: what
+		// the store holds disagrees with the mode asked for.
+		return fail(exitMode, "%q on %s is held in another mode (by %s) than %s: a name is either a lock, exclusive or shared, or a semaphore whose holders all give the same --limit",
+			r.name, r.store.shown, r.holder(l, "another owner"), r.o.mode())
+	case errors.Is(err, dlock.ErrUnsupported):
+		return fail(exitError, "store %s cannot hold %q %s: its backend has no shared locks or semaphores", r.store.shown, r.name, r.o.mode())
 	case errors.Is(err, context.DeadlineExceeded):
 		return storeError(r.store, fmt.Errorf("no answer within %v", r.o.connectTimeout))
 	}
 	return fail(exitStore, "store %s failed: %s", r.store.shown, plain(err.Error()))
 }
 
+// mode describes the hold the flags ask for.
+func (o runOptions) mode() string {
+	switch {
+	case o.shared:
+		return "shared (--shared)"
+	case o.limit > 0:
+		return fmt.Sprintf("a permit of a semaphore of %d (--limit %d)", o.limit, o.limit)
+	}
+	return "exclusive"
+}
+
 // holder describes who holds the lock, if the store answers at once, and
-// otherwise says unknown.
+// otherwise says unknown: the first holder's metadata, how many others
+// hold it with it, and in which mode (shared, permit H/N) when not
+// exclusive.
 func (r *runner) holder(l *dlock.Locker, unknown string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
 	defer cancel()
 	infos, err := l.Inspect(ctx, r.name)
-	if err != nil || len(infos) == 0 || infos[0].Metadata == "" {
+	if err != nil || len(infos) == 0 {
 		return unknown
 	}
-	return infos[0].Metadata
+	first := slices.MinFunc(infos, func(a, b dlock.LockInfo) int { return cmp.Compare(a.Fence, b.Fence) })
+	who := first.Metadata
+	if who == "" {
+		who = unknown
+	}
+	switch m := mode(first, len(infos)); {
+	case len(infos) > 1:
+		return fmt.Sprintf("%s and %d other(s) (%s)", who, len(infos)-1, m)
+	case m != "exclusive":
+		return fmt.Sprintf("%s (%s)", who, m)
+	}
+	return who
 }
 
-// release frees the lock, waiting at most releaseTimeout for the store,
-// then closes the Locker in the background.
-func (r *runner) release(lock *dlock.Lock, closeLocker func(time.Time)) {
-	deadline := time.Now().Add(releaseTimeout)
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+// release frees the lock, waiting at most releaseTimeout for the store;
+// the Locker's Close, at the end, waits no longer than that either.
+func (r *runner) release(lock *dlock.Lock) {
+	r.closeBy = time.Now().Add(releaseTimeout)
+	ctx, cancel := context.WithDeadline(context.Background(), r.closeBy)
 	defer cancel()
 	err := lock.Release(ctx) // returns when ctx ends, whatever the client library does
-	closeLocker(deadline)
 	switch {
 	case err == nil:
 		r.say("released %q", r.name)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,8 +25,11 @@ func newStatusCmd() *cobra.Command {
 		Short: "Show who holds locks",
 		Long: `Status shows, for each NAME (or every held lock when none is given), sorted
 by name, its fencing token, the lease left on the server ("unknown" where
-the store cannot tell), the holder's owner id and what it said about
-itself (host, pid, command). It only reads: it creates no table and no
+the store cannot tell), the holder's owner id, its MODE and what it said
+about itself (host, pid, command). A name with several holders (shared
+holds, semaphore permits) has one row per holder, oldest (lowest fence)
+first. MODE is "exclusive", "shared", or "permit H/N" for a semaphore of N
+permits of which H are held. It only reads: it creates no table and no
 file (SQL store URLs get migrate=false).`,
 		RunE: func(cmd *cobra.Command, names []string) error {
 			for _, n := range names {
@@ -50,22 +54,22 @@ file (SQL store URLs get migrate=false).`,
 				return nil
 			}
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tFENCE\tLEASE LEFT\tOWNER\tHOLDER")
+			fmt.Fprintln(w, "NAME\tFENCE\tLEASE LEFT\tOWNER\tMODE\tHOLDER")
 			for _, e := range statusEntries(infos, names) {
 				if !e.Held {
-					fmt.Fprintf(w, "%q\t-\t-\t(free)\t\n", e.Name)
+					fmt.Fprintf(w, "%q\t-\t-\t(free)\t-\t\n", e.Name)
 					continue
 				}
 				left := "unknown"
 				if e.RemainingMS != nil {
 					left = (time.Duration(*e.RemainingMS) * time.Millisecond).String()
 				}
-				fmt.Fprintf(w, "%q\t%d\t%s\t%s\t%s\n", e.Name, e.Fence, left, e.Owner, e.Metadata)
+				fmt.Fprintf(w, "%q\t%d\t%s\t%s\t%s\t%s\n", e.Name, e.Fence, left, e.Owner, e.mode, e.Metadata)
 			}
 			return w.Flush()
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON: a list of {name, held, fence, remaining_ms, owner, metadata}, every field always present (remaining_ms null when unknown)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON: a list of {name, held, fence, remaining_ms, owner, metadata, shared, limit}, one per holder, every field always present (remaining_ms null when unknown; limit 0 unless a semaphore)")
 	return c
 }
 
@@ -124,16 +128,22 @@ type statusEntry struct {
 	RemainingMS *int64 `json:"remaining_ms"` // nil: free, or the store cannot tell
 	Owner       string `json:"owner"`
 	Metadata    string `json:"metadata"`
+	Shared      bool   `json:"shared"` // a shared hold
+	Limit       int    `json:"limit"`  // a semaphore's permits; 0 for a lock
+	mode        string // MODE: exclusive, shared, or permit H/N
 }
 
-// statusEntries lists the held locks, then the names asked about that are
-// free, all sorted by name.
+// statusEntries lists the holders, then the names asked about that are
+// free, all sorted by name, and a name's holders by fence.
 func statusEntries(infos []dlock.LockInfo, names []string) []statusEntry {
 	list := []statusEntry{}
-	held := map[string]bool{}
+	held := map[string]int{} // holders of each name
 	for _, i := range infos {
-		held[i.Name] = true
-		e := statusEntry{Name: i.Name, Held: true, Fence: i.Fence, Owner: i.Owner, Metadata: i.Metadata}
+		held[i.Name]++
+	}
+	for _, i := range infos {
+		e := statusEntry{Name: i.Name, Held: true, Fence: i.Fence, Owner: i.Owner, Metadata: i.Metadata,
+			Shared: i.Shared, Limit: i.Limit, mode: mode(i, held[i.Name])}
 		if i.Remaining > 0 {
 			ms := i.Remaining.Milliseconds()
 			e.RemainingMS = &ms
@@ -141,13 +151,26 @@ func statusEntries(infos []dlock.LockInfo, names []string) []statusEntry {
 		list = append(list, e)
 	}
 	for _, n := range names {
-		if !held[n] {
-			held[n] = true
+		if held[n] == 0 {
+			held[n] = -1 // listed once
 			list = append(list, statusEntry{Name: n})
 		}
 	}
-	slices.SortFunc(list, func(a, b statusEntry) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(list, func(a, b statusEntry) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), cmp.Compare(a.Fence, b.Fence))
+	})
 	return list
+}
+
+// mode is the MODE of holder i of a name that has holders in all.
+func mode(i dlock.LockInfo, holders int) string {
+	switch {
+	case i.Limit > 0:
+		return fmt.Sprintf("permit %d/%d", holders, i.Limit)
+	case i.Shared:
+		return "shared"
+	}
+	return "exclusive"
 }
 
 func printStatusJSON(out io.Writer, infos []dlock.LockInfo, names []string) error {

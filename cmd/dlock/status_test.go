@@ -27,22 +27,29 @@ func TestStatusSortedAndComplete(t *testing.T) {
 	if a, b, c := strings.Index(r.stdout, `"a"`), strings.Index(r.stdout, `"b"`), strings.Index(r.stdout, `"c"`); a < 0 || a > b || b > c {
 		t.Errorf("status not sorted by name:\n%s", r.stdout)
 	}
-	r = run(t, dlockCmd(t, "status", "--store", store, "--json", "free", "a"))
-	wantCode(t, r, 0, "status --json")
-	var list []map[string]any
-	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
-		t.Fatalf("status --json: %v\n%s", err, r.stdout)
-	}
+	list := statusJSON(t, store, "free", "a")
 	if len(list) != 2 || list[0]["name"] != "a" || list[1]["name"] != "free" {
-		t.Fatalf("status --json = %s, want a then free", r.stdout)
+		t.Fatalf("status --json = %v, want a then free", list)
 	}
 	for _, e := range list {
-		for _, f := range []string{"name", "held", "fence", "remaining_ms", "owner", "metadata"} {
+		for _, f := range []string{"name", "held", "fence", "remaining_ms", "owner", "metadata", "shared", "limit"} {
 			if _, ok := e[f]; !ok {
 				t.Errorf("status --json entry %v lacks %q", e, f)
 			}
 		}
 	}
+}
+
+// statusJSON returns dlock status --json's entries for names.
+func statusJSON(t *testing.T, store string, names ...string) []map[string]any {
+	t.Helper()
+	r := run(t, dlockCmd(t, append([]string{"status", "--store", store, "--json"}, names...)...))
+	wantCode(t, r, 0, "status --json")
+	var list []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r.stdout)
+	}
+	return list
 }
 
 func TestStatusLeaseUnknown(t *testing.T) {

@@ -100,7 +100,7 @@ func (r *runner) killExpired(c *child, v *lease, while string) error {
 	since := v.since()
 	c.kill()
 	c.reclaimTerminal()
-	return fail(exitLost, "the lease on %q may have run out while dlock %s (%v since the store last confirmed it, TTL %v): killed the command",
+	return lostStatus("the lease on %q may have run out while dlock %s (%v since the store last confirmed it, TTL %v): killed the command",
 		r.name, while, since.Round(time.Millisecond), r.o.ttl)
 }
 
@@ -109,7 +109,7 @@ func (r *runner) killExpired(c *child, v *lease, while string) error {
 func (r *runner) lost(c *child, v *lease) error {
 	why := plain(context.Cause(v.lock.Context()).Error())
 	why = strings.TrimPrefix(why, "lock lost: ")
-	warn("lost the lock %q on %s: %s; stopping the command (SIGTERM, then SIGKILL after %v)", r.name, r.store.shown, why, r.o.grace)
+	r.note("lost the lock %q on %s: %s; stopping the command (SIGTERM, then SIGKILL after %v)", r.name, r.store.shown, why, r.o.grace)
 	c.signal(syscall.SIGTERM)
 	c.signal(syscall.SIGCONT) // a stopped command could not act on it
 	grace := time.NewTimer(r.o.grace)
@@ -119,12 +119,12 @@ func (r *runner) lost(c *child, v *lease) error {
 		case ev := <-c.events:
 			if !ev.stopped {
 				c.reclaimTerminal()
-				return &exitStatus{code: exitLost}
+				return lostStatus("")
 			}
 		case <-grace.C:
 			c.kill()
 			c.reclaimTerminal()
-			return &exitStatus{code: exitLost}
+			return lostStatus("")
 		}
 	}
 }
