@@ -286,7 +286,7 @@ func (o Options) check() error {
 	case o.Drift >= time.Duration(float64(dlock.MinTTL)*(0.1-o.DriftFactor)):
 		// The core closes Done at 0.9×TTL: the allowance must stay below
 		// a tenth of every TTL, dlock.MinTTL's included.
-		return fmt.Errorf("Drift %v: with DriftFactor %v, the drift allowance must stay below a tenth of dlock.MinTTL (%v)", o.Drift, o.DriftFactor, dlock.MinTTL)
+		return fmt.Errorf("a Drift of %v with DriftFactor %v is too large: the drift allowance must stay below a tenth of dlock.MinTTL (%v)", o.Drift, o.DriftFactor, dlock.MinTTL)
 	case o.MaxTTL < 0 || o.MaxTTL > dlock.MaxTTL:
 		return fmt.Errorf("MaxTTL %v outside [0, %v]", o.MaxTTL, dlock.MaxTTL)
 	case o.MaxTTL > 0 && o.MaxTTL < dlock.MinTTL:
