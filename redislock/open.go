@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/internal/redisquiet"
 )
 
 func init() {
@@ -22,7 +23,7 @@ func init() {
 
 // open makes a Locker for a store URL of the forms in the package
 // documentation. The Locker closes the client it creates, which never
-// writes to standard error (see quiet.go).
+// writes to standard error (see internal/redisquiet).
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	q, err := backend.URLParams(u, "prefix")
 	if err != nil {
@@ -72,7 +73,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		}
 		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: hosts, Username: user, Password: pass})
 	}
-	client.AddHook(quietHook{}) // see quiet.go
+	client.AddHook(redisquiet.Hook{})
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()
 		return nil, fmt.Errorf("redislock: connect: %w", err)

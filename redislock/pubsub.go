@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/redisquiet"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -37,7 +38,7 @@ type grants struct {
 func newGrants(c redis.UniversalClient, channelPrefix string, quiet bool) *grants {
 	ctx := context.Background()
 	if quiet {
-		ctx = quietContext(ctx)
+		ctx = redisquiet.Context(ctx)
 	}
 	return &grants{c: c, channel: channelPrefix, ctx: ctx, waiters: make(map[string]chan struct{})}
 }

@@ -21,6 +21,7 @@ func TestMain(m *testing.M) {
 	testworker.Run(map[string]testworker.Func{
 		"count": testworker.Count,
 		"pause": pauseWorker,
+		"quiet": quietWorker,
 	})
 	os.Exit(m.Run())
 }

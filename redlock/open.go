@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/internal/redisquiet"
 )
 
 func init() { backend.Register("redlock", open) }
@@ -38,6 +39,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	clients := make([]redis.UniversalClient, len(hosts))
 	for i, h := range hosts {
 		clients[i] = redis.NewClient(&redis.Options{Addr: h, Username: user, Password: pass})
+		clients[i].AddHook(redisquiet.Hook{}) // go-redis logs nothing about them
 	}
 	d, err := newDriver(clients, &Options{Prefix: q.Get("prefix")})
 	if err != nil { // unreachable: the options are valid

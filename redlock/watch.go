@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redisquiet"
 )
 
 // giveBackJitter bounds the random delay before a waiter hears of a failed
@@ -26,6 +27,9 @@ func (d *rlDriver) Watch(ctx context.Context, name string) (<-chan struct{}, fun
 	wake := make(chan struct{}, 1)
 	ch := d.channel(name)
 	subs := each(ctx, d, d.timeoutFor(dlock.MaxTTL), func(ctx context.Context, _ int, c redis.UniversalClient) *redis.PubSub {
+		if d.own {
+			ctx = redisquiet.Context(ctx) // go-redis logs nothing about it
+		}
 		ps := c.Subscribe(ctx)
 		if err := ps.Subscribe(ctx, ch); err != nil {
 			ps.Close()

@@ -1,4 +1,6 @@
-package redislock
+// Package redisquiet keeps go-redis from writing to standard error about
+// the clients that dlock.Open makes (redislock's and redlock's).
+package redisquiet
 
 import (
 	"context"
@@ -16,7 +18,7 @@ import (
 // to the program's standard error (dlock's library code does not log),
 // this package installs, when it is initialised, a logger that drops the
 // messages about those clients and prints every other one exactly as
-// go-redis's default logger does. Open's clients carry quietHook, which
+// go-redis's default logger does. Open's clients carry Hook, which
 // marks the contexts of their commands and the errors of their dials (the
 // pool dials with a context of its own, and logs the error); messages
 // go-redis logs with neither are not told apart and still print.
@@ -31,8 +33,9 @@ var defaultLog = log.New(os.Stderr, "redis: ", log.LstdFlags|log.Lshortfile)
 
 type quietKey struct{}
 
-// quietContext marks ctx: go-redis messages logged with it are dropped.
-func quietContext(ctx context.Context) context.Context {
+// Context marks ctx: go-redis messages logged with it are dropped. Use
+// it for a connection go-redis holds on to, such as a PubSub's.
+func Context(ctx context.Context) context.Context {
 	return context.WithValue(ctx, quietKey{}, true)
 }
 
@@ -59,13 +62,13 @@ type quietError struct{ error }
 
 func (e quietError) Unwrap() error { return e.error }
 
-// quietHook marks every command, pipeline and dial of a client made by
-// Open, so that quietLogger drops what go-redis logs about them.
-type quietHook struct{}
+// Hook marks every command, pipeline and dial of a client made by Open,
+// so that the logger drops what go-redis logs about them.
+type Hook struct{}
 
-func (quietHook) DialHook(next redis.DialHook) redis.DialHook {
+func (Hook) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := next(quietContext(ctx), network, addr)
+		c, err := next(Context(ctx), network, addr)
 		if err != nil {
 			err = quietError{err}
 		}
@@ -73,14 +76,14 @@ func (quietHook) DialHook(next redis.DialHook) redis.DialHook {
 	}
 }
 
-func (quietHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		return next(quietContext(ctx), cmd)
+		return next(Context(ctx), cmd)
 	}
 }
 
-func (quietHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		return next(quietContext(ctx), cmds)
+		return next(Context(ctx), cmds)
 	}
 }
