@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
@@ -46,7 +47,10 @@ func Leader(ctx context.Context, args []string) error {
 // SIGKILL, and the time from the kill to the campaigner's fn starting is
 // one measurement. A dead leader cannot release, so each failover waits
 // for its lease (TTL) or session (target.DeadHolderLease) to run out; the
-// measurement shows what the store adds to that. The target must run
+// measurement shows what the store adds to that. The kill comes at a
+// random point of the leader's renewal period, so a failover takes
+// between TTL×2/3 and TTL plus the store's own delay (a session timeout,
+// for ZooKeeper and etcd, instead of the TTL). The target must run
 // workers as processes (not InProcess).
 func Failover(t testing.TB, target Target, ttl time.Duration, rounds int) []time.Duration {
 	t.Helper()
@@ -65,8 +69,10 @@ func Failover(t testing.TB, target Target, ttl time.Duration, rounds int) []time
 	var ds []time.Duration
 	for range rounds {
 		next := start()
-		// Let the campaigner try once and start waiting.
-		time.Sleep(ttl / 4)
+		// Let the campaigner try once and start waiting; then kill at a
+		// random point of the leader's renewal period (TTL/3), so that
+		// the rounds sample how much of its lease it had left.
+		time.Sleep(ttl/4 + rand.N(ttl/3))
 		killed := now()
 		leader.Kill(t)
 		at, err := strconv.ParseInt(next.Expect(t, "leading", 10*max(ttl, target.DeadHolderLease)+30*time.Second), 10, 64)

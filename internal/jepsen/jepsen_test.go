@@ -207,10 +207,10 @@ func TestJepsenSemaphore(t *testing.T) {
 
 // BenchmarkFailover measures, on every store whose workers are processes,
 // how long after a kill -9 of the leader another process's Lead fn
-// starts (3 rounds; run with -benchtime=1x). The TTL is the suite's 1 s;
+// starts (5 rounds; run with -benchtime=1x). The TTL is the suite's 1 s;
 // ZooKeeper and etcd wait for the dead leader's session instead.
 func BenchmarkFailover(b *testing.B) {
-	const rounds = 3
+	const rounds = 5
 	ttl := time.Second
 	for _, tg := range targets {
 		b.Run(tg.name, func(b *testing.B) {
