@@ -179,9 +179,7 @@ func mustAcquire(t *testing.T, l *dlock.Locker, ctx context.Context, name string
 
 func mustRelease(t *testing.T, k *dlock.Lock) {
 	t.Helper()
-	if err := k.Release(t.Context()); err != nil {
-		t.Fatalf("Release(%q) = %v, want nil", k.Name(), err)
-	}
+	MustRelease(t, k)
 }
 
 func wantNotAcquired(t *testing.T, l *dlock.Locker, name string) {

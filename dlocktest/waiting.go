@@ -137,3 +137,22 @@ func testAcquireContext(t *testing.T, h Harness) {
 	k4 := mustAcquire(t, b, t.Context(), name)
 	mustRelease(t, k4)
 }
+
+// MustTryAcquire takes name on l with TryAcquire, or fails the test.
+// Tests of backends use it beside the suite.
+func MustTryAcquire(t testing.TB, l *dlock.Locker, name string, opts ...dlock.Option) *dlock.Lock {
+	t.Helper()
+	k, err := l.TryAcquire(t.Context(), name, opts...)
+	if err != nil {
+		t.Fatalf("TryAcquire(%q) = %v, want a lock", name, err)
+	}
+	return k
+}
+
+// MustRelease releases k, or fails the test.
+func MustRelease(t testing.TB, k *dlock.Lock) {
+	t.Helper()
+	if err := k.Release(t.Context()); err != nil {
+		t.Fatalf("Release(%q) = %v, want nil", k.Name(), err)
+	}
+}

@@ -61,18 +61,18 @@ func TestExclusiveCost(t *testing.T) {
 	l := newLocker(t, client)
 	const name, rounds = "cost", 20
 	// Warm up: every script loaded, the name's tombstone left.
-	k := mustTry(t, l, name)
+	k := dlocktest.MustTryAcquire(t, l, name)
 	if err := k.Refresh(t.Context()); err != nil {
 		t.Fatalf("Refresh(%q) = %v", name, err)
 	}
-	mustRelease(t, k)
+	dlocktest.MustRelease(t, k)
 	before := serverCommands(t, client)
 	for range rounds {
-		k = mustTry(t, l, name)
+		k = dlocktest.MustTryAcquire(t, l, name)
 		if err := k.Refresh(t.Context()); err != nil {
 			t.Fatalf("Refresh(%q) = %v", name, err)
 		}
-		mustRelease(t, k)
+		dlocktest.MustRelease(t, k)
 	}
 	total, by := commandsSince(t, client, before)
 	t.Logf("%d server commands for %d exclusive acquire+refresh+release rounds: %v", total, rounds, by)
@@ -91,20 +91,20 @@ func TestExclusiveHandoffCost(t *testing.T) {
 	a, b := newLocker(t, client), newLocker(t, client)
 	const name = "handoff-cost"
 	// Warm up: scripts loaded, b's grant channel subscribed.
-	k := mustTry(t, a, name)
+	k := dlocktest.MustTryAcquire(t, a, name)
 	got := dlocktest.AcquireAsync(t.Context(), b, name, dlock.WithTTL(time.Minute))
 	eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
-	mustRelease(t, k)
-	mustRelease(t, dlocktest.WantAcquired(t, got, name, time.Minute).Lock)
+	dlocktest.MustRelease(t, k)
+	dlocktest.MustRelease(t, dlocktest.WantAcquired(t, got, name, time.Minute).Lock)
 
-	k = mustTry(t, a, name)
+	k = dlocktest.MustTryAcquire(t, a, name)
 	before := serverCommands(t, client)
 	got = dlocktest.AcquireAsync(t.Context(), b, name, dlock.WithTTL(time.Minute))
 	for queued := 0; queued != 1; queued = int(client.LLen(t.Context(), redislock.Key("", name)+":q").Val()) {
 		time.Sleep(time.Millisecond)
 	}
-	mustRelease(t, k)
-	mustRelease(t, dlocktest.WantAcquired(t, got, name, time.Minute).Lock)
+	dlocktest.MustRelease(t, k)
+	dlocktest.MustRelease(t, dlocktest.WantAcquired(t, got, name, time.Minute).Lock)
 	total, by := commandsSince(t, client, before)
 	total -= by["llen"] // the test's own polling
 	delete(by, "llen")

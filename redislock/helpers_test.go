@@ -4,26 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/dlock-go/dlock"
 )
-
-func mustRelease(t *testing.T, k *dlock.Lock) {
-	t.Helper()
-	if err := k.Release(t.Context()); err != nil {
-		t.Fatalf("Release(%q) = %v, want nil", k.Name(), err)
-	}
-}
-
-// mustTry takes name on l with TryAcquire or fails the test.
-func mustTry(t *testing.T, l *dlock.Locker, name string, opts ...dlock.Option) *dlock.Lock {
-	t.Helper()
-	k, err := l.TryAcquire(t.Context(), name, opts...)
-	if err != nil {
-		t.Fatalf("TryAcquire(%q) = %v, want a lock", name, err)
-	}
-	return k
-}
 
 func isClosed(ch <-chan struct{}) bool {
 	select {

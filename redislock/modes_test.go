@@ -62,7 +62,7 @@ func TestModeMismatchTakesNothing(t *testing.T) {
 	client := r.Client(t)
 	a, b := newLocker(t, client), newLocker(t, client)
 	const name = "sem-mismatch"
-	p := mustTry(t, a, name, dlock.WithLimit(2))
+	p := dlocktest.MustTryAcquire(t, a, name, dlock.WithLimit(2))
 	// Refused at once; a wait would end with this deadline.
 	refused, cancelRefused := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancelRefused()
@@ -89,7 +89,7 @@ func TestModeMismatchTakesNothing(t *testing.T) {
 	}
 	// Against the waiter a free name was just handed to: the first permit
 	// goes to the queue's head, and a lock is then refused.
-	q := mustTry(t, a, name, dlock.WithLimit(2))
+	q := dlocktest.MustTryAcquire(t, a, name, dlock.WithLimit(2))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	waiter := dlocktest.AcquireAsync(ctx, b, name, dlock.WithLimit(2))
@@ -105,7 +105,7 @@ func TestModeMismatchTakesNothing(t *testing.T) {
 		t.Fatalf("TryAcquire(%q) exclusive while a permit waiter heads the queue of a free name = %v, want ErrInvalid", name, err)
 	}
 	got := dlocktest.WantAcquired(t, waiter, name, time.Minute).Lock
-	mustRelease(t, got)
+	dlocktest.MustRelease(t, got)
 	_ = p.Release(t.Context()) // deleted behind its back: ErrNotHeld
 	_ = q.Release(t.Context())
 }
@@ -121,7 +121,7 @@ func TestWriterPreference(t *testing.T) {
 	const name = "rw"
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	k1 := mustTry(t, r1, name, dlock.Shared())
+	k1 := dlocktest.MustTryAcquire(t, r1, name, dlock.Shared())
 	gotW := dlocktest.AcquireAsync(ctx, w, name)
 	eventually(t, "writer queued", func() bool { return queueLen(t, client, name) == 1 })
 	if k, err := probe.TryAcquire(t.Context(), name, dlock.Shared()); !errors.Is(err, dlock.ErrNotAcquired) {
@@ -141,14 +141,14 @@ func TestWriterPreference(t *testing.T) {
 	if f := holderFields(t, client, name); len(f) != 1 {
 		t.Fatalf("holders of %q = %v, want only the first reader", name, f)
 	}
-	mustRelease(t, k1)
+	dlocktest.MustRelease(t, k1)
 	kw := dlocktest.WantAcquired(t, gotW, name, time.Minute).Lock
 	if kw.Fence() <= k1.Fence() {
 		t.Errorf("writer's fence %d, want above the reader's %d", kw.Fence(), k1.Fence())
 	}
 	dlocktest.WantWaiting(t, got2, name)
 	dlocktest.WantWaiting(t, got3, name)
-	mustRelease(t, kw)
+	dlocktest.MustRelease(t, kw)
 	// One release handed the name to both readers: both are holders on
 	// the server before either confirms (the grants' leases are short).
 	if f := holderFields(t, client, name); len(f) != 2 {
@@ -160,8 +160,8 @@ func TestWriterPreference(t *testing.T) {
 		t.Errorf("readers' fences %d, %d after the writer's %d, want increasing in queue order", k2.Fence(), k3.Fence(), kw.Fence())
 	}
 	wantNoQueue(t, client, name)
-	mustRelease(t, k2)
-	mustRelease(t, k3)
+	dlocktest.MustRelease(t, k2)
+	dlocktest.MustRelease(t, k3)
 }
 
 // TestCancelledMultiWaitLeavesNothing cancels a shared wait behind a writer
@@ -178,7 +178,7 @@ func TestCancelledMultiWaitLeavesNothing(t *testing.T) {
 		{"reader-behind-writer", nil, []dlock.Option{dlock.Shared()}},
 		{"full-semaphore", []dlock.Option{dlock.WithLimit(1)}, []dlock.Option{dlock.WithLimit(1)}},
 	} {
-		k := mustTry(t, holder, tc.name, tc.hold...)
+		k := dlocktest.MustTryAcquire(t, holder, tc.name, tc.hold...)
 		ctx, cancel := context.WithCancel(t.Context())
 		got := dlocktest.AcquireAsync(ctx, waiter, tc.name, append(tc.wait, dlock.WithTTL(time.Hour))...)
 		eventually(t, tc.name+": waiter queued", func() bool { return queueLen(t, client, tc.name) == 1 })
@@ -195,7 +195,7 @@ func TestCancelledMultiWaitLeavesNothing(t *testing.T) {
 		} else if f := holderFields(t, client, tc.name); len(f) != 1 || f[owners[0]] == "" {
 			t.Fatalf("%s: holders = %v, want only %s", tc.name, f, owners[0])
 		}
-		mustRelease(t, k)
+		dlocktest.MustRelease(t, k)
 	}
 }
 
@@ -208,10 +208,10 @@ func TestSharedFencesInStore(t *testing.T) {
 	a, b, w := newLocker(t, client), newLocker(t, client), newLocker(t, client)
 	const name = "shared-fences"
 	key := redislock.Key("", name)
-	kw := mustTry(t, w, name)
-	mustRelease(t, kw)
-	ka := mustTry(t, a, name, dlock.Shared())
-	kb := mustTry(t, b, name, dlock.Shared())
+	kw := dlocktest.MustTryAcquire(t, w, name)
+	dlocktest.MustRelease(t, kw)
+	ka := dlocktest.MustTryAcquire(t, a, name, dlock.Shared())
+	kb := dlocktest.MustTryAcquire(t, b, name, dlock.Shared())
 	if ka.Fence() != kw.Fence()+1 || kb.Fence() != ka.Fence()+1 {
 		t.Errorf("readers' fences %d, %d after a writer's %d, want %d, %d", ka.Fence(), kb.Fence(), kw.Fence(), kw.Fence()+1, kw.Fence()+2)
 	}
@@ -221,19 +221,19 @@ func TestSharedFencesInStore(t *testing.T) {
 	if pttl := client.PTTL(t.Context(), key).Val(); pttl <= 0 {
 		t.Errorf("PTTL %s = %v, want the readers' lease (a hash that outlives its holders would stay forever)", key, pttl)
 	}
-	mustRelease(t, kb)
+	dlocktest.MustRelease(t, kb)
 	if typ := client.Type(t.Context(), key).Val(); typ != "hash" {
 		t.Errorf("TYPE %s with one reader left = %q, want hash", key, typ)
 	}
-	mustRelease(t, ka)
+	dlocktest.MustRelease(t, ka)
 	if v := client.Get(t.Context(), key).Val(); v != "|"+strconv.FormatUint(kb.Fence(), 10) {
 		t.Errorf("GET %s after the last reader left = %q, want the tombstone |%d", key, v, kb.Fence())
 	}
-	k := mustTry(t, w, name)
+	k := dlocktest.MustTryAcquire(t, w, name)
 	if k.Fence() != kb.Fence()+1 {
 		t.Errorf("writer's fence after the readers = %d, want %d", k.Fence(), kb.Fence()+1)
 	}
-	mustRelease(t, k)
+	dlocktest.MustRelease(t, k)
 }
 
 // TestSemaphoreGrantsInQueueOrder checks on the server that permits are
@@ -248,8 +248,8 @@ func TestSemaphoreGrantsInQueueOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	holders := []*dlock.Lock{
-		mustTry(t, newLocker(t, client), name, dlock.WithLimit(n)),
-		mustTry(t, newLocker(t, client), name, dlock.WithLimit(n)),
+		dlocktest.MustTryAcquire(t, newLocker(t, client), name, dlock.WithLimit(n)),
+		dlocktest.MustTryAcquire(t, newLocker(t, client), name, dlock.WithLimit(n)),
 	}
 	var gots []<-chan dlocktest.Acquired
 	for i := range waiters {
@@ -257,11 +257,11 @@ func TestSemaphoreGrantsInQueueOrder(t *testing.T) {
 		eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == int64(i+1) })
 	}
 	q, _ := queueState(t, client, name)
-	mustRelease(t, holders[0])
+	dlocktest.MustRelease(t, holders[0])
 	if f := holderFields(t, client, name); len(f) != n || f[q[0]] == "" {
 		t.Fatalf("holders of %q right after a permit was released = %v, want the first waiter %s and the other holder", name, f, q[0])
 	}
-	mustRelease(t, holders[1])
+	dlocktest.MustRelease(t, holders[1])
 	if f := holderFields(t, client, name); len(f) != n || f[q[0]] == "" || f[q[1]] == "" {
 		t.Fatalf("holders of %q right after the second permit was released = %v, want the first two waiters %v", name, f, q[:2])
 	}
@@ -272,8 +272,8 @@ func TestSemaphoreGrantsInQueueOrder(t *testing.T) {
 			t.Fatalf("waiter %d is %s, want %s (queue %v)", i, ks[i].Owner(), q[i], q)
 		}
 	}
-	mustRelease(t, ks[0])
-	mustRelease(t, ks[1])
+	dlocktest.MustRelease(t, ks[0])
+	dlocktest.MustRelease(t, ks[1])
 	for _, got := range gots[2:] {
 		ks = append(ks, dlocktest.WantAcquired(t, got, name, time.Minute).Lock)
 	}
@@ -282,7 +282,7 @@ func TestSemaphoreGrantsInQueueOrder(t *testing.T) {
 			t.Errorf("waiter %d's fence %d, want above waiter %d's %d: permits go in arrival order", i, ks[i].Fence(), i-1, ks[i-1].Fence())
 		}
 	}
-	mustRelease(t, ks[2])
-	mustRelease(t, ks[3])
+	dlocktest.MustRelease(t, ks[2])
+	dlocktest.MustRelease(t, ks[3])
 	wantNoQueue(t, client, name)
 }

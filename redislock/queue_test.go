@@ -90,7 +90,7 @@ func TestCrashedWaiterIsSkipped(t *testing.T) {
 	}()
 	eventually(t, "live waiter queued", func() bool { return queueLen(t, client, name) == 2 })
 	w.Kill(t)
-	mustRelease(t, k)
+	dlocktest.MustRelease(t, k)
 	released := time.Now()
 	// The dead waiter may still be granted the lock while its place is
 	// kept (3 heartbeats = TTL here), and then keeps it for its TTL.
@@ -101,7 +101,7 @@ func TestCrashedWaiterIsSkipped(t *testing.T) {
 			t.Fatalf("live waiter: Acquire = %v", got.err)
 		}
 		t.Logf("live waiter acquired %v after the release", got.at.Sub(released))
-		mustRelease(t, got.k)
+		dlocktest.MustRelease(t, got.k)
 	case <-time.After(limit):
 		t.Fatalf("live waiter still waiting %v after the release, behind a crashed one", limit)
 	}
@@ -131,7 +131,7 @@ func TestDeadWaiterHoldsNameBriefly(t *testing.T) {
 	live := dlocktest.AcquireAsync(t.Context(), newLocker(t, client), name, dlock.WithTTL(ttl))
 	eventually(t, "live waiter queued", func() bool { return queueLen(t, client, name) == 2 })
 	w.Kill(t)
-	mustRelease(t, k)
+	dlocktest.MustRelease(t, k)
 	released := time.Now()
 	// The dead worker was first in line and its place had not lapsed: the
 	// release handed the lock to it.
@@ -144,5 +144,5 @@ func TestDeadWaiterHoldsNameBriefly(t *testing.T) {
 	if waited > ttl/2 {
 		t.Errorf("live waiter acquired %v after the release, want well under the dead waiter's TTL %v", waited, ttl)
 	}
-	mustRelease(t, a.Lock)
+	dlocktest.MustRelease(t, a.Lock)
 }

@@ -18,20 +18,13 @@ import (
 // "leading <ns>" (the host's monotonic clock, see now) each time its fn
 // starts, then holds leadership until it is killed.
 func Leader(ctx context.Context, args []string) error {
-	if len(args) != 3 {
-		return fmt.Errorf("leader: want STORE NAME TTL, got %q", args)
-	}
-	ttl, err := time.ParseDuration(args[2])
-	if err != nil {
-		return err
-	}
-	l, err := dlock.Open(ctx, args[0])
+	l, name, ttl, err := testworker.OpenStore(ctx, "leader", args)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
 	fmt.Println("ready")
-	err = l.Lead(ctx, args[1], func(lctx context.Context) error {
+	err = l.Lead(ctx, name, func(lctx context.Context) error {
 		fmt.Println("leading", now())
 		<-lctx.Done()
 		return lctx.Err()

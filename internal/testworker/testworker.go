@@ -190,25 +190,31 @@ func isDone(ch <-chan struct{}) bool {
 // the lock (renewed), prints "acquired FENCE" and holds it until killed or
 // signalled.
 func Hold(ctx context.Context, args []string) error {
-	if len(args) != 3 {
-		return fmt.Errorf("hold: want STORE NAME TTL, got %q", args)
-	}
-	ttl, err := time.ParseDuration(args[2])
-	if err != nil {
-		return err
-	}
-	l, err := dlock.Open(ctx, args[0])
+	l, name, ttl, err := OpenStore(ctx, "hold", args)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	k, err := l.Acquire(ctx, args[1], dlock.WithTTL(ttl))
+	k, err := l.Acquire(ctx, name, dlock.WithTTL(ttl))
 	if err != nil {
 		return err
 	}
 	fmt.Printf("acquired %d\n", k.Fence())
 	<-ctx.Done()
 	return k.Release(context.Background())
+}
+
+// OpenStore parses the args of a worker named worker that takes a store
+// URL, a lock name and a TTL (as Hold does), and opens the store.
+func OpenStore(ctx context.Context, worker string, args []string) (l *dlock.Locker, name string, ttl time.Duration, err error) {
+	if len(args) != 3 {
+		return nil, "", 0, fmt.Errorf("%s: want STORE NAME TTL, got %q", worker, args)
+	}
+	if ttl, err = time.ParseDuration(args[2]); err != nil {
+		return nil, "", 0, err
+	}
+	l, err = dlock.Open(ctx, args[0])
+	return l, args[1], ttl, err
 }
 
 // StartHolder starts a Hold worker and returns it once it holds the lock,

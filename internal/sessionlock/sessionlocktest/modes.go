@@ -11,22 +11,6 @@ import (
 	"github.com/dlock-go/dlock/dlocktest"
 )
 
-func mustTry(t *testing.T, l *dlock.Locker, name string, opts ...dlock.Option) *dlock.Lock {
-	t.Helper()
-	k, err := l.TryAcquire(t.Context(), name, opts...)
-	if err != nil {
-		t.Fatalf("TryAcquire(%q) = %v, want a lock", name, err)
-	}
-	return k
-}
-
-func mustRelease(t *testing.T, k *dlock.Lock) {
-	t.Helper()
-	if err := k.Release(t.Context()); err != nil {
-		t.Fatalf("Release(%q) = %v", k.Name(), err)
-	}
-}
-
 // TestModes checks shared holds and semaphores against the store's
 // queue: entries of every mode are counted directly on the server.
 func TestModes(t *testing.T, q Queue) {
@@ -35,7 +19,7 @@ func TestModes(t *testing.T, q Queue) {
 	t.Run("ModeMismatch", func(t *testing.T) {
 		name := "mismatch/" + t.Name()
 		a, b := q.NewLocker(t), q.NewLocker(t)
-		k := mustTry(t, a, name, dlock.WithLimit(2))
+		k := dlocktest.MustTryAcquire(t, a, name, dlock.WithLimit(2))
 		for _, c := range []struct {
 			what string
 			opts []dlock.Option
@@ -57,8 +41,8 @@ func TestModes(t *testing.T, q Queue) {
 			}
 		}
 		WaitEntries(t, q, name, 1)
-		mustRelease(t, mustTry(t, b, name, dlock.WithLimit(2)))
-		mustRelease(t, k)
+		dlocktest.MustRelease(t, dlocktest.MustTryAcquire(t, b, name, dlock.WithLimit(2)))
+		dlocktest.MustRelease(t, k)
 		WaitEntries(t, q, name, 0)
 	})
 
@@ -68,7 +52,7 @@ func TestModes(t *testing.T, q Queue) {
 	t.Run("WriterPreference", func(t *testing.T) {
 		name := "writer/" + t.Name()
 		r1, w, r2, r3 := q.NewLocker(t), q.NewLocker(t), q.NewLocker(t), q.NewLocker(t)
-		k1 := mustTry(t, r1, name, dlock.Shared())
+		k1 := dlocktest.MustTryAcquire(t, r1, name, dlock.Shared())
 		gotW := dlocktest.AcquireAsync(t.Context(), w, name)
 		WaitEntries(t, q, name, 2)
 		if _, err := r2.TryAcquire(t.Context(), name, dlock.Shared()); !errors.Is(err, dlock.ErrNotAcquired) {
@@ -81,17 +65,17 @@ func TestModes(t *testing.T, q Queue) {
 		WaitEntries(t, q, name, 4)
 		dlocktest.WantWaiting(t, gotW, name)
 		dlocktest.WantWaiting(t, got2, name)
-		mustRelease(t, k1)
+		dlocktest.MustRelease(t, k1)
 		kw := dlocktest.WantAcquired(t, gotW, name, 10*time.Second).Lock
 		dlocktest.WantWaiting(t, got2, name)
-		mustRelease(t, kw)
+		dlocktest.MustRelease(t, kw)
 		k2 := dlocktest.WantAcquired(t, got2, name, 10*time.Second).Lock
 		k3 := dlocktest.WantAcquired(t, got3, name, 10*time.Second).Lock
 		if !(k1.Fence() < kw.Fence() && kw.Fence() < k2.Fence() && k2.Fence() < k3.Fence()) {
 			t.Errorf("fences reader %d, writer %d, readers %d and %d; want strictly increasing in queue order", k1.Fence(), kw.Fence(), k2.Fence(), k3.Fence())
 		}
-		mustRelease(t, k2)
-		mustRelease(t, k3)
+		dlocktest.MustRelease(t, k2)
+		dlocktest.MustRelease(t, k3)
 		WaitEntries(t, q, name, 0)
 	})
 
@@ -108,7 +92,7 @@ func TestModes(t *testing.T, q Queue) {
 		} {
 			name := fmt.Sprintf("cancelled/%s/%s", t.Name(), c.what)
 			a, b := q.NewLocker(t), q.NewLocker(t)
-			k := mustTry(t, a, name, c.hold...)
+			k := dlocktest.MustTryAcquire(t, a, name, c.hold...)
 			ctx, cancel := context.WithCancel(t.Context())
 			got := dlocktest.AcquireAsync(ctx, b, name, c.wait...)
 			WaitEntries(t, q, name, 2)
@@ -117,7 +101,7 @@ func TestModes(t *testing.T, q Queue) {
 				t.Fatalf("%s: cancelled Acquire(%q) = %v, want context.Canceled", c.what, name, r.Err)
 			}
 			WaitEntries(t, q, name, 1)
-			mustRelease(t, k)
+			dlocktest.MustRelease(t, k)
 			WaitEntries(t, q, name, 0)
 		}
 	})
@@ -128,18 +112,18 @@ func TestModes(t *testing.T, q Queue) {
 	t.Run("PermitFreedOutOfOrder", func(t *testing.T) {
 		name := "outoforder/" + t.Name()
 		a, b, c := q.NewLocker(t), q.NewLocker(t), q.NewLocker(t)
-		ka := mustTry(t, a, name, dlock.WithLimit(2))
-		kb := mustTry(t, b, name, dlock.WithLimit(2))
+		ka := dlocktest.MustTryAcquire(t, a, name, dlock.WithLimit(2))
+		kb := dlocktest.MustTryAcquire(t, b, name, dlock.WithLimit(2))
 		got := dlocktest.AcquireAsync(t.Context(), c, name, dlock.WithLimit(2))
 		WaitEntries(t, q, name, 3)
 		dlocktest.WantWaiting(t, got, name)
-		mustRelease(t, kb)
+		dlocktest.MustRelease(t, kb)
 		kc := dlocktest.WantAcquired(t, got, name, 10*time.Second).Lock
 		if kc.Fence() <= kb.Fence() {
 			t.Errorf("new permit's fence %d, want above %d", kc.Fence(), kb.Fence())
 		}
-		mustRelease(t, ka)
-		mustRelease(t, kc)
+		dlocktest.MustRelease(t, ka)
+		dlocktest.MustRelease(t, kc)
 		WaitEntries(t, q, name, 0)
 	})
 
@@ -148,8 +132,8 @@ func TestModes(t *testing.T, q Queue) {
 	t.Run("ForceReleaseKeepsWaiters", func(t *testing.T) {
 		name := "force/" + t.Name()
 		r1, r2, w, admin := q.NewLocker(t), q.NewLocker(t), q.NewLocker(t), q.NewLocker(t)
-		k1 := mustTry(t, r1, name, dlock.Shared())
-		k2 := mustTry(t, r2, name, dlock.Shared())
+		k1 := dlocktest.MustTryAcquire(t, r1, name, dlock.Shared())
+		k2 := dlocktest.MustTryAcquire(t, r2, name, dlock.Shared())
 		gotW := dlocktest.AcquireAsync(t.Context(), w, name)
 		WaitEntries(t, q, name, 3)
 		if held, err := admin.ForceRelease(t.Context(), name); !held || err != nil {
@@ -161,7 +145,7 @@ func TestModes(t *testing.T, q Queue) {
 				t.Errorf("Refresh of a force-released reader = %v, want ErrNotHeld or ErrLost", err)
 			}
 		}
-		mustRelease(t, kw)
+		dlocktest.MustRelease(t, kw)
 		WaitEntries(t, q, name, 0)
 	})
 
@@ -190,11 +174,11 @@ func TestModes(t *testing.T, q Queue) {
 		if infos := next("at first"); len(infos) != 0 {
 			t.Fatalf("Observe(%q) first sent %+v, want no holder", name, infos)
 		}
-		k := mustTry(t, a, name, dlock.WithLimit(3))
+		k := dlocktest.MustTryAcquire(t, a, name, dlock.WithLimit(3))
 		if infos := next("after a permit was taken"); len(infos) != 1 || infos[0].Owner != k.Owner() || infos[0].Limit != 3 {
 			t.Fatalf("Observe(%q) sent %+v, want %s's permit of 3", name, infos, k.Owner())
 		}
-		mustRelease(t, k)
+		dlocktest.MustRelease(t, k)
 		if infos := next("after the permit was released"); len(infos) != 0 {
 			t.Fatalf("Observe(%q) sent %+v, want no holder", name, infos)
 		}
