@@ -103,11 +103,55 @@
 // SIGSTOP of holders, a paused and a restarted server, partitions, lost
 // replies, latency, reset connections and a Sentinel failover. A server
 // restarted without persistence, or a failover that loses the latest
-// writes, forgets held locks: another owner can then take the name while
+// writes (see Replica acknowledgement), forgets held locks: another owner can then take the name while
 // the old holder's Done is still open, until its next renewal (at most
 // TTL/3 later) finds the lock gone. Tokens keep increasing across it
 // (they come from the server's clock), so storage that checks them
 // rejects the old holder's writes; the suite checks exactly that.
+//
+// # Replica acknowledgement
+//
+// Redis replicates asynchronously: a master acknowledges a lock before
+// its replicas have it, and a failover to a replica that lacks it lets a
+// second owner take the name. Options.WaitReplicas (wait_replicas in a
+// URL) narrows that window, as Redisson recommends instead of Redlock:
+// each acquire attempt (a queued grant's confirmation included) and each
+// renewal sends WAIT N timeout right after its script, in the same
+// pipeline, so on the connection that ran the script (on a Cluster, on
+// the master of the lock's slot: a Cluster pipeline would send the
+// keyless WAIT to any node). WAIT counts the replicas that acknowledged
+// every write made so far on that connection, within Options.WaitTimeout
+// (by default a tenth of the TTL, at most 1 s). It costs no extra round
+// trip, but each step waits for the slowest of the N replicas; an
+// attempt that wrote nothing is answered at once.
+//
+// With fewer than N acknowledgements:
+//   - an acquisition fails with an error wrapping ErrNotReplicated (not
+//     dlock.ErrNotAcquired: the store could not make the lock durable),
+//     also for a waiting Acquire, which stops waiting; the core then
+//     releases the lease (that release does not wait for replicas);
+//   - a renewal's outcome is unknown (ErrNotReplicated, not
+//     dlock.ErrNotHeld): the master extended the lease, but a failover may
+//     lose it. The core keeps the lock's deadline where the last
+//     acknowledged renewal (or the acquisition) put it, so Done closes
+//     0.9×TTL after it unless a later renewal is acknowledged; a
+//     Lock.Refresh call returns the error.
+//
+// So WaitReplicas N also needs N live replicas: with fewer (a replica
+// down, or just after a failover until the old master rejoins as a
+// replica) no lock can be taken and held ones are given up at their
+// deadline.
+//
+// This narrows the failover window; it does not close it. A lock the
+// replica acknowledged survives a failover to that replica. But WAIT is
+// not consensus: a failover to a replica that did not acknowledge (with N
+// below the number of replicas, or one Sentinel chose regardless), or to a
+// replica that lost the write before its promotion (restarted without
+// persistence), still loses the lock; and a master restarted empty
+// forgets it whatever its replicas acknowledged. WAIT counts receipt in
+// the replica's memory, not on its disk: on Redis 7.2 and later with
+// AOF, WAITAOF also waits for the fsync; this package does not send it
+// (it must run against 7.0, which has no WAITAOF).
 //
 // # Store URLs
 //
@@ -118,7 +162,9 @@
 //	redis+sentinel://[user:pass@]host[:port][,host[:port]]/master-name
 //	redis+cluster://[user:pass@]host[:port][,host[:port]]
 //
-// with the query parameter prefix (Options.Prefix). go-redis logs through one process-wide logger;
+// with the query parameters prefix (Options.Prefix), wait_replicas
+// (Options.WaitReplicas, a number) and wait_timeout (Options.WaitTimeout,
+// a Go duration such as 200ms). go-redis logs through one process-wide logger;
 // the clients Open makes are marked so that what it logs about them is
 // dropped (see redis.SetLogger: a program that sets its own logger decides
 // for them too).
