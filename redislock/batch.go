@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -16,6 +17,7 @@ import (
 // on both sides: more locks per second from the same Redis.
 type batcher struct {
 	c           redis.UniversalClient
+	w           *replicaWait // nil: no WAIT after writes
 	maxInFlight int
 
 	mu       sync.Mutex
@@ -23,13 +25,17 @@ type batcher struct {
 	queue    []*scriptCall
 }
 
-// scriptCall is one script run: its outcome is in cmd once done is closed.
+// scriptCall is one script run: its outcome is in cmd (and, if it waits
+// for replicas, the WAIT's in acks) once done is closed.
 type scriptCall struct {
 	ctx    context.Context
 	script *redis.Script
 	keys   []string
 	args   []any
+	wait   bool          // follow the script with WAIT (if the batcher waits)
+	ttl    time.Duration // the lease's, for WAIT's default bound
 	cmd    *redis.Cmd
+	acks   *redis.Cmd // the WAIT after the script, nil if none
 	done   chan struct{}
 }
 
@@ -37,26 +43,30 @@ type scriptCall struct {
 // beyond it, calls wait to join the next pipeline.
 const maxInFlight = 4
 
-func newBatcher(c redis.UniversalClient) *batcher {
-	return &batcher{c: c, maxInFlight: maxInFlight}
+func newBatcher(c redis.UniversalClient, w *replicaWait) *batcher {
+	return &batcher{c: c, w: w, maxInFlight: maxInFlight}
 }
 
-// run runs script and returns its command, once the reply (or an error)
-// is in. It does not watch ctx while waiting to be sent: the core does.
-func (b *batcher) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+// run runs call's script and returns once its reply (or an error) is in
+// call.cmd. It does not watch ctx while waiting to be sent: the core does.
+func (b *batcher) run(call *scriptCall) *scriptCall {
 	b.mu.Lock()
 	if b.inFlight >= b.maxInFlight {
-		call := &scriptCall{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
+		call.done = make(chan struct{})
 		b.queue = append(b.queue, call)
 		b.mu.Unlock()
 		<-call.done
-		return call.cmd
+		return call
 	}
 	b.inFlight++
 	b.mu.Unlock()
-	cmd := script.Run(ctx, b.c, keys, args...)
+	if b.w != nil && call.wait {
+		runScripts(call.ctx, b.c, b.w, []*scriptCall{call})
+	} else {
+		call.cmd = call.script.Run(call.ctx, b.c, call.keys, call.args...)
+	}
 	b.drain()
-	return cmd
+	return call
 }
 
 // drain sends what queued while this caller's round trip was under way,
@@ -72,35 +82,9 @@ func (b *batcher) drain() {
 			return
 		}
 		b.mu.Unlock()
-		b.send(calls)
-	}
-}
-
-// send runs calls as one pipeline of EVALSHA, and again with EVAL for
-// those the server had no script for.
-func (b *batcher) send(calls []*scriptCall) {
-	pipe := func(eval bool) {
-		p := b.c.Pipeline()
+		runScripts(context.Background(), b.c, b.w, calls)
 		for _, c := range calls {
-			if c.cmd != nil && !isNoScript(c.cmd.Err()) {
-				continue
-			}
-			if eval {
-				c.cmd = c.script.Eval(c.ctx, p, c.keys, c.args...)
-			} else {
-				c.cmd = c.script.EvalSha(c.ctx, p, c.keys, c.args...)
-			}
+			close(c.done)
 		}
-		p.Exec(context.Background()) // each command carries its own outcome
-	}
-	pipe(false)
-	for _, c := range calls {
-		if isNoScript(c.cmd.Err()) {
-			pipe(true)
-			break
-		}
-	}
-	for _, c := range calls {
-		close(c.done)
 	}
 }

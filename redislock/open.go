@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -25,11 +26,21 @@ func init() {
 // documentation. The Locker closes the client it creates, which never
 // writes to standard error (see internal/redisquiet).
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
-	q, err := backend.URLParams(u, "prefix")
+	q, err := backend.URLParams(u, "prefix", "wait_replicas", "wait_timeout")
 	if err != nil {
 		return nil, err
 	}
 	opts := &Options{Prefix: q.Get("prefix")}
+	if v := q.Get("wait_replicas"); v != "" {
+		if opts.WaitReplicas, err = strconv.Atoi(v); err != nil {
+			return nil, fmt.Errorf("%w: wait_replicas %q is not a number", dlock.ErrBadURL, v)
+		}
+	}
+	if v := q.Get("wait_timeout"); v != "" {
+		if opts.WaitTimeout, err = time.ParseDuration(v); err != nil {
+			return nil, fmt.Errorf("%w: wait_timeout %q is not a duration such as 200ms", dlock.ErrBadURL, v)
+		}
+	}
 	if err := opts.check(); err != nil {
 		return nil, fmt.Errorf("%w: %w", dlock.ErrBadURL, err)
 	}

@@ -103,11 +103,55 @@
 // SIGSTOP of holders, a paused and a restarted server, partitions, lost
 // replies, latency, reset connections and a Sentinel failover. A server
 // restarted without persistence, or a failover that loses the latest
-// writes, forgets held locks: another owner can then take the name while
+// writes (see Replica acknowledgement), forgets held locks: another owner can then take the name while
 // the old holder's Done is still open, until its next renewal (at most
 // TTL/3 later) finds the lock gone. Tokens keep increasing across it
 // (they come from the server's clock), so storage that checks them
 // rejects the old holder's writes; the suite checks exactly that.
+//
+// # Replica acknowledgement
+//
+// Redis replicates asynchronously: a master acknowledges a lock before
+// its replicas have it, and a failover to a replica that lacks it lets a
+// second owner take the name. Options.WaitReplicas (wait_replicas in a
+// URL) narrows that window, as Redisson recommends instead of Redlock:
+// each acquire attempt (a queued grant's confirmation included) and each
+// renewal sends WAIT N timeout right after its script, in the same
+// pipeline, so on the connection that ran the script (on a Cluster, on
+// the master of the lock's slot: a Cluster pipeline would send the
+// keyless WAIT to any node). WAIT counts the replicas that acknowledged
+// every write made so far on that connection, within Options.WaitTimeout
+// (by default a tenth of the TTL, at most 1 s). It costs no extra round
+// trip, but each step waits for the slowest of the N replicas; an
+// attempt that wrote nothing is answered at once.
+//
+// With fewer than N acknowledgements:
+//   - an acquisition fails with an error wrapping ErrNotReplicated (not
+//     dlock.ErrNotAcquired: the store could not make the lock durable),
+//     also for a waiting Acquire, which stops waiting; the core then
+//     releases the lease (that release does not wait for replicas);
+//   - a renewal's outcome is unknown (ErrNotReplicated, not
+//     dlock.ErrNotHeld): the master extended the lease, but a failover may
+//     lose it. The core keeps the lock's deadline where the last
+//     acknowledged renewal (or the acquisition) put it, so Done closes
+//     0.9×TTL after it unless a later renewal is acknowledged; a
+//     Lock.Refresh call returns the error.
+//
+// So WaitReplicas N also needs N live replicas: with fewer (a replica
+// down, or just after a failover until the old master rejoins as a
+// replica) no lock can be taken and held ones are given up at their
+// deadline.
+//
+// This narrows the failover window; it does not close it. A lock the
+// replica acknowledged survives a failover to that replica. But WAIT is
+// not consensus: a failover to a replica that did not acknowledge (with N
+// below the number of replicas, or one Sentinel chose regardless), or to a
+// replica that lost the write before its promotion (restarted without
+// persistence), still loses the lock; and a master restarted empty
+// forgets it whatever its replicas acknowledged. WAIT counts receipt in
+// the replica's memory, not on its disk: on Redis 7.2 and later with
+// AOF, WAITAOF also waits for the fsync; this package does not send it
+// (it must run against 7.0, which has no WAITAOF).
 //
 // # Store URLs
 //
@@ -118,7 +162,9 @@
 //	redis+sentinel://[user:pass@]host[:port][,host[:port]]/master-name
 //	redis+cluster://[user:pass@]host[:port][,host[:port]]
 //
-// with the query parameter prefix (Options.Prefix). go-redis logs through one process-wide logger;
+// with the query parameters prefix (Options.Prefix), wait_replicas
+// (Options.WaitReplicas, a number) and wait_timeout (Options.WaitTimeout,
+// a Go duration such as 200ms). go-redis logs through one process-wide logger;
 // the clients Open makes are marked so that what it logs about them is
 // dropped (see redis.SetLogger: a program that sets its own logger decides
 // for them too).
@@ -161,6 +207,21 @@ type Options struct {
 	// remaining lease either). It must not be negative.
 	// Default: backend.DefaultMaxRetryInterval.
 	MaxRetryInterval time.Duration
+
+	// WaitReplicas, when above 0, makes every step that writes a lease
+	// (an acquisition, a queued grant's confirmation, a renewal) wait
+	// until that many replicas acknowledge the write (WAIT), for at most
+	// WaitTimeout; see "Replica acknowledgement" in the package
+	// documentation. It needs a *redis.Client (plain or Sentinel) or a
+	// *redis.ClusterClient, and must not be negative. Default: 0 (no
+	// waiting).
+	WaitReplicas int
+
+	// WaitTimeout bounds each WAIT. Keep it well below the client's
+	// ReadTimeout (3 s by default), which a pipeline's WAIT does not
+	// extend. It must not be negative. Default: a tenth of the lease's
+	// TTL, at most one second (at least a millisecond).
+	WaitTimeout time.Duration
 }
 
 // New returns a Locker on the Redis server behind client: a *redis.Client,
@@ -188,8 +249,16 @@ func newLocker(client redis.UniversalClient, opts *Options, ownClient bool) (*dl
 		o.Prefix = DefaultPrefix
 	}
 	d := &redisDriver{c: client, prefix: o.Prefix, ownClient: ownClient}
+	if o.WaitReplicas > 0 {
+		switch client.(type) {
+		case *redis.Client, *redis.ClusterClient:
+		default:
+			return nil, fmt.Errorf("redislock: new: %w: WaitReplicas needs a *redis.Client or a *redis.ClusterClient, not a %T", dlock.ErrInvalid, client)
+		}
+		d.wait = &replicaWait{replicas: o.WaitReplicas, timeout: o.WaitTimeout}
+	}
 	d.grants = newGrants(client, d.channelPrefix(), ownClient)
-	d.batch = newBatcher(client)
+	d.batch = newBatcher(client, d.wait)
 	return backend.New(d, &backend.Config{MaxRetryInterval: o.MaxRetryInterval}), nil
 }
 
@@ -200,6 +269,12 @@ func (o Options) check() error {
 	}
 	if o.MaxRetryInterval < 0 {
 		return fmt.Errorf("negative MaxRetryInterval %v", o.MaxRetryInterval)
+	}
+	if o.WaitReplicas < 0 {
+		return fmt.Errorf("negative WaitReplicas %d", o.WaitReplicas)
+	}
+	if o.WaitTimeout < 0 {
+		return fmt.Errorf("negative WaitTimeout %v", o.WaitTimeout)
 	}
 	return nil
 }
@@ -236,6 +311,7 @@ type redisDriver struct {
 	prefix    string
 	grants    *grants
 	batch     *batcher
+	wait      *replicaWait   // nil: no WAIT after writes
 	ownClient bool           // made by Open: Close closes it
 	leaving   sync.WaitGroup // leave's releases still under way; Close waits
 }
@@ -289,7 +365,9 @@ func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue bool) (
 		q = "1"
 	}
 	keep := 3 * heartbeat(l.TTL)
-	vals, err := d.batch.run(ctx, acquireScript, d.keys(l.Name), l.Owner, ms(l.TTL), l.Metadata, q, ms(keep), d.channelPrefix(), modeArg(l)).Slice()
+	call := d.batch.run(&scriptCall{ctx: ctx, script: acquireScript, keys: d.keys(l.Name), wait: true, ttl: l.TTL,
+		args: []any{l.Owner, ms(l.TTL), l.Metadata, q, ms(keep), d.channelPrefix(), modeArg(l)}})
+	vals, err := call.cmd.Slice()
 	if err != nil {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
 	}
@@ -308,6 +386,13 @@ func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue bool) (
 	fence, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: bad fencing token %q", l.Name, s)
+	}
+	if d.wait != nil {
+		// Taken on the master but perhaps not on the replicas: the core
+		// releases what a failed acquisition took.
+		if err := d.wait.check(call.acks); err != nil {
+			return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
+		}
 	}
 	return driver.Result{Acquired: true, Fence: fence}, nil
 }
@@ -408,43 +493,34 @@ const (
 
 func (d *redisDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	errs := make([]error, len(ls))
-	cmds := make([]*redis.Cmd, len(ls))
-	run := func(eval bool) {
-		pipe := d.c.Pipeline()
-		for i, l := range ls {
-			if cmds[i] != nil && !isNoScript(cmds[i].Err()) {
-				continue
-			}
-			keys, args := []string{Key(d.prefix, l.Name)}, []any{l.Owner, ms(l.TTL)}
-			if eval {
-				cmds[i] = refreshScript.Eval(ctx, pipe, keys, args...)
-			} else {
-				cmds[i] = refreshScript.EvalSha(ctx, pipe, keys, args...)
-			}
-		}
-		pipe.Exec(ctx) // errors are read per command below
+	calls := make([]*scriptCall, len(ls))
+	for i, l := range ls {
+		calls[i] = &scriptCall{ctx: ctx, script: refreshScript, keys: []string{Key(d.prefix, l.Name)}, args: []any{l.Owner, ms(l.TTL)}, wait: true, ttl: l.TTL}
 	}
-	run(false)
-	for _, c := range cmds {
-		if isNoScript(c.Err()) {
-			run(true) // the server lost its script cache (restart, failover)
-			break
-		}
-	}
-	for i, c := range cmds {
-		n, err := c.Int64()
+	runScripts(ctx, d.c, d.wait, calls)
+	for i, c := range calls {
+		n, err := c.cmd.Int64()
 		switch {
 		case err != nil:
 			errs[i] = fmt.Errorf("redislock: refresh %q: %w", ls[i].Name, err)
 		case n == 0:
 			errs[i] = fmt.Errorf("redislock: refresh %q: %w", ls[i].Name, driver.ErrNotHeld)
+		case d.wait != nil:
+			// Extended on the master; whether a failover would keep it
+			// is unknown: the core's deadline stays where it was.
+			if err := d.wait.check(c.acks); err != nil {
+				errs[i] = fmt.Errorf("redislock: refresh %q: outcome unknown: %w", ls[i].Name, err)
+			}
 		}
 	}
 	return errs
 }
 
 func (d *redisDriver) Release(ctx context.Context, l driver.Lease) error {
-	reply, err := d.batch.run(ctx, releaseScript, d.keys(l.Name), l.Owner, ms(tombstoneTTL), d.channelPrefix()).Result()
+	// No WAIT: a release a failover loses keeps the name busy until its
+	// lease ends, no more.
+	reply, err := d.batch.run(&scriptCall{ctx: ctx, script: releaseScript, keys: d.keys(l.Name),
+		args: []any{l.Owner, ms(tombstoneTTL), d.channelPrefix()}}).cmd.Result()
 	if err != nil {
 		return fmt.Errorf("redislock: release %q: %w", l.Name, err)
 	}

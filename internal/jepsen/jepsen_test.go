@@ -106,6 +106,21 @@ var targets = []struct {
 			Forgets:  []string{"restart-server", "failover"},
 		}
 	}},
+	{"redis-sentinel-wait", func(t testing.TB) jepsen.Target {
+		s := testserver.StartRedisSentinelReplicated(t)
+		return jepsen.Target{
+			Name: "redis-sentinel-wait",
+			URL: func(string) string {
+				return "redis+sentinel://" + s.Addr() + "/" + testserver.SentinelMaster + "?wait_replicas=1"
+			},
+			Server: s.Master,
+			// Every lock write was acknowledged by the replica before it
+			// counted, so the failover keeps it; a restarted master still
+			// comes back empty.
+			Failover: s.Failover,
+			Forgets:  []string{"restart-server"},
+		}
+	}},
 	{"redlock", func(t testing.TB) jepsen.Target {
 		// Three independent masters; the faults hit the first: its
 		// network (a proxy per worker), a pause, a restart empty. A
