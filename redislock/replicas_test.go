@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/redislock"
 )
@@ -84,7 +85,7 @@ func TestWaitReplicasSurvivesFailover(t *testing.T) {
 	if _, err := b.TryAcquire(t.Context(), name, dlock.WithTTL(ttl)); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire(%q) after the refresh = %v, want ErrNotAcquired", name, err)
 	}
-	mustRelease(t, k)
+	dlocktest.MustRelease(t, k)
 }
 
 // TestWaitReplicasPausedReplica pauses the only replica (SIGSTOP), so it
@@ -119,7 +120,7 @@ func TestWaitReplicasPausedReplica(t *testing.T) {
 	wantFree(t, master, name)
 
 	b := newWaitLocker(t, s.Client(t), 0, 0)
-	mustRelease(t, mustTry(t, b, name))
+	dlocktest.MustRelease(t, dlocktest.MustTryAcquire(t, b, name))
 }
 
 // TestWaitReplicasRefreshUnacknowledged pauses the replica while a lock
@@ -164,9 +165,9 @@ func TestWaitReplicasClusterNode(t *testing.T) {
 	for _, name := range names {
 		// Load the scripts on every master: a first EVALSHA fails
 		// (NOSCRIPT) and is sent again with EVAL, and its WAIT too.
-		k := mustTry(t, l, name)
+		k := dlocktest.MustTryAcquire(t, l, name)
 		k.Refresh(t.Context())
-		mustRelease(t, k)
+		dlocktest.MustRelease(t, k)
 	}
 	for _, name := range names {
 		node, err := client.MasterForKey(t.Context(), redislock.Key("", name))
@@ -174,11 +175,11 @@ func TestWaitReplicasClusterNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := serverCommands(t, node)["wait"]
-		k := mustTry(t, l, name)
+		k := dlocktest.MustTryAcquire(t, l, name)
 		if err := k.Refresh(t.Context()); err != nil {
 			t.Errorf("Refresh(%q) = %v, want nil", name, err)
 		}
-		mustRelease(t, k)
+		dlocktest.MustRelease(t, k)
 		if got := serverCommands(t, node)["wait"] - before; got != 2 {
 			t.Errorf("Got(WAIT calls on %q's master) = %d, want 2 (acquire and refresh)", name, got)
 		}
@@ -212,7 +213,7 @@ func TestWaitReplicasNoReplica(t *testing.T) {
 		case !tc.fail && err != nil:
 			t.Errorf("Open(%q): TryAcquire = %v, want a lock", tc.url, err)
 		case err == nil:
-			mustRelease(t, k)
+			dlocktest.MustRelease(t, k)
 		}
 		if err := l.Close(); err != nil {
 			t.Errorf("Open(%q): Close = %v", tc.url, err)
