@@ -254,22 +254,7 @@ func (b *bench) roundHot(l lib, round int) {
 		return
 	}
 	k := l.key
-	b.s3.add(k, mOps, f.rate)
-	b.s3.add(k, mWaitP50, float64(percentile(f.waits, 50)))
-	b.s3.add(k, mWaitP99, float64(percentile(f.waits, 99)))
-	b.s3.add(k, mWaitMax, float64(f.waitMax))
-	if len(f.handoffs) > 0 {
-		b.s3.add(k, mHandP50, float64(percentile(f.handoffs, 50)))
-		b.s3.add(k, mHandP99, float64(percentile(f.handoffs, 99)))
-	}
-	b.s3.add(k, mSelf, f.selfReacquire)
-	b.s3.add(k, mJain, f.jain)
-	b.s3.add(k, mCmds, f.cmdsPerAcq)
-	b.s3.add(k, mTrips, f.rtPerAcq)
-	b.s3.add(k, mCliCPU, f.clientCPU)
-	b.s3.add(k, mSrvCPU, f.serverCPU)
-	b.s3.add(k, mGiveUps, float64(f.giveUps))
-	b.s3.add(k, mCensor, float64(len(f.censored)))
+	b.s3.addHot(k, f)
 	b.s3Waits[k] = append(b.s3Waits[k], f.waits...)
 	b.s3Censored[k] = append(b.s3Censored[k], f.censored...)
 	b.s3Cmds[k] = cmds
@@ -279,6 +264,26 @@ func (b *bench) roundHot(l lib, round int) {
 	if f.overlaps > 0 {
 		b.errorf("hot %s round %d: %d acquisitions began before the previous holder called release (mutual exclusion broken?)", k, round, f.overlaps)
 	}
+}
+
+// addHot adds one hot-name run's figures for library k.
+func (fg figures) addHot(k string, f hotFigures) {
+	fg.add(k, mOps, f.rate)
+	fg.add(k, mWaitP50, float64(percentile(f.waits, 50)))
+	fg.add(k, mWaitP99, float64(percentile(f.waits, 99)))
+	fg.add(k, mWaitMax, float64(f.waitMax))
+	if len(f.handoffs) > 0 {
+		fg.add(k, mHandP50, float64(percentile(f.handoffs, 50)))
+		fg.add(k, mHandP99, float64(percentile(f.handoffs, 99)))
+	}
+	fg.add(k, mSelf, f.selfReacquire)
+	fg.add(k, mJain, f.jain)
+	fg.add(k, mCmds, f.cmdsPerAcq)
+	fg.add(k, mTrips, f.rtPerAcq)
+	fg.add(k, mCliCPU, f.clientCPU)
+	fg.add(k, mSrvCPU, f.serverCPU)
+	fg.add(k, mGiveUps, float64(f.giveUps))
+	fg.add(k, mCensor, float64(len(f.censored)))
 }
 
 // backendsBenchtime is scenario 5's -benchtime.
