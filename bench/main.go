@@ -10,6 +10,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -34,9 +35,14 @@ type config struct {
 	memLocks      int
 	memRounds     int
 	quick         bool
+	// The Redlock section.
+	redlock        bool
+	redlockSigstop bool
 }
 
 func main() {
+	log.SetPrefix("redis: ")
+	redis.SetLogger(quietDials{})
 	if os.Getenv(workerEnv) != "" {
 		if err := workerMain(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -57,6 +63,8 @@ func main() {
 	flag.DurationVar(&c.ttl, "ttl", defaultLibsTTL, "lease of every lock in scenarios 1-3")
 	flag.IntVar(&c.memLocks, "mem-locks", 100_000, "scenario 4 held locks")
 	flag.IntVar(&c.memRounds, "mem-rounds", 3, "scenario 4 rounds")
+	flag.BoolVar(&c.redlock, "redlock", true, "run the Redlock section: dlock's redlock and redsync over 5 redis-servers, all up, 2 killed, 2 SIGSTOPped")
+	flag.BoolVar(&c.redlockSigstop, "redlock-sigstop", true, "in the Redlock section, also run with 2 masters SIGSTOPped (each step then costs its timeout)")
 	flag.BoolVar(&c.quick, "quick", false, "smoke run of under a minute: 3 rounds, short durations, 20k held locks once (explicit flags win)")
 	flag.Parse()
 	if c.quick {
@@ -105,6 +113,9 @@ type bench struct {
 	s3Trips        map[string]cmdStats // last round's client requests by command
 	s3Overlaps     map[string]int
 
+	rl     *redlockSet // the Redlock section's servers; nil without -redlock
+	rlFigs redlockFigures
+
 	mu     sync.Mutex
 	errors []string
 }
@@ -133,12 +144,22 @@ func run(c config) error {
 		return err
 	}
 	defer srv.stop()
-	// Ctrl-C: kill the server (the worker dies with its stdin).
+	var rl *redlockSet
+	if c.redlock {
+		if rl, err = startRedlockSet(c.redisServer); err != nil {
+			return fmt.Errorf("redlock masters: %w", err)
+		}
+		defer rl.stop()
+	}
+	// Ctrl-C: kill the servers (the worker dies with its stdin).
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt)
 	go func() { // exits with the process
 		<-sig
 		srv.stop()
+		if rl != nil {
+			rl.stop()
+		}
 		os.Exit(130)
 	}()
 
@@ -153,12 +174,14 @@ func run(c config) error {
 		s1:    figures{}, s2: figures{}, s3: figures{}, s4: figures{},
 		s1Samples: map[string][]int64{}, s3Waits: map[string][]int64{},
 		s3Censored: map[string][]int64{}, s3Cmds: map[string]cmdStats{}, s3LastN: map[string]int{}, s3Trips: map[string]cmdStats{}, s3Overlaps: map[string]int{},
+		rl: rl, rlFigs: redlockFigures{s1: map[string]figures{}, s3: map[string]figures{}, overlaps: map[string]int{}},
+	}
+	for _, c := range []rlCondition{rlUp, rlKilled, rlKilled1, rlStopped} {
+		b.rlFigs.s1[c.key], b.rlFigs.s3[c.key] = figures{}, figures{}
 	}
 	defer b.admin.Close()
 	libs := allLibs()
-	progress := func(format string, args ...any) {
-		fmt.Fprintf(os.Stderr, "[%5.1fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
-	}
+	progress := b.progress
 	progress("redis-server on %s; %d rounds", srv.addr, c.rounds)
 
 	for round := range c.rounds {
@@ -183,6 +206,9 @@ func run(c config) error {
 		for _, k := range s3Libs {
 			b.roundHot(libs[k], round)
 		}
+		if b.rl != nil {
+			b.roundRedlock(libs, round)
+		}
 	}
 	for r := range c.memRounds {
 		progress("memory %d/%d: %d held locks per library", r+1, c.memRounds, c.memLocks)
@@ -202,6 +228,11 @@ func run(c config) error {
 	}
 	progress("writing %s", filepath.Join(c.out, "REPORT.md"))
 	return b.writeReport(srv, libs)
+}
+
+// progress reports on stderr how far the run is.
+func (b *bench) progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%5.1fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
 // roundUncontended runs scenario 1 once per library, each right after a
