@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -299,16 +300,26 @@ func (b *bench) roundHot(l lib, round int) {
 
 // addHot adds one hot-name run's figures for library k.
 func (fg figures) addHot(k string, f hotFigures) {
+	nan := math.NaN() // no acquisition: no wait percentiles, no fairness
 	fg.add(k, mOps, f.rate)
-	fg.add(k, mWaitP50, float64(percentile(f.waits, 50)))
-	fg.add(k, mWaitP99, float64(percentile(f.waits, 99)))
+	if len(f.waits) > 0 {
+		fg.add(k, mWaitP50, float64(percentile(f.waits, 50)))
+		fg.add(k, mWaitP99, float64(percentile(f.waits, 99)))
+	} else {
+		fg.add(k, mWaitP50, nan)
+		fg.add(k, mWaitP99, nan)
+	}
 	fg.add(k, mWaitMax, float64(f.waitMax))
 	if len(f.handoffs) > 0 {
 		fg.add(k, mHandP50, float64(percentile(f.handoffs, 50)))
 		fg.add(k, mHandP99, float64(percentile(f.handoffs, 99)))
 	}
 	fg.add(k, mSelf, f.selfReacquire)
-	fg.add(k, mJain, f.jain)
+	if f.n > 0 {
+		fg.add(k, mJain, f.jain)
+	} else {
+		fg.add(k, mJain, nan)
+	}
 	fg.add(k, mCmds, f.cmdsPerAcq)
 	fg.add(k, mTrips, f.rtPerAcq)
 	fg.add(k, mCliCPU, f.clientCPU)
