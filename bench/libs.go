@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"math"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	bsm "github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
@@ -53,11 +55,12 @@ const (
 
 // dlockLib runs dlock on b.
 func dlockLib(b Backend) lib {
-	label := "dlock"
+	key, label := keyDlock, "dlock"
 	if b.Name() != "redis" {
+		key += "-" + b.Name()
 		label += " (" + b.Name() + ")"
 	}
-	return lib{key: keyDlock, label: label, short: label, open: func(addr string, ttl time.Duration) (locker, error) {
+	return lib{key: key, label: label, short: label, open: func(addr string, ttl time.Duration) (locker, error) {
 		l, closeFn, err := b.Open(addr)
 		if err != nil {
 			return nil, err
@@ -87,7 +90,8 @@ var (
 // allLibs returns every contender by key, dlock on Redis included.
 func allLibs() map[string]lib {
 	m := make(map[string]lib)
-	for _, l := range []lib{dlockLib(redisBackend{}), handLib, redsyncLib, redsync1msLib, bsmLib, bsm1msLib} {
+	for _, l := range []lib{dlockLib(redisBackend{}), handLib, redsyncLib, redsync1msLib, bsmLib, bsm1msLib,
+		dlockLib(redlockBackend{}), rlRedsyncLib, rlRedsync1msLib} {
 		m[l.key] = l
 	}
 	return m
@@ -154,16 +158,26 @@ func randomToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// redsyncLocker: one Redsync over one goredis v9 pool; a Mutex per call.
+// redsyncLocker: one Redsync over one goredis v9 pool per master; a Mutex
+// per call.
 type redsyncLocker struct {
-	c    *redis.Client
+	cs   []*redis.Client
 	rs   *redsync.Redsync
 	opts []redsync.Option
 }
 
-func newRedsync(addr string, opts ...redsync.Option) *redsyncLocker {
-	c := newClient(addr)
-	return &redsyncLocker{c: c, rs: redsync.New(goredis.NewPool(c)), opts: opts}
+// newRedsync returns redsync over the masters at addrs, a comma-separated
+// list (one address: the single-server case).
+func newRedsync(addrs string, opts ...redsync.Option) *redsyncLocker {
+	r := &redsyncLocker{opts: opts}
+	var pools []redsyncredis.Pool
+	for a := range strings.SplitSeq(addrs, ",") {
+		c := newClient(a)
+		r.cs = append(r.cs, c)
+		pools = append(pools, goredis.NewPool(c))
+	}
+	r.rs = redsync.New(pools...)
+	return r
 }
 
 func (r *redsyncLocker) lock(ctx context.Context, name string) (func(context.Context) error, error) {
@@ -186,7 +200,13 @@ func (r *redsyncLocker) lock(ctx context.Context, name string) (func(context.Con
 	}
 }
 
-func (r *redsyncLocker) close() error { return r.c.Close() }
+func (r *redsyncLocker) close() error {
+	var errs []error
+	for _, c := range r.cs {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
 
 // bsmLocker: one bsm Client; retry strategies are stateful, so each call
 // gets a new one.

@@ -1,15 +1,18 @@
 // Command bench runs dlock's Redis backend side by side with redsync v4,
 // bsm/redislock and a hand-written SET NX PX lock against a redis-server
 // it starts itself, interleaving the libraries round by round, and writes
-// REPORT.md with tables and SVG charts. See README.md.
+// REPORT.md with tables and SVG charts; its Redlock section runs dlock's
+// redlock beside redsync over five more redis-servers. See README.md.
 //
-//	cd bench && go run . -out results          # about 4 minutes
-//	cd bench && go run . -quick -out results   # under a minute
+//	cd bench && go run . -out results          # about 15 minutes
+//	cd bench && go run . -quick -out results   # a few minutes
 package main
 
 import (
 	"flag"
 	"fmt"
+	"log"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -34,9 +37,14 @@ type config struct {
 	memLocks      int
 	memRounds     int
 	quick         bool
+	// The Redlock section.
+	redlock        bool
+	redlockSigstop bool
 }
 
 func main() {
+	log.SetPrefix("redis: ")
+	redis.SetLogger(quietDials{})
 	if os.Getenv(workerEnv) != "" {
 		if err := workerMain(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -57,7 +65,9 @@ func main() {
 	flag.DurationVar(&c.ttl, "ttl", defaultLibsTTL, "lease of every lock in scenarios 1-3")
 	flag.IntVar(&c.memLocks, "mem-locks", 100_000, "scenario 4 held locks")
 	flag.IntVar(&c.memRounds, "mem-rounds", 3, "scenario 4 rounds")
-	flag.BoolVar(&c.quick, "quick", false, "smoke run of under a minute: 3 rounds, short durations, 20k held locks once (explicit flags win)")
+	flag.BoolVar(&c.redlock, "redlock", true, "run the Redlock section: dlock's redlock and redsync over 5 redis-servers, all up, 2 killed, 2 SIGSTOPped")
+	flag.BoolVar(&c.redlockSigstop, "redlock-sigstop", true, "in the Redlock section, also run with 2 masters SIGSTOPped (each step then costs its timeout)")
+	flag.BoolVar(&c.quick, "quick", false, "smoke run of a few minutes: 3 rounds, short durations, 20k held locks once, no SIGSTOPped Redlock masters (explicit flags win)")
 	flag.Parse()
 	if c.quick {
 		set := map[string]bool{}
@@ -69,6 +79,8 @@ func main() {
 			"hot":         func() { c.hot = time.Second },
 			"mem-locks":   func() { c.memLocks = 20_000 },
 			"mem-rounds":  func() { c.memRounds = 1 },
+			// The slowest condition of the Redlock section.
+			"redlock-sigstop": func() { c.redlockSigstop = false },
 		}
 		for name, f := range quick {
 			if !set[name] {
@@ -105,6 +117,9 @@ type bench struct {
 	s3Trips        map[string]cmdStats // last round's client requests by command
 	s3Overlaps     map[string]int
 
+	rl     *redlockSet // the Redlock section's servers; nil without -redlock
+	rlFigs redlockFigures
+
 	mu     sync.Mutex
 	errors []string
 }
@@ -133,12 +148,22 @@ func run(c config) error {
 		return err
 	}
 	defer srv.stop()
-	// Ctrl-C: kill the server (the worker dies with its stdin).
+	var rl *redlockSet
+	if c.redlock {
+		if rl, err = startRedlockSet(c.redisServer); err != nil {
+			return fmt.Errorf("redlock masters: %w", err)
+		}
+		defer rl.stop()
+	}
+	// Ctrl-C: kill the servers (the worker dies with its stdin).
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt)
 	go func() { // exits with the process
 		<-sig
 		srv.stop()
+		if rl != nil {
+			rl.stop()
+		}
 		os.Exit(130)
 	}()
 
@@ -153,12 +178,14 @@ func run(c config) error {
 		s1:    figures{}, s2: figures{}, s3: figures{}, s4: figures{},
 		s1Samples: map[string][]int64{}, s3Waits: map[string][]int64{},
 		s3Censored: map[string][]int64{}, s3Cmds: map[string]cmdStats{}, s3LastN: map[string]int{}, s3Trips: map[string]cmdStats{}, s3Overlaps: map[string]int{},
+		rl: rl, rlFigs: redlockFigures{s1: map[string]figures{}, s3: map[string]figures{}, overlaps: map[string]int{}},
+	}
+	for _, c := range []rlCondition{rlUp, rlKilled, rlKilled1, rlStopped} {
+		b.rlFigs.s1[c.key], b.rlFigs.s3[c.key] = figures{}, figures{}
 	}
 	defer b.admin.Close()
 	libs := allLibs()
-	progress := func(format string, args ...any) {
-		fmt.Fprintf(os.Stderr, "[%5.1fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
-	}
+	progress := b.progress
 	progress("redis-server on %s; %d rounds", srv.addr, c.rounds)
 
 	for round := range c.rounds {
@@ -183,6 +210,9 @@ func run(c config) error {
 		for _, k := range s3Libs {
 			b.roundHot(libs[k], round)
 		}
+		if b.rl != nil {
+			b.roundRedlock(libs, round)
+		}
 	}
 	for r := range c.memRounds {
 		progress("memory %d/%d: %d held locks per library", r+1, c.memRounds, c.memLocks)
@@ -202,6 +232,11 @@ func run(c config) error {
 	}
 	progress("writing %s", filepath.Join(c.out, "REPORT.md"))
 	return b.writeReport(srv, libs)
+}
+
+// progress reports on stderr how far the run is.
+func (b *bench) progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%5.1fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
 // roundUncontended runs scenario 1 once per library, each right after a
@@ -254,22 +289,7 @@ func (b *bench) roundHot(l lib, round int) {
 		return
 	}
 	k := l.key
-	b.s3.add(k, mOps, f.rate)
-	b.s3.add(k, mWaitP50, float64(percentile(f.waits, 50)))
-	b.s3.add(k, mWaitP99, float64(percentile(f.waits, 99)))
-	b.s3.add(k, mWaitMax, float64(f.waitMax))
-	if len(f.handoffs) > 0 {
-		b.s3.add(k, mHandP50, float64(percentile(f.handoffs, 50)))
-		b.s3.add(k, mHandP99, float64(percentile(f.handoffs, 99)))
-	}
-	b.s3.add(k, mSelf, f.selfReacquire)
-	b.s3.add(k, mJain, f.jain)
-	b.s3.add(k, mCmds, f.cmdsPerAcq)
-	b.s3.add(k, mTrips, f.rtPerAcq)
-	b.s3.add(k, mCliCPU, f.clientCPU)
-	b.s3.add(k, mSrvCPU, f.serverCPU)
-	b.s3.add(k, mGiveUps, float64(f.giveUps))
-	b.s3.add(k, mCensor, float64(len(f.censored)))
+	b.s3.addHot(k, f)
 	b.s3Waits[k] = append(b.s3Waits[k], f.waits...)
 	b.s3Censored[k] = append(b.s3Censored[k], f.censored...)
 	b.s3Cmds[k] = cmds
@@ -279,6 +299,36 @@ func (b *bench) roundHot(l lib, round int) {
 	if f.overlaps > 0 {
 		b.errorf("hot %s round %d: %d acquisitions began before the previous holder called release (mutual exclusion broken?)", k, round, f.overlaps)
 	}
+}
+
+// addHot adds one hot-name run's figures for library k.
+func (fg figures) addHot(k string, f hotFigures) {
+	nan := math.NaN() // no acquisition: no wait percentiles, no fairness
+	fg.add(k, mOps, f.rate)
+	if len(f.waits) > 0 {
+		fg.add(k, mWaitP50, float64(percentile(f.waits, 50)))
+		fg.add(k, mWaitP99, float64(percentile(f.waits, 99)))
+	} else {
+		fg.add(k, mWaitP50, nan)
+		fg.add(k, mWaitP99, nan)
+	}
+	fg.add(k, mWaitMax, float64(f.waitMax))
+	if len(f.handoffs) > 0 {
+		fg.add(k, mHandP50, float64(percentile(f.handoffs, 50)))
+		fg.add(k, mHandP99, float64(percentile(f.handoffs, 99)))
+	}
+	fg.add(k, mSelf, f.selfReacquire)
+	if f.n > 0 {
+		fg.add(k, mJain, f.jain)
+	} else {
+		fg.add(k, mJain, nan)
+	}
+	fg.add(k, mCmds, f.cmdsPerAcq)
+	fg.add(k, mTrips, f.rtPerAcq)
+	fg.add(k, mCliCPU, f.clientCPU)
+	fg.add(k, mSrvCPU, f.serverCPU)
+	fg.add(k, mGiveUps, float64(f.giveUps))
+	fg.add(k, mCensor, float64(len(f.censored)))
 }
 
 // backendsBenchtime is scenario 5's -benchtime.

@@ -158,6 +158,7 @@ func (b *bench) writeReport(srv *redisServer, libs map[string]lib) error {
 	p("\n")
 
 	writeBackends(p, b.backends, b.backendsBenchtime(), b.backendsErr)
+	b.writeRedlock(p, libs)
 
 	if len(b.errors) > 0 {
 		p("## Errors during the run\n\n")

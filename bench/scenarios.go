@@ -86,13 +86,27 @@ func (m *meter) done(ops int64) cost {
 // name, for d. It returns every operation's latency in ns and the cost
 // per operation.
 func (b *bench) uncontended(l lib, round int) ([]int64, cost, error) {
-	lk, err := l.open(b.addr, b.cfg.ttl)
+	var m *meter
+	var c cost
+	lat, err := lockLoop(l, b.addr, b.cfg.ttl, fmt.Sprintf("s1:%s:%d", l.key, round), b.cfg.uncontended, warmOps,
+		func() { m = b.meter() }, func(n int) { c = m.done(int64(n)) })
 	if err != nil {
 		return nil, cost{}, err
 	}
+	return lat, c, nil
+}
+
+// lockLoop opens l on addr and times acquire+release of name as timeLoop
+// does (warm unmeasured operations, then measure, then d, at least one
+// operation); done gets the number of measured operations before the
+// client closes.
+func lockLoop(l lib, addr string, ttl time.Duration, name string, d time.Duration, warm int, measure func(), done func(int)) ([]int64, error) {
+	lk, err := l.open(addr, ttl)
+	if err != nil {
+		return nil, err
+	}
 	defer lk.close()
 	ctx := context.Background()
-	name := fmt.Sprintf("s1:%s:%d", l.key, round)
 	op := func() error {
 		unlock, err := lk.lock(ctx, name)
 		if err != nil {
@@ -100,12 +114,12 @@ func (b *bench) uncontended(l lib, round int) ([]int64, cost, error) {
 		}
 		return unlock(ctx)
 	}
-	var m *meter
-	lat, err := timeLoop(b.cfg.uncontended, op, func() { m = b.meter() })
+	lat, err := timeLoopN(d, warm, op, measure)
 	if err != nil {
-		return nil, cost{}, err
+		return nil, err
 	}
-	return lat, m.done(int64(len(lat))), nil
+	done(len(lat))
+	return lat, nil
 }
 
 // pingLoop measures single PINGs for half scenario 1's duration: its
@@ -125,7 +139,13 @@ func (b *bench) pingLoop() ([]int64, cost, error) {
 // timeLoop runs op warmOps times unmeasured, calls measure, runs op for
 // d, and returns the latencies, sorted.
 func timeLoop(d time.Duration, op func() error, measure func()) ([]int64, error) {
-	for range warmOps {
+	return timeLoopN(d, warmOps, op, measure)
+}
+
+// timeLoopN is timeLoop with warm unmeasured operations; it runs at
+// least one measured operation, however long it takes.
+func timeLoopN(d time.Duration, warm int, op func() error, measure func()) ([]int64, error) {
+	for range warm {
 		if err := op(); err != nil {
 			return nil, err
 		}
@@ -135,7 +155,7 @@ func timeLoop(d time.Duration, op func() error, measure func()) ([]int64, error)
 	end := time.Now().Add(d)
 	for {
 		t := time.Now()
-		if !t.Before(end) {
+		if !t.Before(end) && len(lat) > 0 {
 			break
 		}
 		if err := op(); err != nil {
@@ -221,11 +241,44 @@ func (b *bench) hot(l lib, round int) (hotFigures, cmdStats, cmdStats, error) {
 	if err != nil {
 		return hotFigures{}, nil, nil, err
 	}
+	halves, job, err := b.runHotJob(l, b.addr, name)
+	if err != nil {
+		return hotFigures{}, nil, nil, err
+	}
+	mine, other := halves[0], halves[1]
+	srv1, err := serverCPU(ctx, b.admin)
+	if err != nil {
+		return hotFigures{}, nil, nil, err
+	}
+	after, err := readCmdStats(ctx, b.admin)
+	if err != nil {
+		return hotFigures{}, nil, nil, err
+	}
+	for _, e := range append(mine.Errors, other.Errors...) {
+		b.errorf("hot %s round %d: %s", l.key, round, e)
+	}
+	d := after.delta(before)
+	f := computeHot(halves, b.cfg.hotGoroutines, job.StartNs, job.StopNs, d)
+	if f.total > 0 {
+		f.serverCPU = float64(srv1-srv0) / float64(f.total)
+	}
+	by := mine.TripsBy.sub(cmdStats{}, false)
+	for k, v := range other.TripsBy {
+		by[k] += v
+	}
+	return f, d, by, nil
+}
+
+// runHotJob runs one hot-name run of l on the server(s) at addr: half the
+// goroutines in this process, half in the worker, from an instant 300 ms
+// ahead for b.cfg.hot. It returns both halves (this process's first) and
+// this process's job.
+func (b *bench) runHotJob(l lib, addr, name string) ([]hotHalf, hotJob, error) {
 	start := time.Now().Add(300 * time.Millisecond) // time for the worker to open its client
 	stop := start.Add(b.cfg.hot)
 	local := b.cfg.hotGoroutines / 2
 	job := hotJob{
-		Lib: l.key, Addr: b.addr, Name: name,
+		Lib: l.key, Addr: addr, Name: name,
 		Goroutines: local, FirstOwner: 0,
 		StartNs: start.UnixNano(), StopNs: stop.UnixNano(),
 		Hold: b.cfg.hold, TTL: b.cfg.ttl,
@@ -241,29 +294,9 @@ func (b *bench) hot(l lib, round int) (hotFigures, cmdStats, cmdStats, error) {
 	mine := runHot(job)
 	wg.Wait()
 	if otherErr != nil {
-		return hotFigures{}, nil, nil, otherErr
+		return nil, job, otherErr
 	}
-	srv1, err := serverCPU(ctx, b.admin)
-	if err != nil {
-		return hotFigures{}, nil, nil, err
-	}
-	after, err := readCmdStats(ctx, b.admin)
-	if err != nil {
-		return hotFigures{}, nil, nil, err
-	}
-	for _, e := range append(mine.Errors, other.Errors...) {
-		b.errorf("hot %s round %d: %s", l.key, round, e)
-	}
-	d := after.delta(before)
-	f := computeHot([]hotHalf{mine, other}, b.cfg.hotGoroutines, job.StartNs, job.StopNs, d)
-	if f.total > 0 {
-		f.serverCPU = float64(srv1-srv0) / float64(f.total)
-	}
-	by := mine.TripsBy.sub(cmdStats{}, false)
-	for k, v := range other.TripsBy {
-		by[k] += v
-	}
-	return f, d, by, nil
+	return []hotHalf{mine, other}, job, nil
 }
 
 // memory runs scenario 4 for l: the growth of used_memory while n
