@@ -33,8 +33,12 @@ func (d *rlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 	}
 	timeout := d.timeoutFor(l.TTL)
 	sent := time.Now()
-	votes := each(ctx, d, timeout, func(ctx context.Context, _ int, c redis.UniversalClient) vote {
+	votes := each(ctx, d, timeout, vote{err: errNoAnswer}, func(ctx context.Context, _ int, c redis.UniversalClient) vote {
 		return d.vote(ctx, c, l)
+	}, func(i int, v vote) {
+		if v.granted { // too late to count: give it back on that master
+			d.releaseOn(d.masters[i], l, "c")
+		}
 	})
 	answered, granted := d.tally(votes)
 	if granted < d.quorum {
@@ -53,7 +57,7 @@ func (d *rlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 			token = max(token, v.candidate)
 		}
 	}
-	confirmed := each(ctx, d, timeout, func(ctx context.Context, i int, c redis.UniversalClient) error {
+	confirmed := each(ctx, d, timeout, errNoAnswer, func(ctx context.Context, i int, c redis.UniversalClient) error {
 		if !votes[i].granted {
 			return nil
 		}
@@ -62,7 +66,7 @@ func (d *rlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 			err = driver.ErrNotHeld
 		}
 		return err
-	})
+	}, nil)
 	written := 0
 	for i, err := range confirmed {
 		if votes[i].granted && votes[i].counts && err == nil {
@@ -157,14 +161,31 @@ func (d *rlDriver) remaining(votes []vote, ttl time.Duration) time.Duration {
 // It runs even if ctx has ended, bounded by the per-master timeout.
 func (d *rlDriver) giveBack(ctx context.Context, l driver.Lease, message string) []error {
 	ctx = context.WithoutCancel(ctx)
-	return each(ctx, d, d.timeoutFor(l.TTL), func(ctx context.Context, _ int, c redis.UniversalClient) error {
-		n, err := releaseScript.Run(ctx, c, []string{d.lockKey(l.Name)}, l.Owner, d.channel(l.Name), message).Int()
-		if err == nil && n != 1 {
-			err = driver.ErrNotHeld
-		}
-		return err
-	})
+	return each(ctx, d, d.timeoutFor(l.TTL), errNoAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) error {
+		return d.release(ctx, c, l, message)
+	}, nil)
 }
+
+// release runs the release script for l on one master.
+func (d *rlDriver) release(ctx context.Context, c redis.UniversalClient, l driver.Lease, message string) error {
+	n, err := releaseScript.Run(ctx, c, []string{d.lockKey(l.Name)}, l.Owner, d.channel(l.Name), message).Int()
+	if err == nil && n != 1 {
+		err = driver.ErrNotHeld
+	}
+	return err
+}
+
+// releaseOn gives l back on one master that granted it too late, with a
+// context of its own bounded by the lease.
+func (d *rlDriver) releaseOn(c redis.UniversalClient, l driver.Lease, message string) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.TTL)
+	defer cancel()
+	d.release(ctx, c, l, message)
+}
+
+// errNoAnswer is a master's outcome when it did not answer within the
+// per-master timeout.
+var errNoAnswer = errors.New("redlock: no answer within the per-master timeout")
 
 func firstErr(votes []vote) error {
 	for _, v := range votes {

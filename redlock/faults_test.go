@@ -299,3 +299,39 @@ func TestTokensAboveMajorityMark(t *testing.T) {
 	rs[2].Kill(t)
 	wantAbove(t, "after the mark's majority lost two masters", cycle(t, l, "n"), high)
 }
+
+// TestPauseMinority: with 2 of 5 masters stopped (SIGSTOP), locks still
+// work: a stopped master's steps are given up at the per-master timeout,
+// although go-redis does not honour it (a new connection's handshake, or
+// a read, waits for go-redis's own timeouts).
+func TestPauseMinority(t *testing.T) {
+	rs := startMasters(t, 5)
+	for _, i := range []int{1, 3} {
+		rs[i].Pause(t)
+		defer rs[i].Resume(t)
+	}
+	cs := clients(t, addrs(rs)) // new clients: their first step to a stopped master is a handshake
+	l := mustNew(t, cs, nil)
+	const ttl = 3 * time.Second
+	prev := uint64(0)
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*ttl)
+		k, err := l.Acquire(ctx, "n", dlock.WithTTL(ttl))
+		cancel()
+		if err != nil {
+			t.Fatalf("Acquire %d with 2 of 5 masters stopped = %v, want a lock", i, err)
+		}
+		wantAbove(t, fmt.Sprintf("of acquisition %d", i), k.Fence(), prev)
+		prev = k.Fence()
+		if i == 0 {
+			// Renewals (every TTL/3) keep it past its TTL.
+			time.Sleep(ttl + ttl/2)
+			if err := context.Cause(k.Context()); err != nil {
+				t.Fatalf("lock lost with 3 of 5 masters up and 2 stopped: %v, want held", err)
+			}
+		}
+		if err := k.Release(t.Context()); err != nil {
+			t.Fatalf("Release %d = %v, want nil", i, err)
+		}
+	}
+}

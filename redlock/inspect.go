@@ -31,10 +31,10 @@ func (d *rlDriver) Inspect(ctx context.Context, names []string) ([]driver.Holder
 		keys map[string]seen // by name
 		err  error
 	}
-	answers := each(ctx, d, inspectTimeout, func(ctx context.Context, _ int, c redis.UniversalClient) answer {
+	answers := each(ctx, d, inspectTimeout, answer{err: errNoAnswer}, func(ctx context.Context, _ int, c redis.UniversalClient) answer {
 		keys, err := d.read(ctx, c, names)
 		return answer{keys, err}
-	})
+	}, nil)
 	all := map[string][]seen{}
 	answered := 0
 	var firstErr error
@@ -128,13 +128,13 @@ var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`
 // ForceRelease deletes name's key on every master, whatever its owner,
 // and wakes its waiters. It reports whether a majority held it.
 func (d *rlDriver) ForceRelease(ctx context.Context, name string) (bool, error) {
-	results := each(ctx, d, inspectTimeout, func(ctx context.Context, _ int, c redis.UniversalClient) error {
+	results := each(ctx, d, inspectTimeout, errNoAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) error {
 		n, err := forceReleaseScript.Run(ctx, c, []string{d.lockKey(name)}, d.channel(name)).Int()
 		if err == nil && n != 1 {
 			err = driver.ErrNotHeld
 		}
 		return err
-	})
+	}, nil)
 	deleted, answered := 0, 0
 	var firstErr error
 	for _, err := range results {

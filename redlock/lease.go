@@ -26,9 +26,13 @@ func (d *rlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	}
 	// results[m][i] is master m's answer for lease i: 1 extended, 2
 	// re-created, 0 held by another owner, -1 unknown.
-	results := each(ctx, d, timeout, func(ctx context.Context, _ int, c redis.UniversalClient) []int {
+	noAnswer := make([]int, len(ls))
+	for i := range noAnswer {
+		noAnswer[i] = -1
+	}
+	results := each(ctx, d, timeout, noAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) []int {
 		return d.refreshOn(ctx, c, ls, tokens)
-	})
+	}, nil)
 	errs := make([]error, len(ls))
 	for i, l := range ls {
 		held, unknown := 0, 0

@@ -47,9 +47,9 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		return nil, fmt.Errorf("%w: %w", dlock.ErrBadURL, err)
 	}
 	d.own = true
-	errs := each(ctx, d, 5*time.Second, func(ctx context.Context, _ int, c redis.UniversalClient) error {
+	errs := each(ctx, d, 5*time.Second, errNoAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) error {
 		return c.Ping(ctx).Err()
-	})
+	}, nil)
 	up := 0
 	var firstErr error
 	for _, err := range errs {

@@ -129,6 +129,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -335,20 +336,59 @@ func (d *rlDriver) remember(owner string, t uint64) {
 }
 
 // each runs step on every master in parallel, each with its own timeout,
-// and returns their outcomes in the masters' order once all are in.
-func each[T any](ctx context.Context, d *rlDriver, timeout time.Duration, step func(ctx context.Context, i int, c redis.UniversalClient) T) []T {
+// and returns their outcomes in the masters' order once all are in or the
+// timeout has passed, whichever comes first: go-redis does not always
+// honour a context (the handshake of a new connection to a stopped
+// server, for one), and one stuck master must not hold up the others'
+// answers. A master that has not answered by then gets missing; a step
+// that completes after that is passed to late, if not nil (to give back
+// what it took), from the step's goroutine.
+func each[T any](ctx context.Context, d *rlDriver, timeout time.Duration, missing T, step func(ctx context.Context, i int, c redis.UniversalClient) T, late func(i int, v T)) []T {
 	out := make([]T, len(d.masters))
-	var wg sync.WaitGroup
-	for i, c := range d.masters {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			out[i] = step(ctx, i, c)
-		})
+	for i := range out {
+		out[i] = missing
 	}
-	wg.Wait()
-	return out
+	var (
+		mu       sync.Mutex
+		returned bool
+		pending  = len(d.masters)
+		all      = make(chan struct{})
+	)
+	for i, c := range d.masters {
+		go func() { // ends when step returns, bounded by go-redis's own timeouts
+			sctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			v := step(sctx, i, c)
+			mu.Lock()
+			if returned {
+				mu.Unlock()
+				if late != nil {
+					late(i, v)
+				}
+				return
+			}
+			out[i] = v
+			if pending--; pending == 0 {
+				close(all)
+			}
+			mu.Unlock()
+		}()
+	}
+	t := time.NewTimer(timeout + eachGrace)
+	defer t.Stop()
+	select {
+	case <-all:
+	case <-t.C:
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	returned = true
+	return slices.Clone(out)
 }
+
+// eachGrace is how long past its timeout each waits for a step that has
+// not returned.
+const eachGrace = 10 * time.Millisecond
 
 // retryDelay is a random delay before a contender that split the votes
 // tries again: up to a tenth of the TTL, at most 50 ms.

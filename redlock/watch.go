@@ -26,7 +26,7 @@ const giveBackJitter = 20 * time.Millisecond
 func (d *rlDriver) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
 	wake := make(chan struct{}, 1)
 	ch := d.channel(name)
-	subs := each(ctx, d, d.timeoutFor(dlock.MaxTTL), func(ctx context.Context, _ int, c redis.UniversalClient) *redis.PubSub {
+	subs := each(ctx, d, d.timeoutFor(dlock.MaxTTL), nil, func(ctx context.Context, _ int, c redis.UniversalClient) *redis.PubSub {
 		if d.own {
 			ctx = redisquiet.Context(ctx) // go-redis logs nothing about it
 		}
@@ -44,6 +44,10 @@ func (d *rlDriver) Watch(ctx context.Context, name string) (<-chan struct{}, fun
 			return nil
 		}
 		return ps
+	}, func(_ int, ps *redis.PubSub) {
+		if ps != nil {
+			ps.Close() // confirmed too late to be used
+		}
 	})
 	done := make(chan struct{})
 	var wg sync.WaitGroup
