@@ -3,12 +3,13 @@
 
 .PHONY: bench bench-quick
 
-# bench runs every scenario against a redis-server it starts itself
-# (about 4 minutes) and writes bench/results/REPORT.md and its charts.
+# bench runs every scenario against redis-servers it starts itself (about
+# 15 minutes with the Redlock section) and writes bench/results/REPORT.md
+# and its charts.
 bench:
 	cd bench && go run . -out results
 
-# bench-quick is a smoke run of about a minute, written to the same place.
+# bench-quick is a smoke run of a few minutes, written to the same place.
 bench-quick:
 	cd bench && go run . -quick -out results
 
