@@ -18,7 +18,7 @@ func testDemo(t *testing.T, store []string) {
 		t.Errorf("demo under the lock: %v, want 150 sold, 0 left, 0 oversold\n%s", f, r.stdout)
 	}
 
-	r = run(t, dlockCmd(t, append([]string{"demo", "--no-lock", "--procs", "3", "--workers", "6", "--stock", "150"}, store...)...))
+	r = run(t, dlockCmd(t, append([]string{"demo", "--no-lock", "--procs", "3", "--workers", "6", "--stock", "50"}, store...)...))
 	wantCode(t, r, 0, "demo --no-lock")
 	if f := demoFigures(t, r.stdout)[0]; f["oversold"] == 0 {
 		t.Errorf("demo --no-lock oversold nothing with 18 buyers, want overselling:\n%s", r.stdout)
