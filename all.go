@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // AcquireAll takes every name, in a fixed global order so that two callers cannot deadlock,
@@ -21,15 +22,7 @@ func (l *Locker) AcquireAll(ctx context.Context, names []string, opts ...Option)
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortFunc(order, func(a, b int) int {
-		switch {
-		case names[a] < names[b]:
-			return -1
-		case names[a] > names[b]:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(names[a], names[b]) })
 	for i := 1; i < len(order); i++ {
 		if names[order[i]] == names[order[i-1]] {
 			return nil, fmt.Errorf("dlock: acquire all: %s given twice: %w", quote(names[order[i]]), ErrInvalid)

@@ -27,7 +27,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -184,13 +183,7 @@ func mustRelease(t *testing.T, k *dlock.Lock) {
 
 func wantNotAcquired(t *testing.T, l *dlock.Locker, name string) {
 	t.Helper()
-	k, err := l.TryAcquire(t.Context(), name)
-	if !errors.Is(err, dlock.ErrNotAcquired) {
-		if k != nil {
-			k.Release(t.Context())
-		}
-		t.Fatalf("TryAcquire(%q) = %v, want ErrNotAcquired", name, err)
-	}
+	wantNotAcquiredWith(t, l, name, "while another owner holds it")
 }
 
 func isClosed(ch <-chan struct{}) bool {

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 )
 
 func testFairness(t *testing.T, h Harness) {
@@ -34,14 +33,7 @@ func testFairness(t *testing.T, h Harness) {
 				t.Errorf("waiter %d: Release(%q) = %v, want nil", i, name, err)
 			}
 		})
-		// Waiter i is in line before waiter i+1 starts.
-		deadline := time.Now().Add(10 * time.Second)
-		for h.Queued(t, name) != i+1 {
-			if time.Now().After(deadline) {
-				t.Fatalf("Queued(%q) = %d after 10s, want %d", name, h.Queued(t, name), i+1)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitQueued(t, h, name, i+1) // waiter i is in line before waiter i+1 starts
 	}
 	mustRelease(t, k)
 	wg.Wait()

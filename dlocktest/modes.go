@@ -238,15 +238,10 @@ func testSharedFencing(t *testing.T, h Harness) {
 // on every store once a new shared TryAcquire fails.
 func waitWriterQueued(t *testing.T, h Harness, probe *dlock.Locker, name string, queued int) {
 	t.Helper()
-	deadline := time.Now().Add(settle)
 	if h.Queued != nil {
-		for h.Queued(t, name) != queued {
-			if time.Now().After(deadline) {
-				t.Fatalf("Queued(%q) = %d after %v, want %d", name, h.Queued(t, name), settle, queued)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitQueued(t, h, name, queued)
 	}
+	deadline := time.Now().Add(settle)
 	for {
 		k, err := tryShared(probe, t.Context(), name)
 		if errors.Is(err, dlock.ErrNotAcquired) {
@@ -291,6 +286,7 @@ func testWriterNotStarved(t *testing.T, h Harness) {
 	mustRelease(t, kr)
 }
 
+// waitQueued waits until n owners queue for name on a store that queues.
 func waitQueued(t *testing.T, h Harness, name string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(settle)
