@@ -61,16 +61,27 @@ func (d *redisDriver) Inspect(ctx context.Context, names []string) ([]driver.Hol
 	if len(hashes) == 0 {
 		return hs, nil
 	}
+	// A hash may have turned back into a string meanwhile (its last holder
+	// left): the script reads whichever the key is now.
 	pipe = d.c.Pipeline()
 	reads := make([]*redis.Cmd, len(hashes))
 	for i, k := range hashes {
-		reads[i] = inspectHashScript.Eval(ctx, pipe, []string{k})
+		reads[i] = inspectHashScript.Eval(ctx, pipe, []string{k}) // Eval: a pipeline cannot fall back from EVALSHA
 	}
 	pipe.Exec(ctx)
 	for i, k := range hashes {
 		vals, err := reads[i].Slice()
 		if err != nil {
 			return nil, fmt.Errorf("redislock: inspect: %w", err)
+		}
+		if len(vals) == 3 {
+			v, _ := vals[1].(string)
+			if h, ok := parseHolder(k, v); ok {
+				ttl, _ := vals[2].(int64)
+				h.Remaining = time.Duration(max(ttl, 0)) * time.Millisecond
+				hs = append(hs, h)
+			}
+			continue
 		}
 		hs = append(hs, parseHolders(k, vals)...)
 	}
