@@ -32,6 +32,8 @@ func (d *rlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 		return driver.Result{}, fmt.Errorf("redlock: acquire %q: TTL %v above Options.MaxTTL %v: %w", l.Name, l.TTL, d.maxTTL, dlock.ErrInvalid)
 	}
 	timeout := d.timeoutFor(l.TTL)
+	owner := l.Owner
+	l = d.attemptOwner(l)
 	sent := time.Now()
 	votes := each(ctx, d, timeout, vote{err: errNoAnswer}, func(ctx context.Context, _ int, c redis.UniversalClient) vote {
 		return d.vote(ctx, c, l)
@@ -84,7 +86,7 @@ func (d *rlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 		}
 		return driver.Result{Remaining: retryDelay(l.TTL)}, nil
 	}
-	d.remember(l.Owner, token)
+	d.remember(owner, held{token: token, key: l.Owner})
 	return driver.Result{Acquired: true, Fence: token, LeaseStart: sent}, nil
 }
 
@@ -163,6 +165,20 @@ func (d *rlDriver) giveBack(ctx context.Context, l driver.Lease, message string)
 	ctx = context.WithoutCancel(ctx)
 	return each(ctx, d, d.timeoutFor(l.TTL), errNoAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) error {
 		return d.release(ctx, c, l, message)
+	}, nil)
+}
+
+// giveBackAny releases, on every master, a key left by any attempt of l's
+// acquisition (whatever its attempt number), for a Release after an
+// Acquire that failed or whose reply was lost.
+func (d *rlDriver) giveBackAny(ctx context.Context, l driver.Lease) []error {
+	ctx = context.WithoutCancel(ctx)
+	return each(ctx, d, d.timeoutFor(l.TTL), errNoAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) error {
+		n, err := releaseAnyScript.Run(ctx, c, []string{d.lockKey(l.Name)}, l.Owner, d.channel(l.Name), "r").Int()
+		if err == nil && n != 1 {
+			err = driver.ErrNotHeld
+		}
+		return err
 	}, nil)
 }
 

@@ -118,7 +118,8 @@ func (d *rlDriver) read(ctx context.Context, c redis.UniversalClient, names []st
 		if err != nil {
 			continue
 		}
-		out[n] = seen{owner: parts[0], fence: f, meta: parts[2], remaining: max(ttls[i].Val(), 0)}
+		owner, _, _ := strings.Cut(parts[0], "#") // the lease's owner, without the attempt (see attemptOwner)
+		out[n] = seen{owner: owner, fence: f, meta: parts[2], remaining: max(ttls[i].Val(), 0)}
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -20,9 +21,14 @@ func (d *rlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	}
 	timeout := d.timeoutFor(ls[0].TTL)
 	tokens := make([]uint64, len(ls))
+	onMasters := slices.Clone(ls) // with the owners their keys carry
 	for i, l := range ls {
 		timeout = min(timeout, d.timeoutFor(l.TTL))
-		tokens[i] = d.token(l.Owner)
+		h := d.token(l.Owner)
+		tokens[i] = h.token
+		if h.key != "" {
+			onMasters[i].Owner = h.key
+		}
 	}
 	// results[m][i] is master m's answer for lease i: 1 extended, 2
 	// re-created, 0 held by another owner, -1 unknown.
@@ -31,7 +37,7 @@ func (d *rlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 		noAnswer[i] = -1
 	}
 	results := each(ctx, d, timeout, noAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) []int {
-		return d.refreshOn(ctx, c, ls, tokens)
+		return d.refreshOn(ctx, c, onMasters, tokens)
 	}, nil)
 	errs := make([]error, len(ls))
 	for i, l := range ls {
@@ -50,7 +56,7 @@ func (d *rlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 			errs[i] = fmt.Errorf("redlock: refresh %q: %d of %d masters extended it and %d did not answer, want %d", l.Name, held, len(d.masters), unknown, d.quorum)
 		default:
 			errs[i] = fmt.Errorf("redlock: refresh %q: held on %d of %d masters, want %d: %w", l.Name, held, len(d.masters), d.quorum, driver.ErrNotHeld)
-			d.giveBack(ctx, l, "r") // what it re-created, and the minority it still held
+			d.giveBack(ctx, onMasters[i], "r") // what it re-created, and the minority it still held
 			d.forget(l.Owner)
 		}
 	}
@@ -94,7 +100,15 @@ func (d *rlDriver) refreshOn(ctx context.Context, c redis.UniversalClient, ls []
 // masters to have held the lock.
 func (d *rlDriver) Release(ctx context.Context, l driver.Lease) error {
 	defer d.forget(l.Owner)
-	errs := d.giveBack(ctx, l, "r")
+	var errs []error
+	if h := d.token(l.Owner); h.key != "" {
+		l.Owner = h.key
+		errs = d.giveBack(ctx, l, "r")
+	} else {
+		// An acquisition that failed or whose reply was lost: free what
+		// any of its attempts may have left (the core no longer retries).
+		errs = d.giveBackAny(ctx, l)
+	}
 	freed, unknown := 0, 0
 	var firstErr error
 	for _, err := range errs {

@@ -130,7 +130,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -234,7 +236,8 @@ type rlDriver struct {
 	own         bool // Close closes the masters' clients (Open made them)
 
 	mu     sync.Mutex
-	tokens map[string]uint64 // by owner: the token of each lease acquired here and not released
+	tokens map[string]held // by owner: each lease acquired here and not released
+	seq    atomic.Uint64   // numbers acquisition attempts (see attemptOwner)
 
 	// pause, if set, is called by Acquire after the token is written back
 	// and before validity is checked (tests stop the process there).
@@ -261,7 +264,7 @@ func newDriver(clients []redis.UniversalClient, opts *Options) (*rlDriver, error
 		masters: clients, quorum: len(clients)/2 + 1,
 		prefix: o.Prefix, nodeTimeout: o.NodeTimeout,
 		driftFactor: o.DriftFactor, drift: o.Drift, maxTTL: o.MaxTTL, maxRetry: o.MaxRetryInterval,
-		tokens: make(map[string]uint64),
+		tokens: make(map[string]held),
 	}
 	if d.prefix == "" {
 		d.prefix = DefaultPrefix
@@ -323,16 +326,35 @@ func (d *rlDriver) keys(name string) []string {
 }
 func markSeconds() int64       { return int64(markTTL / time.Second) }
 func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
-func (d *rlDriver) token(owner string) uint64 {
+
+// held is a lease acquired here: its token, and the owner its keys carry
+// on the masters (see attemptOwner).
+type held struct {
+	token uint64
+	key   string
+}
+
+func (d *rlDriver) token(owner string) held {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.tokens[owner]
 }
 func (d *rlDriver) forget(owner string) { d.mu.Lock(); defer d.mu.Unlock(); delete(d.tokens, owner) }
-func (d *rlDriver) remember(owner string, t uint64) {
+func (d *rlDriver) remember(owner string, h held) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.tokens[owner] = t
+	d.tokens[owner] = h
+}
+
+// attemptOwner returns l with an owner of its own for one acquisition
+// attempt: the lease's owner, '#', and a number. The core retries an
+// Acquire with the same owner; a give-back of an earlier attempt that
+// reaches a master late (a stalled one) must not delete the key a later
+// attempt set there and counted toward its quorum. Owner strings never
+// contain '#'.
+func (d *rlDriver) attemptOwner(l driver.Lease) driver.Lease {
+	l.Owner += "#" + strconv.FormatUint(d.seq.Add(1), 36)
+	return l
 }
 
 // each runs step on every master in parallel, each with its own timeout,

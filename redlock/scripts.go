@@ -3,7 +3,8 @@ package redlock
 import "github.com/redis/go-redis/v9"
 
 // The scripts run on each master alone. Keys: L, the lock (value
-// "owner|fence|metadata", fence 0 while an acquisition is still writing
+// "owner|fence|metadata", the owner being the lease's owner, '#' and the
+// attempt's number (see attemptOwner), fence 0 while an acquisition is still writing
 // its token back); F, the name's high-water mark (the highest token
 // written back on this master, kept for markTTL); E, the master's epoch
 // ("run_id:µs", see epoch below).
@@ -94,6 +95,16 @@ return 2
 // L it deletes L, publishes message on channel and returns 1; otherwise 0.
 var releaseScript = redis.NewScript(ownerHeld + `
 if not mine then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[2], ARGV[3])
+return 1
+`)
+
+// releaseAnyScript is releaseScript for a key set by any attempt of the
+// owner's acquisition: its value starts with ARGV owner .. '#'.
+var releaseAnyScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '#' then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', ARGV[2], ARGV[3])
 return 1
