@@ -82,7 +82,11 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		if path != "" {
 			return nil, fmt.Errorf("%w: redis+cluster:// takes no path (a cluster has one database)", dlock.ErrBadURL)
 		}
-		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: hosts, Username: user, Password: pass})
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: hosts, Username: user, Password: pass})
+		// WaitReplicas runs scripts on the node clients, which do not
+		// share the cluster client's hooks.
+		cc.OnNewNode(func(n *redis.Client) { n.AddHook(redisquiet.Hook{}) })
+		client = cc
 	}
 	client.AddHook(redisquiet.Hook{})
 	if err := client.Ping(ctx).Err(); err != nil {

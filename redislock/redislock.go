@@ -214,7 +214,11 @@ type Options struct {
 	// WaitTimeout; see "Replica acknowledgement" in the package
 	// documentation. It needs a *redis.Client (plain or Sentinel) or a
 	// *redis.ClusterClient, and must not be negative. Default: 0 (no
-	// waiting).
+	// waiting). On a Cluster the steps then run on the key's master node
+	// client (so that the WAIT follows the script on its connection):
+	// hooks added to the ClusterClient do not see them (add them to its
+	// node clients with OnNewNode), and a MOVED or ASK reply during a
+	// resharding fails the step instead of being followed.
 	WaitReplicas int
 
 	// WaitTimeout bounds each WAIT. Keep it well below the client's
