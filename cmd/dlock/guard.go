@@ -52,11 +52,12 @@ func startGuard(pgid int) (*guard, error) {
 
 // dismiss tells the guard dlock is exiting normally. It does not wait for
 // the guard, which may still be starting: the byte waits in the pipe, and
-// the guard exits once it has read it.
+// the guard exits once it has read it; a goroutine reaps it then, so
+// that `dlock lead` leaves no zombie per term.
 func (g *guard) dismiss() {
 	g.w.Write([]byte{1})
 	g.w.Close()
-	g.cmd.Process.Release()
+	go g.cmd.Wait() // exits when the guard does
 }
 
 // runGuard is the guard's process: it waits on stdin, and if that ends

@@ -249,3 +249,11 @@ func TestRunForwardsSignals(t *testing.T) {
 	}
 	k.Release(t.Context())
 }
+
+// TestRunNonUTF8Argv: a command line that is not valid UTF-8 (argv is
+// bytes) still runs; its metadata is made valid, not refused as a mode
+// clash or bad input.
+func TestRunNonUTF8Argv(t *testing.T) {
+	r := run(t, dlockCmd(t, "run", "--store", "mem://", "x", "--", "sh", "-c", "exit 3", "\xff"))
+	wantCode(t, r, 3, "run with a non-UTF-8 argument")
+}

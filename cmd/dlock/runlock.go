@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // waitSignals end a wait for the lock (exit 128+N).
@@ -102,10 +103,12 @@ func (r *runner) main(cmd *cobra.Command, argv []string) error {
 				r.note("%s", st.msg)
 			}
 			r.note("lost leadership of %q; campaigning again", r.name)
+			endWait() // may be ended already (it is idempotent)
 			ctx, endWait = waitForSignals()
 		case st.code == exitStore:
-			// As Locker.Lead does: a store that fails while lead
-			// campaigns is asked again after a pause.
+			// Like Locker.Lead (which cannot serve here: its fn gets no
+			// Lock, so no fence for DLOCK_FENCE), a store that fails
+			// while lead campaigns is asked again after a pause.
 			pause = min(max(2*pause, time.Second), maxCampaignPause)
 			r.note("%s; campaigning again in %v", st.msg, pause)
 			t := time.NewTimer(pause)
@@ -217,8 +220,10 @@ func (r *runner) acquire(ctx context.Context, l *dlock.Locker, argv []string, be
 	host, _ := os.Hostname()
 	meta := fmt.Sprintf("host=%s pid=%d cmd=%s", host, os.Getpid(), strings.Join(argv, " "))
 	if len(meta) > dlock.MaxMetadataLen {
-		meta = strings.ToValidUTF8(meta[:dlock.MaxMetadataLen], "")
+		meta = meta[:dlock.MaxMetadataLen]
 	}
+	meta = strings.ToValidUTF8(meta, "?") // argv need not be UTF-8; metadata must
+
 	opts := []dlock.Option{dlock.WithTTL(o.ttl), dlock.WithMetadata(meta), dlock.WithoutRenewal()}
 	switch {
 	case o.shared:
@@ -303,9 +308,8 @@ func (r *runner) acquireError(ctx context.Context, l *dlock.Locker, err error) e
 			msg += fmt.Sprintf(" (waited %v)", r.o.wait)
 		}
 		return &exitStatus{code: r.o.conflictCode, msg: msg}
-	case errors.Is(err, dlock.ErrInvalid):
-		// Every argument was checked before contacting the store: what
-		// the store holds disagrees with the mode asked for.
+	case errors.Is(err, driver.ErrMode):
+		// What the store holds disagrees with the mode asked for.
 		return fail(exitMode, "%q on %s is held in another mode (by %s) than %s: a name is either a lock, exclusive or shared, or a semaphore whose holders all give the same --limit",
 			r.name, r.store.shown, r.holder(l, "another owner"), r.o.mode())
 	case errors.Is(err, dlock.ErrUnsupported):
