@@ -34,10 +34,10 @@ func (d *sqlDriver) Inspect(ctx context.Context, names []string) ([]driver.Holde
 	}
 	hs, err := d.q.holders(ctx, d.db)
 	switch {
-	case err != nil && d.noMigrate && missingTable(err):
+	case err != nil && d.noMigrate && missingTable(err) && !d.oldTable(ctx, err):
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("sqllock: inspect: %w", err)
+		return nil, fmt.Errorf("sqllock: inspect: %w", d.explain(err))
 	}
 	if len(names) == 0 {
 		return hs, nil
@@ -67,10 +67,10 @@ func (d *sqlDriver) ForceRelease(ctx context.Context, name string) (bool, error)
 		return held, err
 	})
 	switch {
-	case err != nil && d.noMigrate && missingTable(err):
+	case err != nil && d.noMigrate && missingTable(err) && !d.oldTable(ctx, err):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("sqllock: force release %q: %w", name, err)
+		return false, fmt.Errorf("sqllock: force release %q: %w", name, d.explain(err))
 	}
 	return ok, nil
 }

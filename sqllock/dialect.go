@@ -185,6 +185,26 @@ func missingTable(err error) bool {
 	return errors.As(err, &ce) && ce.Code()&0xff == 1 && strings.Contains(err.Error(), "no such table")
 }
 
+// oldSchema reports whether err says that a table or a column of the
+// schema is missing while the lease table exists: the holders table, or
+// the lease table's columns for shared holds and semaphores, of a table
+// created by an older dlock and opened without migrating.
+func oldSchema(err error, table string) bool {
+	if missingTable(err) {
+		return strings.Contains(err.Error(), holdersTable(table))
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1054 // ER_BAD_FIELD_ERROR
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "42703" // undefined_column
+	}
+	var ce interface{ Code() int }
+	return errors.As(err, &ce) && ce.Code()&0xff == 1 && strings.Contains(err.Error(), "no such column")
+}
+
 // sqliteBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED
 // (any extended code). SQLite returns them without waiting out the busy
 // timeout in a few cases, such as two connections switching a new file to

@@ -305,6 +305,18 @@ func testUpgradeOldSchema(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	if _, err := db.ExecContext(ctx, insert, old, fence); err != nil {
 		t.Fatalf("insert an old lock: %v", err)
 	}
+	// Opened without migrating, the old table is not taken for empty:
+	// Inspect and TryAcquire say to migrate.
+	noMigrate := newLocker(t, db, d, &sqllock.Options{Table: table, NoMigrate: true})
+	if hs, err := noMigrate.Inspect(ctx); err == nil || !strings.Contains(err.Error(), "Migrate") {
+		t.Fatalf("Inspect() of an old table with NoMigrate = %+v, %v; want an error saying to migrate", hs, err)
+	}
+	if k, err := noMigrate.TryAcquire(ctx, uniqueName(t)); err == nil || !strings.Contains(err.Error(), "Migrate") {
+		if k != nil {
+			k.Release(ctx)
+		}
+		t.Fatalf("TryAcquire on an old table with NoMigrate = %v, want an error saying to migrate", err)
+	}
 	l := newLocker(t, db, d, opts)
 	wantNotAcquired(t, l, old)
 	name := uniqueName(t)

@@ -344,7 +344,24 @@ func retryBackoff(attempt int) time.Duration {
 
 // explain adds to err, when it says the table is missing and this Locker
 // does not create it, what to do about it.
+// oldTable reports whether err comes from a lease table created by an
+// older dlock (see oldSchema): a missing holders table counts only if the
+// lease table itself exists.
+func (d *sqlDriver) oldTable(ctx context.Context, err error) bool {
+	if !oldSchema(err, d.table) {
+		return false
+	}
+	if !missingTable(err) {
+		return true
+	}
+	_, probe := d.db.ExecContext(ctx, "SELECT 1 FROM "+d.table+" WHERE 1 = 0")
+	return probe == nil
+}
+
 func (d *sqlDriver) explain(err error) error {
+	if oldSchema(err, d.table) {
+		return fmt.Errorf("table %s was created by an older dlock, without the columns and the table (%s) of shared locks and semaphores; add them with Migrate (or open once without migrate=false): %w", d.table, holdersTable(d.table), err)
+	}
 	if d.noMigrate && missingTable(err) {
 		return fmt.Errorf("table %s does not exist and is not created with migrate=false (Options.NoMigrate); create it with Migrate: %w", d.table, err)
 	}
