@@ -182,6 +182,12 @@
 //	) WITHOUT ROWID;
 //	CREATE INDEX IF NOT EXISTS dlock_locks_holders_expires ON dlock_locks_holders (expires);
 //
+// With another Options.Table, every name above starts with the table's
+// name instead of dlock_locks; where that would pass 63 bytes, the
+// holders table and the indexes are named by a prefix of the table's
+// name, a hash of it and the suffix, so that the database keeps every
+// name whole.
+//
 // A lease table made by an earlier release (without lim, intent and
 // intent_expires) is upgraded by Migrate, or by a Locker's first use,
 // with ALTER TABLE ... ADD COLUMN for each missing column (looked up in

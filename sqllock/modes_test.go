@@ -27,6 +27,33 @@ func testModes(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	t.Run("CancelledWaitsLeaveNothing", func(t *testing.T) { testCancelledWaits(t, db, d) })
 	t.Run("SharedFences", func(t *testing.T) { testSharedFences(t, db, d) })
 	t.Run("UpgradeOldSchema", func(t *testing.T) { testUpgradeOldSchema(t, db, d) })
+	t.Run("LongTableName", func(t *testing.T) { testLongTableName(t, db, d) })
+}
+
+// testLongTableName: with a table name of the longest length allowed (63
+// bytes), the holders table and both indexes get names the database
+// keeps whole (MySQL refuses longer ones; PostgreSQL cuts them, which
+// made the holders index's name collide with its table's).
+func testLongTableName(t *testing.T, db *sql.DB, d sqllock.Dialect) {
+	ctx := t.Context()
+	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
+	table := "l" + stamp + "_" + strings.Repeat("x", 63-2-len(stamp)) // unique in its first 20 bytes
+	opts := &sqllock.Options{Table: table}
+	l := newLocker(t, db, d, opts)
+	r := mustAcquire(t, l, uniqueName(t), dlock.Shared())
+	w := mustAcquire(t, l, uniqueName(t))
+	r.Release(ctx)
+	w.Release(ctx)
+	if d == sqllock.PostgreSQL {
+		var n int
+		q := `SELECT count(*) FROM pg_indexes WHERE tablename LIKE $1 AND indexdef LIKE '%(expires)'`
+		if err := db.QueryRowContext(ctx, q, table[:20]+"%").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 2 {
+			t.Errorf("%d expiry indexes on %s and its holders table, want 2 (one each)", n, table)
+		}
+	}
 }
 
 // sqlText returns q, whose only parameter is written ?, in d's syntax.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 
@@ -20,19 +21,21 @@ const multiOwner = "*"
 // lease table.
 const holdersSuffix = "_holders"
 
-// holdersTable returns the name of the holders table of table: table +
-// "_holders", or, where that would pass 63 bytes (PostgreSQL truncates
-// longer identifiers, MySQL refuses them), a prefix of table, a hash of
-// it and the suffix.
-func holdersTable(table string) string {
-	if len(table)+len(holdersSuffix) <= 63 {
-		return table + holdersSuffix
+// holdersTable returns the name of the holders table of table.
+func holdersTable(table string) string { return derivedName(table, holdersSuffix) }
+
+// derivedName returns the name of an object of table (its holders table,
+// an index): table + suffix, or, where that would pass 63 bytes
+// (PostgreSQL truncates longer identifiers, MySQL refuses them), a prefix
+// of table, a hash of it and the suffix, so that no two derived names
+// collide and none is cut.
+func derivedName(table, suffix string) string {
+	if len(table)+len(suffix) <= 63 {
+		return table + suffix
 	}
-	var h uint32 = 2166136261 // FNV-1a
-	for i := 0; i < len(table); i++ {
-		h = (h ^ uint32(table[i])) * 16777619
-	}
-	return fmt.Sprintf("%s_%08x%s", table[:63-len(holdersSuffix)-9], h, holdersSuffix)
+	h := fnv.New32a()
+	h.Write([]byte(table))
+	return fmt.Sprintf("%s_%08x%s", table[:63-len(suffix)-9], h.Sum32(), suffix)
 }
 
 // clock is how a dialect writes the database's clock in SQL.

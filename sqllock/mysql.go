@@ -17,7 +17,8 @@ const mysqlNow = `UTC_TIMESTAMP(6)`
 
 func mysqlQueries(table string) *queries {
 	t, h := "`"+table+"`", "`"+holdersTable(table)+"`"
-	r := strings.NewReplacer("{t}", t, "{h}", h, "{now}", mysqlNow, "{table}", table, "{holders}", holdersTable(table))
+	r := strings.NewReplacer("{t}", t, "{h}", h, "{now}", mysqlNow, "{table}", table, "{holders}", holdersTable(table),
+		"{table_index}", derivedName(table, "_expires"), "{holders_index}", derivedName(table, holdersSuffix+"_expires"))
 	schema := []string{
 		r.Replace("CREATE TABLE IF NOT EXISTS {t} (\n" +
 			"\tname    VARBINARY(255) NOT NULL PRIMARY KEY,\n" +
@@ -28,7 +29,7 @@ func mysqlQueries(table string) *queries {
 			"\tlim     INT NOT NULL DEFAULT 0,\n" +
 			"\tintent  VARBINARY(255) NOT NULL DEFAULT '',\n" +
 			"\tintent_expires DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00',\n" +
-			"\tKEY `{table}_expires` (expires)\n" +
+			"\tKEY `{table_index}` (expires)\n" +
 			") ENGINE=InnoDB"),
 		r.Replace("CREATE TABLE IF NOT EXISTS {h} (\n" +
 			"\tname    VARBINARY(255) NOT NULL,\n" +
@@ -39,7 +40,7 @@ func mysqlQueries(table string) *queries {
 			"\tshared  BOOLEAN NOT NULL,\n" +
 			"\tlim     INT NOT NULL,\n" +
 			"\tPRIMARY KEY (name, owner),\n" +
-			"\tKEY `{holders}_expires` (expires)\n" +
+			"\tKEY `{holders_index}` (expires)\n" +
 			") ENGINE=InnoDB"),
 	}
 	columns := []column{

@@ -15,6 +15,7 @@ import (
 func postgresQueries(table string) *queries {
 	t, h := `"`+table+`"`, `"`+holdersTable(table)+`"`
 	r := strings.NewReplacer("{t}", t, "{h}", h, "{table}", table, "{holders}", holdersTable(table),
+		"{table_index}", derivedName(table, "_expires"), "{holders_index}", derivedName(table, holdersSuffix+"_expires"),
 		"{now_us}", `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`,
 		"{left_us}", `(extract(epoch FROM (expires - clock_timestamp())) * 1000000)::bigint`,
 		"{intent_left_us}", `(extract(epoch FROM (intent_expires - clock_timestamp())) * 1000000)::bigint`)
@@ -29,7 +30,7 @@ func postgresQueries(table string) *queries {
 	intent  text NOT NULL DEFAULT '',
 	intent_expires timestamptz NOT NULL DEFAULT 'epoch'
 )`),
-		r.Replace(`CREATE INDEX IF NOT EXISTS "{table}_expires" ON {t} (expires)`),
+		r.Replace(`CREATE INDEX IF NOT EXISTS "{table_index}" ON {t} (expires)`),
 		r.Replace(`CREATE TABLE IF NOT EXISTS {h} (
 	name    text COLLATE "C" NOT NULL,
 	owner   text NOT NULL,
@@ -40,7 +41,7 @@ func postgresQueries(table string) *queries {
 	lim     integer NOT NULL,
 	PRIMARY KEY (name, owner)
 )`),
-		r.Replace(`CREATE INDEX IF NOT EXISTS "{holders}_expires" ON {h} (expires)`),
+		r.Replace(`CREATE INDEX IF NOT EXISTS "{holders_index}" ON {h} (expires)`),
 	}
 	columns := []column{
 		{"lim", r.Replace(`ALTER TABLE {t} ADD COLUMN lim integer NOT NULL DEFAULT 0`)},

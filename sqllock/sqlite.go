@@ -16,7 +16,8 @@ const sqliteNow = `CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGE
 
 func sqliteQueries(table string) *queries {
 	t, h := `"`+table+`"`, `"`+holdersTable(table)+`"`
-	r := strings.NewReplacer("{t}", t, "{h}", h, "{now}", sqliteNow, "{table}", table, "{holders}", holdersTable(table))
+	r := strings.NewReplacer("{t}", t, "{h}", h, "{now}", sqliteNow, "{table}", table, "{holders}", holdersTable(table),
+		"{table_index}", derivedName(table, "_expires"), "{holders_index}", derivedName(table, holdersSuffix+"_expires"))
 	schema := []string{
 		r.Replace(`CREATE TABLE IF NOT EXISTS {t} (
 	name    TEXT NOT NULL PRIMARY KEY,
@@ -28,7 +29,7 @@ func sqliteQueries(table string) *queries {
 	intent  TEXT NOT NULL DEFAULT '',
 	intent_expires INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID`),
-		r.Replace(`CREATE INDEX IF NOT EXISTS "{table}_expires" ON {t} (expires)`),
+		r.Replace(`CREATE INDEX IF NOT EXISTS "{table_index}" ON {t} (expires)`),
 		r.Replace(`CREATE TABLE IF NOT EXISTS {h} (
 	name    TEXT NOT NULL,
 	owner   TEXT NOT NULL,
@@ -39,7 +40,7 @@ func sqliteQueries(table string) *queries {
 	lim     INTEGER NOT NULL,
 	PRIMARY KEY (name, owner)
 ) WITHOUT ROWID`),
-		r.Replace(`CREATE INDEX IF NOT EXISTS "{holders}_expires" ON {h} (expires)`),
+		r.Replace(`CREATE INDEX IF NOT EXISTS "{holders_index}" ON {h} (expires)`),
 	}
 	columns := []column{
 		{"lim", r.Replace(`ALTER TABLE {t} ADD COLUMN lim INTEGER NOT NULL DEFAULT 0`)},
