@@ -192,9 +192,9 @@ func (d *rlDriver) release(ctx context.Context, c redis.UniversalClient, l drive
 }
 
 // releaseOn gives l back on one master that granted it too late, with a
-// context of its own bounded by the lease.
+// context of its own bounded by the per-master timeout.
 func (d *rlDriver) releaseOn(c redis.UniversalClient, l driver.Lease, message string) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.TTL)
+	ctx, cancel := context.WithTimeout(context.Background(), d.timeoutFor(l.TTL))
 	defer cancel()
 	d.release(ctx, c, l, message)
 }

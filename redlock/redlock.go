@@ -238,6 +238,7 @@ type rlDriver struct {
 	mu     sync.Mutex
 	tokens map[string]held // by owner: each lease acquired here and not released
 	seq    atomic.Uint64   // numbers acquisition attempts (see attemptOwner)
+	steps  sync.WaitGroup  // steps each started, which may outlive it; Close waits
 
 	// pause, if set, is called by Acquire after the token is written back
 	// and before validity is checked (tests stop the process there).
@@ -377,7 +378,9 @@ func each[T any](ctx context.Context, d *rlDriver, timeout time.Duration, missin
 		all      = make(chan struct{})
 	)
 	for i, c := range d.masters {
-		go func() { // ends when step returns, bounded by go-redis's own timeouts
+		d.steps.Add(1)
+		go func() { // ends when step returns, bounded by go-redis's own timeouts; Close waits
+			defer d.steps.Done()
 			sctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			v := step(sctx, i, c)
@@ -419,18 +422,19 @@ func retryDelay(ttl time.Duration) time.Duration {
 	return time.Millisecond + rand.N(span)
 }
 
-// Close releases nothing of its own but the clients Open made: Watch
-// subscriptions end with their stop funcs.
+// Close closes the clients Open made, then waits for the steps that
+// outlived their call (a stalled master's, bounded by go-redis's
+// timeouts): Watch subscriptions end with their stop funcs.
 func (d *rlDriver) Close() error {
-	if !d.own {
-		return nil
-	}
 	var first error
-	for _, c := range d.masters {
-		if err := c.Close(); err != nil && first == nil {
-			first = err
+	if d.own {
+		for _, c := range d.masters {
+			if err := c.Close(); err != nil && first == nil {
+				first = err
+			}
 		}
 	}
+	d.steps.Wait()
 	return first
 }
 

@@ -18,6 +18,15 @@ import (
 // votes do not all try again at the same instant.
 const giveBackJitter = 20 * time.Millisecond
 
+// quiet marks ctx so that go-redis logs nothing about the connections of
+// clients Open made (see internal/redisquiet).
+func (d *rlDriver) quiet(ctx context.Context) context.Context {
+	if d.own {
+		return redisquiet.Context(ctx)
+	}
+	return ctx
+}
+
 // Watch subscribes to name's channel on every master it can reach and
 // returns once the subscriptions are confirmed. Each subscription is a
 // connection of its own, read by a goroutine that stop ends (stop closes
@@ -27,9 +36,7 @@ func (d *rlDriver) Watch(ctx context.Context, name string) (<-chan struct{}, fun
 	wake := make(chan struct{}, 1)
 	ch := d.channel(name)
 	subs := each(ctx, d, d.timeoutFor(dlock.MaxTTL), nil, func(ctx context.Context, _ int, c redis.UniversalClient) *redis.PubSub {
-		if d.own {
-			ctx = redisquiet.Context(ctx) // go-redis logs nothing about it
-		}
+		ctx = d.quiet(ctx)
 		ps := c.Subscribe(ctx)
 		if err := ps.Subscribe(ctx, ch); err != nil {
 			ps.Close()
@@ -53,7 +60,7 @@ func (d *rlDriver) Watch(ctx context.Context, name string) (<-chan struct{}, fun
 	var wg sync.WaitGroup
 	for _, ps := range subs {
 		if ps != nil {
-			wg.Go(func() { listen(ps, wake, done) })
+			wg.Go(func() { listen(d.quiet(context.Background()), ps, wake, done) })
 		}
 	}
 	stop := func() {
@@ -81,7 +88,7 @@ func (d *rlDriver) Watch(ctx context.Context, name string) (<-chan struct{}, fun
 // closed. After a broken connection (go-redis reconnects and subscribes
 // again on the next read) it wakes the waiter, since a release may have
 // been missed, and waits a little before reading again.
-func listen(ps *redis.PubSub, wake chan<- struct{}, done <-chan struct{}) {
+func listen(ctx context.Context, ps *redis.PubSub, wake chan<- struct{}, done <-chan struct{}) {
 	pause := func(d time.Duration) bool {
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -94,7 +101,7 @@ func listen(ps *redis.PubSub, wake chan<- struct{}, done <-chan struct{}) {
 	}
 	backoff := 50 * time.Millisecond
 	for {
-		msg, err := ps.Receive(context.Background())
+		msg, err := ps.Receive(ctx)
 		select {
 		case <-done:
 			return
