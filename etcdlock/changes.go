@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -23,7 +24,7 @@ func (d *etcdDriver) WatchChanges(ctx context.Context, name string) (<-chan stru
 	wch, err := d.watchPrefix(ctx, wctx, Key(d.prefix, name))
 	if err != nil {
 		cancel()
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("etcdlock: watch %q: %w", name, err)
 	}
 	changed := make(chan struct{}, 1)
 	done := make(chan struct{})

@@ -3,6 +3,7 @@ package zklock
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/go-zookeeper/zk"
 
@@ -22,7 +23,7 @@ func (d *zkDriver) WatchChanges(ctx context.Context, name string) (<-chan struct
 	parent := d.parent(name)
 	ev, err := d.watchChildren(ctx, parent)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("zklock: watch %q: %w", name, err)
 	}
 	changed := make(chan struct{}, 1)
 	wctx, cancel := context.WithCancel(context.Background())

@@ -153,7 +153,7 @@ func TestModes(t *testing.T, q Queue) {
 	// an hour, changes still arrive at once.
 	t.Run("ObservePushed", func(t *testing.T) {
 		if q.NewLockerRetry == nil {
-			t.Skip("no NewLockerRetry")
+			t.Fatal("sessionlocktest: NewLockerRetry is required")
 		}
 		name := "observe/" + t.Name()
 		o, a := q.NewLockerRetry(t, time.Hour), q.NewLocker(t)
