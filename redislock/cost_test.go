@@ -11,7 +11,6 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/testserver"
-	"github.com/dlock-go/dlock/redislock"
 )
 
 // serverCommands sums every command's calls in INFO commandstats, the
@@ -100,9 +99,7 @@ func TestExclusiveHandoffCost(t *testing.T) {
 	k = dlocktest.MustTryAcquire(t, a, name)
 	before := serverCommands(t, client)
 	got = dlocktest.AcquireAsync(t.Context(), b, name, dlock.WithTTL(time.Minute))
-	for queued := 0; queued != 1; queued = int(client.LLen(t.Context(), redislock.Key("", name)+":q").Val()) {
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
 	dlocktest.MustRelease(t, k)
 	dlocktest.MustRelease(t, dlocktest.WantAcquired(t, got, name, time.Minute).Lock)
 	total, by := commandsSince(t, client, before)

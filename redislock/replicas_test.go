@@ -41,14 +41,15 @@ func wantFree(t *testing.T, client *redis.Client, name string) {
 	}
 }
 
-// TestWaitReplicasSurvivesFailover holds a lock taken with WaitReplicas 1
-// through a forced Sentinel failover: the replica acknowledged it, so the
-// promoted replica has it; another Locker cannot take it, and its holder
-// keeps renewing it on the new master.
+// TestWaitReplicasAcrossFailover holds a lock taken with WaitReplicas 1
+// through a forced Sentinel failover: another Locker cannot take it, and
+// its holder keeps renewing it on the new master (WAIT on the promoted
+// replica included).
 //
-// Replication on loopback is fast, so this passes without WAIT too; the
-// test that needs WAIT is TestWaitReplicasPausedReplica.
-func TestWaitReplicasSurvivesFailover(t *testing.T) {
+// Replication on loopback is fast, so this would pass without WAIT too:
+// it checks that WaitReplicas works across a failover, not that it is
+// needed; the test that needs WAIT is TestWaitReplicasPausedReplica.
+func TestWaitReplicasAcrossFailover(t *testing.T) {
 	s := testserver.StartRedisSentinelReplicated(t)
 	a := newWaitLocker(t, s.Client(t), 1, 2*time.Second)
 	b := newWaitLocker(t, s.Client(t), 0, 0)
