@@ -26,9 +26,14 @@ const shopItem = "stock"
 // than one it has already seen: the writer lost its lock meanwhile.
 var errStale = errors.New("write rejected: a newer lock holder has written since (stale fencing token)")
 
-// openShop opens the shop in the SQLite file at path.
+// openShop opens the shop in the SQLite file at path, in WAL mode as
+// dlock's own SQLite store: the worker processes write it at once, and in
+// the rollback-journal mode SQLite once failed one of them with "disk I/O
+// error (5898)" (a journal deleted under it) while the machine was loaded.
+// The demo's parent sets the mode when it creates the file, before the
+// workers start.
 func openShop(path string) (shop, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
 	if err != nil {
 		return shop{}, err
 	}
