@@ -52,7 +52,7 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait b
 		return nil, fmt.Errorf("dlock: acquire %s %s: the backend has no shared locks or semaphores: %w", modeString(o.shared, o.limit), quote(name), ErrUnsupported)
 	}
 	own := ownerFrom(ctx, l)
-	if k, err := l.reenter(own, name, o); k != nil || err != nil {
+	if k, err := l.reenter(ctx, own, name, o); k != nil || err != nil {
 		return k, err
 	}
 	if err := l.begin(); err != nil {
@@ -64,6 +64,14 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait b
 	}
 	a := &attempt{ctx: ctx, own: own, renew: !o.noRenew,
 		lease: driver.Lease{Name: name, Owner: l.ownerString(), TTL: o.ttl, Metadata: o.metadata, Shared: o.shared, Limit: o.limit}}
+	if hs := l.hooks.Load(); hs != nil {
+		return l.acquireHooked(*hs, a, wait)
+	}
+	return l.acquireOn(a, wait)
+}
+
+// acquireOn runs an acquisition that is not a re-entry.
+func (l *Locker) acquireOn(a *attempt, wait bool) (*Lock, error) {
 	if wait && l.queuer != nil {
 		return l.acquireQueued(a)
 	}
@@ -77,6 +85,11 @@ type attempt struct {
 	own   *owner          // nil: a new owner
 	lease driver.Lease
 	renew bool
+
+	// For hooks.
+	attempts  int  // steps on the store
+	contended bool // a step found the name held by another owner
+	ahead     int  // entries ahead in the store's queue, -1 if unknown
 }
 
 // acquireQueued waits in the store's own fair queue.
@@ -98,6 +111,13 @@ func (l *Locker) acquireQueued(a *attempt) (*Lock, error) {
 		stop := context.AfterFunc(l.closingCtx, func() { cancel(ErrClosed) })
 		defer stop()
 		res, err = callGrace(l, ctx, driver.QueueLeaveTimeout, func() (driver.Result, error) { return l.queuer.AcquireQueued(ctx, a.lease) }, l.abandonLate(a.lease))
+	}
+	a.attempts = 1
+	if res.Acquired {
+		a.contended = res.Waited
+		a.ahead = res.Ahead
+	} else {
+		a.contended = err != nil && ctx.Err() != nil // it gave up waiting
 	}
 	start := res.LeaseStart
 	if start.IsZero() {
@@ -224,12 +244,24 @@ func (l *Locker) register(a *attempt, fence uint64, start time.Time) (*Lock, err
 // or nil if it holds none. The modes must agree (see Shared): a shared
 // request in an exclusive hold re-enters it; an exclusive request in a
 // shared hold (an upgrade) and any semaphore mismatch are errors.
-func (l *Locker) reenter(own *owner, name string, o acquireOptions) (*Lock, error) {
+func (l *Locker) reenter(ctx context.Context, own *owner, name string, o acquireOptions) (*Lock, error) {
 	if own == nil {
 		return nil, nil
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	k, err := l.reenterLocked(own, name, o)
+	var handles int
+	if k != nil {
+		handles = k.h.count
+	}
+	l.mu.Unlock()
+	if k != nil {
+		l.reentered(ctx, k, handles)
+	}
+	return k, err
+}
+
+func (l *Locker) reenterLocked(own *owner, name string, o acquireOptions) (*Lock, error) {
 	if l.closed {
 		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ErrClosed)
 	}

@@ -24,6 +24,7 @@ type held struct {
 	fence  uint64
 	renew  bool
 	owner  *owner
+	start  time.Time       // when the lease began (local, monotonic)
 	values context.Context // the acquiring call's context, without its cancellation
 	ctx    context.Context // carries owner and values; cancelled on last release or loss
 	cancel context.CancelCauseFunc
@@ -42,7 +43,7 @@ type held struct {
 func lossMargin(ttl time.Duration) time.Duration { return ttl / 10 }
 
 func newHeld(l *Locker, values context.Context, lease driver.Lease, fence uint64, start time.Time, renew bool) *held {
-	h := &held{l: l, lease: lease, fence: fence, renew: renew, values: context.WithoutCancel(values), index: [2]int{-1, -1}}
+	h := &held{l: l, lease: lease, fence: fence, renew: renew, start: start, values: context.WithoutCancel(values), index: [2]int{-1, -1}}
 	h.extended(start)
 	return h
 }
@@ -104,16 +105,20 @@ func (l *Locker) forget(h *held, s state) {
 // loseLapsed is lose for a lock whose loss deadline passed before a
 // renewal succeeded. Called with l.mu held.
 func (l *Locker) loseLapsed(h *held) {
-	l.lose(h, fmt.Errorf("%w: lease of %v could not be renewed in time", ErrLost, h.lease.TTL))
+	l.lose(h, LossExpired, fmt.Errorf("%w: lease of %v could not be renewed in time", ErrLost, h.lease.TTL))
 }
 
 // lose marks h lost, closes its handles' Done with cause, and wakes local
-// waiters on its name. Called with l.mu held.
-func (l *Locker) lose(h *held, cause error) {
+// waiters on its name. Called with l.mu held, which the caller releases
+// with l.unlock so that hooks hear of the loss.
+func (l *Locker) lose(h *held, reason LossReason, cause error) {
 	if h.state != active {
 		return
 	}
 	l.forget(h, lost)
 	h.cancel(cause)
 	l.wakeLocalLocked(h.lease.Name)
+	if l.hooks.Load() != nil {
+		l.lostPending = append(l.lostPending, lossRecord{h: h, reason: reason, cause: cause, at: time.Now()})
+	}
 }

@@ -53,7 +53,7 @@ func (l *Locker) keep() {
 		}
 		l.keeperAt = next
 		l.keeperTimer.Reset(next.Sub(now))
-		l.mu.Unlock()
+		l.unlock()
 		if len(batch) > 0 {
 			inflight = true
 			go l.refresh(ctx, batch, results) // exits after one bounded driver call
@@ -83,6 +83,7 @@ type refreshResult struct {
 	batch []*held
 	errs  []error
 	start time.Time
+	took  time.Duration
 }
 
 // refresh renews batch with one driver call, bounded by the earliest
@@ -100,7 +101,7 @@ func (l *Locker) refresh(ctx context.Context, batch []*held, results chan<- refr
 	defer cancel()
 	start := time.Now()
 	errs := l.drv.Refresh(ctx, leases)
-	results <- refreshResult{batch: batch, errs: errs, start: start}
+	results <- refreshResult{batch: batch, errs: errs, start: start, took: time.Since(start)}
 }
 
 // schedule makes the keeper run by at, if it would run later. Called with
@@ -115,9 +116,12 @@ func (l *Locker) schedule(at time.Time) {
 // applyRefresh records a batch's outcome and puts the locks still held
 // back in line for their next renewal.
 func (l *Locker) applyRefresh(r refreshResult) {
+	if hs := l.hooks.Load(); hs != nil {
+		defer l.renewed(*hs, r) // after unlock: deferred calls run last first
+	}
 	now := time.Now()
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	for i, h := range r.batch {
 		var err error
 		if len(r.errs) != len(r.batch) {
@@ -132,7 +136,7 @@ func (l *Locker) applyRefresh(r refreshResult) {
 			h.extended(r.start)
 			l.renewals.push(h)
 		case errors.Is(err, driver.ErrNotHeld):
-			l.lose(h, fmt.Errorf("%w: renewal found it held by no one or another owner", ErrLost))
+			l.lose(h, LossNotHeld, fmt.Errorf("%w: renewal found it held by no one or another owner", ErrLost))
 		default:
 			// Outcome unknown (network, timeout): try again soon; the
 			// deadline closes Done if no attempt succeeds in time.
@@ -146,18 +150,18 @@ func (l *Locker) applyRefresh(r refreshResult) {
 // in O(log n), or every lease in O(n) for a session-wide loss.
 func (l *Locker) applyLoss(loss driver.Loss) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	cause := fmt.Errorf("%w: %w", ErrLost, loss.Err)
 	if loss.Owner != "" {
 		if h := l.held[loss.Owner]; h != nil {
-			l.lose(h, cause)
+			l.lose(h, LossReported, cause)
 		}
 		return
 	}
 	l.deadlines.clear()
 	l.renewals.clear()
 	for _, h := range l.held {
-		l.lose(h, cause)
+		l.lose(h, LossReported, cause)
 	}
 }
 

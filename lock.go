@@ -66,7 +66,7 @@ func (k *Lock) Refresh(ctx context.Context) error {
 		l.loseLapsed(h)
 	}
 	done, st := k.done, h.state
-	l.mu.Unlock()
+	l.unlock()
 	if err := k.stateError("refresh", done, st); err != nil {
 		return err
 	}
@@ -77,10 +77,10 @@ func (k *Lock) Refresh(ctx context.Context) error {
 	case err == nil:
 		h.extended(start)
 	case errors.Is(err, driver.ErrNotHeld):
-		l.lose(h, fmt.Errorf("%w: refresh found it held by no one or another owner", ErrLost))
+		l.lose(h, LossNotHeld, fmt.Errorf("%w: refresh found it held by no one or another owner", ErrLost))
 	}
 	done, st = k.done, h.state
-	l.mu.Unlock()
+	l.unlock()
 	if serr := k.stateError("refresh", done, st); serr != nil {
 		return serr
 	}
@@ -128,7 +128,15 @@ func (k *Lock) Release(ctx context.Context) error {
 	if !last {
 		return nil
 	}
+	var start time.Time
+	hs := l.hooks.Load()
+	if hs != nil {
+		start = time.Now()
+	}
 	err := l.releaseLease(ctx, h.lease)
+	if hs != nil {
+		l.released(*hs, ctx, h, start, false, err)
+	}
 	h.cancel(ErrReleased)
 	l.wakeLocal(h.lease.Name)
 	switch {

@@ -32,6 +32,8 @@ type Locker struct {
 	maxRetry time.Duration   // longest sleep of a waiter between attempts
 	id       string
 	seq      atomic.Uint64
+	backend  string                 // Backend()
+	hooks    atomic.Pointer[[]Hook] // nil until AddHook; replaced, never changed
 
 	closingCtx context.Context         // done once Close begins
 	closeNow   context.CancelCauseFunc // begins Close (cause ErrClosed): wakes waiters, stops the keeper
@@ -48,6 +50,7 @@ type Locker struct {
 	deadlines   heldHeap                              // every active acquisition, soonest loss deadline first
 	renewals    heldHeap                              // renewed acquisitions not being renewed now, soonest renewal first
 	waiters     map[string]map[chan struct{}]struct{} // local waiters by name
+	lostPending []lossRecord                          // losses for the hooks, reported by unlock
 }
 
 func init() {
@@ -63,6 +66,7 @@ func newLocker(drv driver.Driver, minRetry, maxRetry time.Duration) *Locker {
 		minRetry:    minRetry,
 		maxRetry:    maxRetry,
 		id:          newLockerID(),
+		backend:     backendName(drv),
 		keeperTimer: time.NewTimer(time.Hour),
 		keeperAt:    now.Add(time.Hour),
 		held:        make(map[string]*held),
@@ -118,9 +122,15 @@ func (l *Locker) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	var errs []error
+	hs := l.hooks.Load()
 	for _, h := range all {
 		h.cancel(ErrClosed)
-		if err := l.drv.Release(ctx, h.lease); err != nil && !errors.Is(err, driver.ErrNotHeld) {
+		start := time.Now()
+		err := l.drv.Release(ctx, h.lease)
+		if hs != nil {
+			l.released(*hs, h.values, h, start, true, err)
+		}
+		if err != nil && !errors.Is(err, driver.ErrNotHeld) {
 			errs = append(errs, fmt.Errorf("release %s: %w", quote(h.lease.Name), err))
 		}
 	}

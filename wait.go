@@ -14,16 +14,16 @@ import (
 // or the holder's remaining lease running out.
 func (l *Locker) acquireLoop(a *attempt, wait bool) (k *Lock, _ error) {
 	var (
-		queued   bool
-		ctx      = a.ctx
-		name     = a.lease.Name
-		wake     <-chan struct{}
-		local    chan struct{}
-		delay    time.Duration
-		attempts int
+		queued bool
+		ctx    = a.ctx
+		name   = a.lease.Name
+		wake   <-chan struct{}
+		local  chan struct{}
+		delay  time.Duration
 	)
 	for {
 		start := time.Now()
+		a.attempts++
 		res, err := call(l, ctx, func() (driver.Result, error) { return l.drv.Acquire(ctx, a.lease) }, l.abandonLate(a.lease))
 		if err == nil && res.Acquired {
 			start, err = l.confirm(ctx, a.lease, start)
@@ -39,6 +39,7 @@ func (l *Locker) acquireLoop(a *attempt, wait bool) (k *Lock, _ error) {
 			l.abandon(a.lease)
 			return nil, l.acquireError(ctx, name, err)
 		}
+		a.contended = true
 		if res.Queued && !queued {
 			// The store keeps this writer's intent: take it out if the
 			// wait ends without the lock.
@@ -74,7 +75,6 @@ func (l *Locker) acquireLoop(a *attempt, wait bool) (k *Lock, _ error) {
 		if queued {
 			sleep = min(sleep, a.lease.TTL/3) // the intent lasts a TTL
 		}
-		attempts++
 		t := time.NewTimer(sleep)
 		select {
 		case <-wake:
@@ -82,7 +82,7 @@ func (l *Locker) acquireLoop(a *attempt, wait bool) (k *Lock, _ error) {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("dlock: acquire %s: gave up after %d attempts: %w", quote(name), attempts, ctxErr(ctx))
+			return nil, fmt.Errorf("dlock: acquire %s: gave up after %d attempts: %w", quote(name), a.attempts, ctxErr(ctx))
 		case <-l.closing:
 			t.Stop()
 			return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ErrClosed)

@@ -86,6 +86,12 @@ type Result struct {
 	// the acquisition then gives up, the core calls Release for the lease,
 	// which must remove that state.
 	Queued bool
+	// Waited is set by AcquireQueued when this owner's entry was not
+	// first in the queue when it joined: the lease was passed on to it by
+	// releases while it waited. Ahead is then how many entries were ahead
+	// of it when it joined. Both are for hooks and metrics only.
+	Waited bool
+	Ahead  int
 }
 
 // Driver is the set of atomic steps a backend provides. Each method is one
@@ -217,6 +223,23 @@ type Inspector interface {
 	// Inspect returns the holders of the given names that are held, or of
 	// every held name when names is empty.
 	Inspect(ctx context.Context, names []string) ([]Holder, error)
+}
+
+// WaiterCounter is implemented by drivers whose store can tell how many
+// acquisitions wait for a name (the stores that queue waiters), for tools
+// such as "dlock status --watch".
+type WaiterCounter interface {
+	// Waiters returns, for each of names in order, how many acquisitions
+	// are queued for it without holding it.
+	Waiters(ctx context.Context, names []string) ([]int, error)
+}
+
+// Describer is implemented by drivers that name their store for hooks and
+// metrics ("redis", "postgres", "etcd"); without it the core uses the
+// driver's package name.
+type Describer interface {
+	// Backend returns a short lowercase name of the store.
+	Backend() string
 }
 
 // ForceReleaser is implemented by drivers that can free a name whatever

@@ -213,6 +213,9 @@ func (d *etcdDriver) key(l driver.Lease) string {
 	return Key(d.prefix, l.Name) + sessionlock.ModeOf(l).Tag() + l.Owner
 }
 
+// Backend names the store for hooks.
+func (d *etcdDriver) Backend() string { return "etcd" }
+
 func (d *etcdDriver) Close() error {
 	es := d.leases.Close()
 	d.mu.Lock()

@@ -349,4 +349,7 @@ func (d *memDriver) ForceRelease(ctx context.Context, name string) (bool, error)
 // HonoursContext implements driver.ContextHonourer: no call blocks.
 func (d *memDriver) HonoursContext() bool { return true }
 
+// Backend names the store for hooks.
+func (d *memDriver) Backend() string { return "memory" }
+
 func (d *memDriver) Close() error { return nil }

@@ -574,6 +574,9 @@ func sameLocker(a, b string) bool {
 	return i > 0 && i == j && a[:i] == b[:j]
 }
 
+// Backend names the store for hooks.
+func (d *redisDriver) Backend() string { return "redis" }
+
 func (d *redisDriver) Close() error {
 	err := d.grants.close()
 	d.leaving.Wait()

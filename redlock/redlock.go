@@ -425,6 +425,9 @@ func retryDelay(ttl time.Duration) time.Duration {
 // Close closes the clients Open made, then waits for the steps that
 // outlived their call (a stalled master's, bounded by go-redis's
 // timeouts): Watch subscriptions end with their stop funcs.
+// Backend names the store for hooks.
+func (d *rlDriver) Backend() string { return "redlock" }
+
 func (d *rlDriver) Close() error {
 	var first error
 	if d.own {

@@ -95,7 +95,7 @@ func newLocker(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (*dlock.L
 	if err != nil {
 		return nil, fmt.Errorf("sqllock: new: %w", err)
 	}
-	d := &sqlDriver{db: db, ownDB: ownDB, stmts: newStmtCache(db), q: q, table: o.Table, retention: o.IdleRetention, noMigrate: o.NoMigrate}
+	d := &sqlDriver{dialect: dialect, db: db, ownDB: ownDB, stmts: newStmtCache(db), q: q, table: o.Table, retention: o.IdleRetention, noMigrate: o.NoMigrate}
 	cfg := &backend.Config{MaxRetryInterval: o.MaxRetryInterval}
 	if dialect == PostgreSQL {
 		return backend.New(&pgDriver{sqlDriver: d, lis: newListener(db, o.Table)}, cfg), nil
@@ -136,6 +136,7 @@ func validTable(table string) error {
 // sqlDriver implements driver.Driver for every dialect; pgDriver adds
 // LISTEN/NOTIFY wake-ups.
 type sqlDriver struct {
+	dialect   Dialect
 	db        *sql.DB
 	ownDB     bool       // made by Open: Close closes it
 	stmts     *stmtCache // db with this Locker's prepared statements
@@ -294,6 +295,9 @@ func (d *sqlDriver) MultiHolder() bool { return true }
 // HonoursContext implements driver.ContextHonourer: database/sql and the
 // drivers of every dialect end a call when its context ends.
 func (d *sqlDriver) HonoursContext() bool { return true }
+
+// Backend names the store for hooks: the dialect.
+func (d *sqlDriver) Backend() string { return d.dialect.String() }
 
 func (d *sqlDriver) Close() error {
 	err := d.stmts.close()

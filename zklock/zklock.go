@@ -253,6 +253,9 @@ var _ sessionlock.Driver = (*zkDriver)(nil)
 
 func (d *zkDriver) parent(name string) string { return d.prefix + "/" + escape(name) }
 
+// Backend names the store for hooks.
+func (d *zkDriver) Backend() string { return "zookeeper" }
+
 func (d *zkDriver) Close() error {
 	es := d.leases.Close()
 	close(d.closing)

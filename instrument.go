@@ -1,0 +1,201 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"reflect"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// AddHook adds h to the hooks that observe l; hooks run in the order they
+// were added. It is safe to call at any time: calls already under way
+// may report to the hooks as they were when the call began.
+func (l *Locker) AddHook(h Hook) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var hs []Hook
+	if old := l.hooks.Load(); old != nil {
+		hs = append(hs, *old...)
+	}
+	hs = append(hs, h)
+	l.hooks.Store(&hs)
+}
+
+// Backend returns a short name of the Locker's store, such as "redis",
+// "postgres" or "etcd", as hooks report it.
+func (l *Locker) Backend() string { return l.backend }
+
+// Waiters reports how many acquisitions are queued for name in the store,
+// from every process. The error wraps ErrUnsupported where the store does
+// not queue waiters (memlock and the SQL stores).
+func (l *Locker) Waiters(ctx context.Context, name string) (int, error) {
+	wc, ok := l.drv.(driver.WaiterCounter)
+	if !ok {
+		return 0, fmt.Errorf("dlock: waiters: %w", ErrUnsupported)
+	}
+	if err := l.usable(); err != nil {
+		return 0, fmt.Errorf("dlock: waiters: %w", err)
+	}
+	if err := ValidateName(name); err != nil {
+		return 0, fmt.Errorf("dlock: waiters: %w", err)
+	}
+	n, err := call(l, ctx, func() ([]int, error) { return wc.Waiters(ctx, []string{name}) }, nil)
+	if err == nil && len(n) != 1 {
+		err = fmt.Errorf("driver returned %d counts for 1 name", len(n))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("dlock: waiters %s: %w", quote(name), err)
+	}
+	return n[0], nil
+}
+
+// backendName names drv's store: its Describer answer, or its package's
+// name.
+func backendName(drv driver.Driver) string {
+	if d, ok := drv.(driver.Describer); ok {
+		return d.Backend()
+	}
+	t := reflect.TypeOf(drv)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return path.Base(t.PkgPath())
+}
+
+// acquireHooked runs an acquisition that is not a re-entry between the
+// hooks' AcquireStart and AcquireDone.
+func (l *Locker) acquireHooked(hs []Hook, a *attempt, wait bool) (*Lock, error) {
+	start := time.Now()
+	se := AcquireStartEvent{Backend: l.backend, Name: a.lease.Name, Wait: wait,
+		Shared: a.lease.Shared, Limit: a.lease.Limit, TTL: a.lease.TTL}
+	ctx := a.ctx
+	for _, h := range hs {
+		if h.AcquireStart != nil {
+			if c := h.AcquireStart(ctx, se); c != nil {
+				ctx = c
+			}
+		}
+	}
+	a.ahead = -1
+	k, err := l.acquireOn(a, wait)
+	e := AcquireDoneEvent{AcquireStartEvent: se, Err: err, Owner: a.lease.Owner,
+		Duration: time.Since(start), Attempts: a.attempts, Contended: a.contended, Ahead: a.ahead}
+	switch {
+	case err == nil:
+		e.Outcome, e.Fence = Acquired, k.Fence()
+	case errors.Is(err, ErrNotAcquired):
+		e.Outcome = NotAcquired
+	case a.ctx.Err() != nil && errors.Is(err, a.ctx.Err()):
+		e.Outcome = Canceled
+	default:
+		e.Outcome = AcquireFailed
+	}
+	for _, h := range hs {
+		if h.AcquireDone != nil {
+			h.AcquireDone(ctx, e)
+		}
+	}
+	return k, err
+}
+
+// reentered reports a re-entry that made handle k, the acquisition's
+// handles-th open handle.
+func (l *Locker) reentered(ctx context.Context, k *Lock, handles int) {
+	hs := l.hooks.Load()
+	if hs == nil {
+		return
+	}
+	e := ReentryEvent{Backend: l.backend, Name: k.h.lease.Name, Owner: k.h.lease.Owner, Fence: k.h.fence, Handles: handles}
+	for _, h := range *hs {
+		if h.Reentered != nil {
+			h.Reentered(ctx, e)
+		}
+	}
+}
+
+// released reports that h's lease was freed on the store (or the attempt
+// failed) by a call that began at start and returned err.
+func (l *Locker) released(hs []Hook, ctx context.Context, h *held, start time.Time, closed bool, err error) {
+	e := ReleaseEvent{Backend: l.backend, Name: h.lease.Name, Owner: h.lease.Owner, Fence: h.fence,
+		Held: start.Sub(h.start), Duration: time.Since(start), Closed: closed, Err: err}
+	switch {
+	case err == nil:
+		e.Outcome = Released
+	case errors.Is(err, driver.ErrNotHeld):
+		e.Outcome = ReleaseNotHeld
+	default:
+		e.Outcome = ReleaseFailed
+	}
+	for _, hk := range hs {
+		if hk.Released != nil {
+			hk.Released(ctx, e)
+		}
+	}
+}
+
+// renewed reports a renewal batch's outcome.
+func (l *Locker) renewed(hs []Hook, r refreshResult) {
+	e := RenewalEvent{Backend: l.backend, Size: len(r.batch), Duration: r.took}
+	for i := range r.batch {
+		var err error
+		if len(r.errs) == len(r.batch) {
+			err = r.errs[i]
+		} else {
+			err = errors.New("driver returned a result per lease of another batch size")
+		}
+		switch {
+		case err == nil:
+			e.Renewed++
+			continue
+		case errors.Is(err, driver.ErrNotHeld):
+			e.NotHeld++
+		default:
+			e.Failed++
+		}
+		if e.Err == nil {
+			e.Err = err
+		}
+	}
+	for _, h := range hs {
+		if h.Renewed != nil {
+			h.Renewed(e)
+		}
+	}
+}
+
+// lossRecord is a loss recorded under l.mu, for the hooks to hear of once
+// it is released.
+type lossRecord struct {
+	h      *held
+	reason LossReason
+	cause  error
+	at     time.Time
+}
+
+// unlock releases l.mu and then reports to the hooks the losses recorded
+// while it was held. Every path that can lose a lock unlocks with it.
+func (l *Locker) unlock() {
+	pending := l.lostPending
+	l.lostPending = nil
+	l.mu.Unlock()
+	if len(pending) == 0 {
+		return
+	}
+	hs := l.hooks.Load()
+	if hs == nil {
+		return
+	}
+	for _, r := range pending {
+		e := LossEvent{Backend: l.backend, Name: r.h.lease.Name, Owner: r.h.lease.Owner, Fence: r.h.fence,
+			Held: r.at.Sub(r.h.start), Reason: r.reason, Cause: r.cause}
+		for _, h := range *hs {
+			if h.Lost != nil {
+				h.Lost(r.h.values, e)
+			}
+		}
+	}
+}
