@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
@@ -86,10 +87,10 @@ type attempt struct {
 	lease driver.Lease
 	renew bool
 
-	// For hooks.
-	attempts  int  // steps on the store
-	contended bool // a step found the name held by another owner
-	ahead     int  // entries ahead in the store's queue, -1 if unknown
+	// For hooks; small, to keep the attempt in its allocation size class.
+	contended bool  // a step found the name held by another owner
+	ahead     int16 // entries ahead in the store's queue (capped), -1 if unknown
+	attempts  int32 // steps on the store
 }
 
 // acquireQueued waits in the store's own fair queue.
@@ -115,7 +116,7 @@ func (l *Locker) acquireQueued(a *attempt) (*Lock, error) {
 	a.attempts = 1
 	if res.Acquired {
 		a.contended = res.Waited
-		a.ahead = res.Ahead
+		a.ahead = int16(min(res.Ahead, math.MaxInt16))
 	} else {
 		a.contended = err != nil && ctx.Err() != nil // it gave up waiting
 	}
@@ -252,7 +253,7 @@ func (l *Locker) reenter(ctx context.Context, own *owner, name string, o acquire
 	k, err := l.reenterLocked(own, name, o)
 	var handles int
 	if k != nil {
-		handles = k.h.count
+		handles = int(k.h.count)
 	}
 	l.mu.Unlock()
 	if k != nil {

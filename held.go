@@ -8,7 +8,7 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-type state int
+type state int8
 
 const (
 	active   state = iota // held, renewed if asked
@@ -22,16 +22,17 @@ type held struct {
 	l      *Locker
 	lease  driver.Lease
 	fence  uint64
-	renew  bool
 	owner  *owner
 	start  time.Time       // when the lease began (local, monotonic)
 	values context.Context // the acquiring call's context, without its cancellation
 	ctx    context.Context // carries owner and values; cancelled on last release or loss
 	cancel context.CancelCauseFunc
 
+	renew bool // renewed by the keeper (set once)
+
 	// Guarded by l.mu.
 	state     state
-	count     int       // open handles
+	count     int32     // open handles
 	deadline  time.Time // monotonic: Done closes here unless renewed
 	nextRenew time.Time
 	index     [2]int // positions in l.deadlines and l.renewals, -1 when absent

@@ -103,8 +103,8 @@ type AcquireDoneEvent struct {
 	Contended bool
 
 	// Ahead is how many entries were queued ahead of this call when it
-	// joined the store's own queue (Redis, ZooKeeper, etcd), or -1 where
-	// the store does not queue or could not tell.
+	// joined the store's own queue (Redis, ZooKeeper, etcd), capped at
+	// 32767, or -1 where the store does not queue or could not tell.
 	Ahead int
 }
 

@@ -83,7 +83,7 @@ func (l *Locker) acquireHooked(hs []Hook, a *attempt, wait bool) (*Lock, error) 
 	a.ahead = -1
 	k, err := l.acquireOn(a, wait)
 	e := AcquireDoneEvent{AcquireStartEvent: se, Err: err, Owner: a.lease.Owner,
-		Duration: time.Since(start), Attempts: a.attempts, Contended: a.contended, Ahead: a.ahead}
+		Duration: time.Since(start), Attempts: int(a.attempts), Contended: a.contended, Ahead: int(a.ahead)}
 	switch {
 	case err == nil:
 		e.Outcome, e.Fence = Acquired, k.Fence()
