@@ -352,11 +352,12 @@ func TestAddHookWhileBusy(t *testing.T) {
 	k.Release(t.Context())
 	for i, r := range recs {
 		r.mu.Lock()
-		// A hook added between an acquisition and its release hears only
-		// the release: -1. It can never hear an acquisition without its
-		// release.
-		if r.held != 0 && r.held != -1 {
-			t.Errorf("hook %d: held count %d after all released, want 0 or -1", i, r.held)
+		// A call reports to the hooks there were when it began, so a
+		// hook added while calls are under way hears the release but not
+		// the acquisition of each: at most one per worker. It can never
+		// hear an acquisition without its release.
+		if r.held > 0 || r.held < -4 {
+			t.Errorf("hook %d: held count %d after all released, want between -4 (one call per worker missed) and 0", i, r.held)
 		}
 		if n := len(r.dones); n == 0 || r.dones[n-1].Fence != k.Fence() {
 			t.Errorf("hook %d did not hear the last acquisition", i)

@@ -12,8 +12,10 @@ import (
 )
 
 // AddHook adds h to the hooks that observe l; hooks run in the order they
-// were added. It is safe to call at any time: calls already under way
-// may report to the hooks as they were when the call began.
+// were added. Add hooks before using the Locker: AddHook is safe at any
+// time, but an Acquire reports its AcquireDone to the hooks there were
+// when it began, so a hook added while calls are under way can hear the
+// release of a lock whose acquisition it did not hear.
 func (l *Locker) AddHook(h Hook) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
