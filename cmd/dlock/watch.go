@@ -31,19 +31,12 @@ func watchStatus(out io.Writer, s store, names []string, timeout, interval time.
 	if noFile(s) {
 		return fail(exitStore, "store %s does not exist (yet): no lock has been taken on it", s.shown)
 	}
-	sigCtx, endWait := waitForSignals()
-	defer endWait()
 	s.url = readOnly(s.url)
-	l, err := connect(sigCtx, s, timeout)
-	if err != nil {
-		if signalCause(sigCtx) != nil {
-			return nil
-		}
+	ctx, l, done, err := connectUntilSignal(s, timeout)
+	if l == nil {
 		return err
 	}
-	defer l.Close()
-	ctx, cancel := context.WithCancel(sigCtx)
-	defer cancel()
+	defer done()
 
 	inspect := func() ([]dlock.LockInfo, error) {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
@@ -117,7 +110,7 @@ func observeAll(ctx context.Context, l *dlock.Locker, names []string, changed ch
 		if err != nil {
 			return nil, err
 		}
-		go func() { // exits when ctx ends (Observe then closes ch)
+		go func() { // exits when Observe closes ch: ctx ended or the Locker closed
 			for infos := range ch {
 				mu.Lock()
 				latest[name] = infos

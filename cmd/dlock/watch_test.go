@@ -84,12 +84,7 @@ func TestStatusWatch(t *testing.T) {
 	dlocktest.MustRelease(t, k)
 	waitSnapshot(t, lines, "report", "the name free again", func(row []string) bool { return row[3] == "(free)" && row[5] == "0" })
 	signal(syscall.SIGINT)
-	select {
-	case r := <-done:
-		wantCode(t, r, 0, "status --watch after SIGINT")
-	case <-time.After(30 * time.Second):
-		t.Fatal("status --watch still running 30 s after SIGINT")
-	}
+	wantCode(t, waitExit(t, done, "status --watch after SIGINT"), 0, "status --watch after SIGINT")
 }
 
 func TestStatusWatchAll(t *testing.T) {
@@ -117,5 +112,5 @@ func TestStatusWatchAll(t *testing.T) {
 		}
 	}
 	signal(syscall.SIGTERM)
-	wantCode(t, <-done, 0, "status --watch after SIGTERM")
+	wantCode(t, waitExit(t, done, "status --watch after SIGTERM"), 0, "status --watch after SIGTERM")
 }
