@@ -95,6 +95,7 @@ var properties = []property{
 	{"AcquireWokenPromptly", "a waiter in Acquire is woken promptly when the holder releases, not after a poll interval or the lease", testAcquireWoken},
 	{"AcquireHonoursContext", "a cancelled or timed-out Acquire returns promptly with ctx's error and leaves nothing behind", testAcquireContext},
 	{"Fairness", "waiters on different Lockers get the lock in the order they queued (skipped for backends without a queue)", testFairness},
+	{"QueueFacts", "where the store queues, Waiters counts queued acquisitions and AcquireDone reports how many were ahead; a TryAcquire on a held name is Contended with Ahead -1", testQueueFacts},
 	{"MutualExclusion", "many goroutines on several Lockers doing read-modify-write under one name never overlap and lose no update", testMutualExclusion},
 	{"NamesIndependent", "locks on different names do not interfere, including names that differ only by special characters", testNamesIndependent},
 	{"Reentrancy", "Acquire with a held lock's Context re-enters (same token), is counted, and only the last Release frees the name", testReentrancy},

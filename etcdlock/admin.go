@@ -100,6 +100,34 @@ func (d *etcdDriver) Inspect(ctx context.Context, names []string) ([]driver.Hold
 	return hs, nil
 }
 
+// Waiters implements driver.WaiterCounter: a name's waiters are the keys
+// of its queue after those that hold (see package sessionlock's Mode).
+// The names' keys (without their values) are read in one transaction per
+// maxTxnOps names: one round trip for up to that many.
+func (d *etcdDriver) Waiters(ctx context.Context, names []string) ([]int, error) {
+	counts := make([]int, 0, len(names))
+	for chunk := range slices.Chunk(names, maxTxnOps) {
+		ops := make([]clientv3.Op, len(chunk))
+		for i, name := range chunk {
+			ops[i] = clientv3.OpGet(Key(d.prefix, name), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+		}
+		resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, fmt.Errorf("etcdlock: waiters: %w", err)
+		}
+		for _, r := range resp.Responses {
+			kvs := r.GetResponseRange().GetKvs()
+			modes := make([]sessionlock.Mode, len(kvs))
+			for i, kv := range kvs {
+				modes[i], _ = d.parseKey(kv.Key)
+			}
+			counts = append(counts, sessionlock.Waiting(modes))
+		}
+	}
+	return counts, nil
+}
+
 // ForceRelease implements driver.ForceReleaser: it deletes every holder's
 // key (if it is still the same acquisition), in one transaction, which
 // wakes the waiters they kept out; the holders learn of it at their next

@@ -204,6 +204,9 @@ type entry struct {
 	key  string
 	rev  int64
 	sess *session
+	// ahead is, for an entry Join put, how many keys were ahead of it
+	// then (-1 unknown), for driver.Result.Ahead; 0 for others.
+	ahead int
 }
 
 var _ sessionlock.Driver = (*etcdDriver)(nil)

@@ -43,11 +43,11 @@ func (q queue) Join(ctx context.Context, l driver.Lease) (entry, error) {
 		return entry{}, err
 	}
 	key := q.d.key(l)
-	rev, err := q.d.enqueue(ctx, key, l.Metadata, s)
+	rev, ahead, err := q.d.enqueue(ctx, Key(q.d.prefix, l.Name), key, l.Metadata, s)
 	if err != nil {
 		return entry{key: key, sess: s}, err // the put may have been applied
 	}
-	return entry{key: key, rev: rev, sess: s}, nil
+	return entry{key: key, rev: rev, sess: s, ahead: ahead}, nil
 }
 
 func (q queue) Position(ctx context.Context, l driver.Lease, e entry) (driver.Result, []entry, error) {
@@ -97,40 +97,43 @@ func (d *etcdDriver) transient(ctx context.Context, err error) bool {
 }
 
 // enqueue puts key (its value: the holder's metadata), attached to s's lease, unless it exists already (a
-// retry whose reply was lost), and returns its create revision. It does not
+// retry whose reply was lost), and returns its create revision and how
+// many keys under the name's prefix were ahead of it: counted in the same
+// transaction, before the put (-1 for a key that existed already). It does not
 // give up when ctx ends, only after sessionlock.CleanupTimeout: the caller must learn
 // the key's revision to delete it, or a create landing after its clean-up
 // would queue a key that nobody deletes until the session ends.
-func (d *etcdDriver) enqueue(ctx context.Context, key, metadata string, s *session) (int64, error) {
+func (d *etcdDriver) enqueue(ctx context.Context, prefix, key, metadata string, s *session) (rev int64, ahead int, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sessionlock.CleanupTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
 		resp, err := d.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, metadata, clientv3.WithLease(s.id))).
+			Then(clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()),
+				clientv3.OpPut(key, metadata, clientv3.WithLease(s.id))).
 			Else(clientv3.OpGet(key)).
 			Commit()
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			d.lose(s, errLeaseGone)
-			return 0, errLeaseGone
+			return 0, 0, errLeaseGone
 		}
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if resp.Succeeded {
-			return resp.Header.Revision, nil
+			return resp.Header.Revision, int(resp.Responses[0].GetResponseRange().GetCount()), nil
 		}
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
 		if len(kvs) == 1 && clientv3.LeaseID(kvs[0].Lease) == s.id {
-			return kvs[0].CreateRevision, nil
+			return kvs[0].CreateRevision, -1, nil
 		}
 		if attempt == 3 {
-			return 0, fmt.Errorf("key %q keeps existing on another lease", key)
+			return 0, 0, fmt.Errorf("key %q keeps existing on another lease", key)
 		}
 		if len(kvs) == 1 {
 			// Left from a session this driver lost: replace it.
 			if _, err := d.deleteKey(ctx, key, kvs[0].CreateRevision); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 		}
 	}
@@ -141,7 +144,9 @@ func (d *etcdDriver) enqueue(ctx context.Context, key, metadata string, s *sessi
 // an exclusive key, the n before a permit's, all of them before a shared
 // one). If e holds by sessionlock.Place and is still attached to its
 // session, which is still alive, it takes the lock. Otherwise it returns
-// the predecessors whose deletion may let it in. It returns
+// the predecessors whose deletion may let it in. Either way the Result's
+// Ahead is e's count from Join (this read sees only the keys the rule
+// needs). It returns
 // sessionlock.ErrGone if e or its session is gone, and an error wrapping
 // driver.ErrMode if a key of another kind is among those before it.
 func (d *etcdDriver) position(ctx context.Context, l driver.Lease, e entry) (driver.Result, []entry, error) {
@@ -181,7 +186,7 @@ func (d *etcdDriver) position(ctx context.Context, l driver.Lease, e entry) (dri
 		for i, w := range wait {
 			preds[i] = entry{key: string(kvs[w].Key), rev: kvs[w].CreateRevision, sess: e.sess}
 		}
-		return driver.Result{}, preds, nil
+		return driver.Result{Ahead: e.ahead}, preds, nil
 	}
 	if !d.alive(e.sess) {
 		return driver.Result{}, nil, sessionlock.ErrGone
@@ -190,6 +195,7 @@ func (d *etcdDriver) position(ctx context.Context, l driver.Lease, e entry) (dri
 	if err != nil && !errors.Is(err, dlock.ErrClosed) {
 		err = sessionlock.ErrGone
 	}
+	res.Ahead = e.ahead
 	return res, nil, err
 }
 

@@ -184,6 +184,27 @@ var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`
 
 func escapeGlob(s string) string { return globEscaper.Replace(s) }
 
+// Waiters implements driver.WaiterCounter: the live entries of each
+// name's queue (its holders are never in it), one script per name, all in
+// one pipeline (on a Cluster, one per master node).
+func (d *redisDriver) Waiters(ctx context.Context, names []string) ([]int, error) {
+	pipe := d.c.Pipeline()
+	cmds := make([]*redis.Cmd, len(names))
+	for i, n := range names {
+		cmds[i] = waitersScript.Eval(ctx, pipe, []string{d.keys(n)[2]}) // Eval: a pipeline cannot fall back from EVALSHA
+	}
+	pipe.Exec(ctx) // errors are read per command below
+	counts := make([]int, len(names))
+	for i, c := range cmds {
+		n, err := c.Int64()
+		if err != nil {
+			return nil, fmt.Errorf("redislock: waiters %q: %w", names[i], err)
+		}
+		counts[i] = int(n)
+	}
+	return counts, nil
+}
+
 // ForceRelease frees name whatever its owner, keeping its fencing token,
 // and wakes its waiters.
 func (d *redisDriver) ForceRelease(ctx context.Context, name string) (bool, error) {

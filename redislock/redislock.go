@@ -327,6 +327,7 @@ var (
 	_ driver.Inspector     = (*redisDriver)(nil)
 	_ driver.ForceReleaser = (*redisDriver)(nil)
 	_ driver.MultiHolder   = (*redisDriver)(nil)
+	_ driver.WaiterCounter = (*redisDriver)(nil)
 )
 
 // keys returns the lock key and its queue keys (see scripts.go).
@@ -362,7 +363,9 @@ func (d *redisDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Resul
 }
 
 // acquire runs the acquire script once; with queue set, the owner joins
-// (or stays in) the queue if it does not get the lock.
+// (or stays in) the queue if it does not get the lock. If it joined the
+// queue in this call, the Result has Waited set and Ahead the entries
+// ahead of it then (holders included).
 func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue bool) (driver.Result, error) {
 	q := "0"
 	if queue {
@@ -375,13 +378,18 @@ func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue bool) (
 	if err != nil {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
 	}
-	if len(vals) != 2 {
+	if len(vals) != 2 && len(vals) != 3 {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: unexpected reply %v", l.Name, vals)
 	}
 	switch ok, _ := vals[0].(int64); ok {
 	case 0:
 		pttl, _ := vals[1].(int64)
-		return driver.Result{Remaining: time.Duration(max(pttl, 0)) * time.Millisecond}, nil
+		res := driver.Result{Remaining: time.Duration(max(pttl, 0)) * time.Millisecond}
+		if len(vals) == 3 {
+			ahead, _ := vals[2].(int64)
+			res.Waited, res.Ahead = true, int(ahead)
+		}
+		return res, nil
 	case -1:
 		held, _ := vals[1].(string)
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q as %s: held as %s: %w", l.Name, modeName(modeArg(l)), modeName(held), driver.ErrMode)
@@ -425,6 +433,7 @@ func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver
 	default:
 	}
 	hb := heartbeat(l.TTL)
+	waited, ahead := false, -1 // for Result.Waited and Ahead
 	for {
 		sent := time.Now()
 		res, err := d.acquire(ctx, l, true)
@@ -435,8 +444,15 @@ func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver
 			// This call checked the owner on the server and set the
 			// lease to TTL after it was sent.
 			res.LeaseStart = sent
+			if waited {
+				res.Waited, res.Ahead = true, ahead
+			}
 			return res, nil
 		}
+		if res.Waited {
+			ahead = res.Ahead // joined the queue (again, if its place lapsed)
+		}
+		waited = true
 		wait := hb
 		if res.Remaining > 0 {
 			wait = min(wait, res.Remaining+time.Millisecond)

@@ -178,15 +178,20 @@ local function grant(K, Q, E, st, chanp, self)
   end
   return granted
 end
+-- enqueue puts owner at the tail of the queue, or refreshes its place;
+-- it returns how many entries are queued ahead of it if it joined now,
+-- else nil.
 local function enqueue(Q, E, owner, ttl, mode, meta, keep)
+  local ahead
   if redis.call('HSET', E, owner, ttl .. '|' .. num(now_ms() + keep) .. '|' .. mode .. '|' .. meta) == 1 then
-    redis.call('RPUSH', Q, owner)
+    ahead = redis.call('RPUSH', Q, owner) - 1
   end
   -- both keys must outlive this place (now + keep); doubling the margin
   -- when it runs short extends them once per keep, not on every call
   for _, k in ipairs({Q, E}) do
     if redis.call('PTTL', k) < keep then redis.call('PEXPIRE', k, 2 * keep) end
   end
+  return ahead
 end
 `
 
@@ -198,7 +203,9 @@ end
 // It returns {1, fence} when owner holds the name (taken now, granted
 // while it waited, or re-entered after a lost reply), with its lease set
 // to TTL; {0, ms} when not: how long until a holder's lease ends at the
-// latest; {-1, mode} when the name is held (or handed to a waiter) in a
+// latest, and {0, ms, ahead} when owner joined the queue in this call,
+// with how many were ahead of it then (holders and queued entries, live
+// or not yet found dead); {-1, mode} when the name is held (or handed to a waiter) in a
 // mode that disagrees with owner's. Entries queued first are served
 // first; owner takes the name only when the queue is empty (or it is
 // granted from it); with queue set, owner is put in (or kept in) line.
@@ -225,11 +232,18 @@ if not compatible(st, mode) then return {-1, st.mode} end
 if fits(st, mode) and not next_live(Q, E) then
   return {1, add(K, st, owner, mode, meta, ttl)}
 end
-if queue then enqueue(Q, E, owner, ttl, mode, meta, keep) end
-if st.glease then return {0, st.glease} end
-if st.mode == 'x' then return {0, redis.call('PTTL', K)} end
-if st.n > 0 then return {0, st.minexp - now_ms()} end
-return {0, grant_ms}
+local ahead
+if queue then ahead = enqueue(Q, E, owner, ttl, mode, meta, keep) end
+local wait = grant_ms
+if st.glease then
+  wait = st.glease
+elseif st.mode == 'x' then
+  wait = redis.call('PTTL', K)
+elseif st.n > 0 then
+  wait = st.minexp - now_ms()
+end
+if ahead then return {0, wait, st.n + ahead} end
+return {0, wait}
 `)
 
 // acquireFast takes a free name nobody waits for, exclusively, with the
@@ -349,4 +363,18 @@ local ty = redis.call('TYPE', KEYS[1]).ok
 if ty == 'hash' then return {now, redis.call('HGETALL', KEYS[1])} end
 if ty == 'string' then return {now, redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])} end
 return {now}
+`)
+
+// waitersScript: KEYS E. Returns how many of the name's queue entries
+// are live (their place's deadline, on the server's clock, not passed):
+// dead ones stay in the queue until they reach its head.
+var waitersScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local n = 0
+for _, e in ipairs(redis.call('HVALS', KEYS[1])) do
+  local dl = string.match(e, '^%d+|(%d+)|')
+  if dl and tonumber(dl) >= now then n = n + 1 end
+end
+return n
 `)

@@ -2,6 +2,7 @@ package zklock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -83,6 +84,32 @@ func (d *zkDriver) Inspect(ctx context.Context, names []string) ([]driver.Holder
 	}
 	slices.SortStableFunc(hs, func(a, b driver.Holder) int { return strings.Compare(a.Name, b.Name) })
 	return hs, nil
+}
+
+// Waiters implements driver.WaiterCounter: a name's waiters are the
+// children of its queue after those that hold (see package sessionlock's
+// Mode). One GetChildren per name, pipelined on the connection: one round
+// trip for any number of names.
+func (d *zkDriver) Waiters(ctx context.Context, names []string) ([]int, error) {
+	counts := make([]int, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			kids, err := d.children(ctx, d.parent(name))
+			if err != nil && err != zk.ErrNoNode {
+				errs[i] = fmt.Errorf("zklock: waiters %q: %w", name, err)
+				return
+			}
+			_, modes := queueOf(kids)
+			counts[i] = sessionlock.Waiting(modes)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return counts, nil
 }
 
 // ForceRelease implements driver.ForceReleaser: it deletes every holding

@@ -218,7 +218,9 @@ func (d *zkDriver) makeParents(path string) error {
 // position reads the queue under parent. If path holds by
 // sessionlock.Place, it checks that path is still owned by the
 // connection's session and takes the lock. Otherwise it returns the paths
-// of the children whose deletion may let it in. It returns
+// of the children whose deletion may let it in. Either way the Result's
+// Ahead is how many children this read finds ahead of path (the read
+// lists them all anyway). It returns
 // sessionlock.ErrGone if path is not in the queue, and an error wrapping
 // driver.ErrMode if an entry of another kind is ahead of it.
 func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path string) (driver.Result, []string, error) {
@@ -263,7 +265,7 @@ func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path st
 		for i, w := range wait {
 			preds[i] = parent + "/" + kids[w]
 		}
-		return driver.Result{}, preds, nil
+		return driver.Result{Ahead: idx}, preds, nil
 	}
 	// It holds: make sure the child is still ours before taking the
 	// lock (an expired session's child is on its way out).
@@ -281,6 +283,7 @@ func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path st
 	if err != nil {
 		d.leave(path)
 	}
+	res.Ahead = idx
 	return res, nil, err
 }
 

@@ -4,7 +4,7 @@
 //	dlock run [flags] [--shared | --limit N] NAME [--] COMMAND [ARGS...]
 //	dlock lead [flags] NAME [--] COMMAND [ARGS...]
 //	dlock observe [--store URL] [--json] NAME
-//	dlock status [--store URL] [--json] [NAME...]
+//	dlock status [--store URL] [--json | --watch [--interval D]] [NAME...]
 //	dlock release --force [--store URL] NAME
 //	dlock demo [--store URL] [--workers N] [--procs P] [--stock S] [--no-lock] [--pause]
 //

@@ -65,16 +65,11 @@ failed; 64 usage error (nothing contacted).`,
 // observe prints name's holders and their changes to out until a signal
 // (nil) or a store failure (exit 74).
 func observe(out io.Writer, s store, name string, timeout time.Duration, asJSON bool) error {
-	sigCtx, endWait := waitForSignals()
-	defer endWait()
-	l, err := connect(sigCtx, s, timeout)
-	if err != nil {
-		if signalCause(sigCtx) != nil {
-			return nil
-		}
+	sigCtx, l, done, err := connectUntilSignal(s, timeout)
+	if l == nil {
 		return err
 	}
-	defer l.Close()
+	defer done()
 	ctx, stop := context.WithCancelCause(sigCtx)
 	defer stop(nil)
 	changes, err := l.Observe(ctx, name)
@@ -95,6 +90,24 @@ func observe(out io.Writer, s store, name string, timeout time.Duration, asJSON 
 		return st // the store stopped answering
 	}
 	return nil // a signal, or the Locker closed
+}
+
+// connectUntilSignal connects to s, within timeout, for a command that
+// runs until a signal (waitSignals): it returns the Locker and a context
+// that the first signal ends, or a nil Locker, with a nil error if a
+// signal came while connecting. done closes the Locker and stops catching
+// the signals.
+func connectUntilSignal(s store, timeout time.Duration) (ctx context.Context, l *dlock.Locker, done func(), err error) {
+	ctx, endWait := waitForSignals()
+	l, err = connect(ctx, s, timeout)
+	if err != nil {
+		endWait()
+		if signalCause(ctx) != nil {
+			err = nil
+		}
+		return ctx, nil, nil, err
+	}
+	return ctx, l, func() { l.Close(); endWait() }, nil
 }
 
 // checkStore asks the store every period whether it still answers, and

@@ -139,12 +139,20 @@ func TestObserve(t *testing.T) {
 	signalText(syscall.SIGINT)
 	signalJSON(syscall.SIGTERM)
 	for _, done := range []<-chan result{textDone, jsonDone} {
-		select {
-		case r := <-done:
-			wantCode(t, r, 0, "observe after a signal")
-		case <-time.After(30 * time.Second):
-			t.Fatal("observe still going 30 s after a signal")
-		}
+		wantCode(t, waitExit(t, done, "observe after a signal"), 0, "observe after a signal")
+	}
+}
+
+// waitExit returns the result of the dlock process behind done, and fails
+// the test if it does not exit within 30 s.
+func waitExit(t *testing.T, done <-chan result, what string) result {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: still running after 30 s", what)
+		return result{}
 	}
 }
 

@@ -113,7 +113,7 @@ func holdCommand(o *runOptions, lead bool) func(*cobra.Command, []string) error 
 func addHoldFlags(f *pflag.FlagSet, o *runOptions) {
 	f.Var(seconds{&o.ttl}, "ttl", "lease length; renewed every TTL/3 while the command runs")
 	f.Var(seconds{&o.grace}, "grace", "after the lock is lost, time between SIGTERM and SIGKILL")
-	f.BoolVarP(&o.verbose, "verbose", "v", false, "say what happens: the store, waiting and for whom, acquisition with its fence, loss, release")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "say what happens: the store, waiting and for whom, acquisition with its fence, loss, release; and the library's own log of acquisitions, renewals, losses and releases (log/slog text lines)")
 	o.ttl, o.grace = 15*time.Second, 10*time.Second
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -74,6 +75,11 @@ func (r *runner) main(cmd *cobra.Command, argv []string) error {
 	locker, err := connect(ctx, s, timeout)
 	if err != nil {
 		return waitError(ctx, err)
+	}
+	if r.o.verbose {
+		// What the Locker does, as the library's slog adapter says it:
+		// names, owners, fences and errors, never the store's URL.
+		locker.AddHook(dlock.NewSlogHook(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}
 	// At the end, the Locker closes in the background, and dlock waits
 	// for it only until the release's deadline: a store that does not

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,7 +20,10 @@ import (
 )
 
 func newStatusCmd() *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON, watch bool
+		interval      = defaultWatchInterval
+	)
 	c := &cobra.Command{
 		Use:   "status [flags] [NAME...]",
 		Short: "Show who holds locks",
@@ -30,16 +34,40 @@ about itself (host, pid, command). A name with several holders (shared
 holds, semaphore permits) has one row per holder, oldest (lowest fence)
 first. MODE is "exclusive", "shared", or "permit H/N" for a semaphore of N
 permits of which H are held. It only reads: it creates no table and no
-file (SQL store URLs get migrate=false).`,
+file (SQL store URLs get migrate=false).
+
+--watch shows the table again every --interval (default 1s), with a
+WAITERS column: how many acquisitions the store queues for the name
+(Redis, ZooKeeper, etcd), or "-" where it cannot tell. Named locks are
+also observed, so that a holder coming or going shows at once where the
+store pushes changes. On a terminal each table replaces the last;
+otherwise each follows the last after a blank line, under a line with the
+time. Ctrl-C (or SIGTERM, SIGHUP, SIGQUIT) ends it with status 0; a store
+that fails or does not answer within --connect-timeout, with 74.`,
+		Example: `  dlock status --store redis://redis:6379
+  dlock status --watch --store redis://redis:6379 nightly-report`,
 		RunE: func(cmd *cobra.Command, names []string) error {
 			for _, n := range names {
 				if err := dlock.ValidateName(n); err != nil {
 					return badName("status", n, err)
 				}
 			}
+			if watch && asJSON {
+				return usageError{errors.New("status: --watch and --json exclude each other")}
+			}
+			if interval <= 0 {
+				return usageError{errors.New("status: --interval must be positive")}
+			}
+			timeout := connectTimeout(cmd)
+			if watch && timeout <= 0 {
+				return usageError{errors.New("status: --connect-timeout must be positive")}
+			}
 			s, err := chooseStore(cmd)
 			if err != nil {
 				return err
+			}
+			if watch {
+				return watchStatus(cmd.OutOrStdout(), s, names, timeout, interval)
 			}
 			infos, err := inspect(cmd, s, names)
 			if err != nil {
@@ -49,42 +77,51 @@ file (SQL store URLs get migrate=false).`,
 			if asJSON {
 				return printStatusJSON(out, infos, names)
 			}
-			if len(infos) == 0 && len(names) == 0 {
-				fmt.Fprintf(out, "no locks held on %s\n", s.shown)
-				return nil
-			}
-			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tFENCE\tLEASE LEFT\tOWNER\tMODE\tHOLDER")
-			for _, e := range statusEntries(infos, names) {
-				if !e.Held {
-					fmt.Fprintf(w, "%q\t-\t-\t(free)\t-\t\n", e.Name)
-					continue
-				}
-				left := "unknown"
-				if e.RemainingMS != nil {
-					left = (time.Duration(*e.RemainingMS) * time.Millisecond).String()
-				}
-				fmt.Fprintf(w, "%q\t%d\t%s\t%s\t%s\t%s\n", e.Name, e.Fence, left, e.Owner, e.mode, e.Metadata)
-			}
-			return w.Flush()
+			return printStatus(out, s.shown, infos, names, nil)
 		},
 	}
+	c.Flags().BoolVar(&watch, "watch", false, "show the table again every --interval, with waiters, until Ctrl-C")
+	c.Flags().Var(seconds{&interval}, "interval", "with --watch, how often to read the locks again")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON: a list of {name, held, fence, remaining_ms, owner, metadata, shared, limit}, one per holder, every field always present (remaining_ms null when unknown; limit 0 unless a semaphore)")
 	return c
+}
+
+// printStatus prints status's table of the holders infos and the free
+// names among names (or that no lock is held, when names is empty); with
+// waiters not nil, a WAITERS column shows waiters[name].
+func printStatus(out io.Writer, shown string, infos []dlock.LockInfo, names []string, waiters map[string]string) error {
+	if len(infos) == 0 && len(names) == 0 {
+		_, err := fmt.Fprintf(out, "no locks held on %s\n", shown)
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	row := func(cols []string, waiting, holder string) {
+		if waiters != nil {
+			cols = append(cols, waiting)
+		}
+		fmt.Fprintln(w, strings.Join(append(cols, holder), "\t"))
+	}
+	row([]string{"NAME", "FENCE", "LEASE LEFT", "OWNER", "MODE"}, "WAITERS", "HOLDER")
+	for _, e := range statusEntries(infos, names) {
+		cols := []string{strconv.Quote(e.Name), "-", "-", "(free)", "-"}
+		if e.Held {
+			left := "unknown"
+			if e.RemainingMS != nil {
+				left = (time.Duration(*e.RemainingMS) * time.Millisecond).String()
+			}
+			cols = []string{strconv.Quote(e.Name), strconv.FormatUint(e.Fence, 10), left, e.Owner, e.mode}
+		}
+		row(cols, waiters[e.Name], e.Metadata)
+	}
+	return w.Flush()
 }
 
 // inspect asks the store about names, reading only: a SQLite file (the
 // default store or another) that does not exist yet holds no locks, and
 // SQL stores are opened with migrate=false so that no table is created.
 func inspect(cmd *cobra.Command, s store, names []string) ([]dlock.LockInfo, error) {
-	path := s.path
-	if u, err := url.Parse(s.url); !s.isDefault && err == nil && u.Scheme == "sqlite" {
-		path = u.Path
-	}
-	if path != "" {
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
+	if noFile(s) {
+		return nil, nil
 	}
 	s.url = readOnly(s.url)
 	l, err := connect(cmd.Context(), s, connectTimeout(cmd))
@@ -97,6 +134,21 @@ func inspect(cmd *cobra.Command, s store, names []string) ([]dlock.LockInfo, err
 		return nil, fail(exitStore, "store %s failed: %s", s.shown, plain(err.Error()))
 	}
 	return infos, nil
+}
+
+// noFile reports whether s is a SQLite file (the default store or
+// another) that does not exist: it holds no locks, and opening it would
+// create it.
+func noFile(s store) bool {
+	path := s.path
+	if u, err := url.Parse(s.url); !s.isDefault && err == nil && u.Scheme == "sqlite" {
+		path = u.Path
+	}
+	if path == "" {
+		return false
+	}
+	_, err := os.Stat(path)
+	return errors.Is(err, os.ErrNotExist)
 }
 
 // readOnly adds migrate=false to a SQL store's URL unless it has a

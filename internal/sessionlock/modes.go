@@ -157,3 +157,7 @@ func Holding(q []Mode) int {
 	}
 	return len(q)
 }
+
+// Waiting returns how many entries of the queue q (modes in queue order)
+// wait for the name without holding it: those after the holding prefix.
+func Waiting(q []Mode) int { return len(q) - Holding(q) }

@@ -22,7 +22,12 @@ type Queue[Q comparable, P any] interface {
 	// Position reads the queue. If q holds by the rule of Place and
 	// still belongs to the driver's live session, Position takes the lock
 	// (Leases.Hold) and returns its Result; otherwise it returns the
-	// predecessors whose leaving may let q in. It returns an error
+	// predecessors whose leaving may let q in. Either way it sets
+	// Result.Ahead to how many entries were ahead of q when it joined,
+	// as well as the store can tell: exactly if Join counted them, else
+	// those this read finds (entries only leave from ahead of q, so the
+	// first read after Join misses only those that left meanwhile); -1
+	// if unknown. It returns an error
 	// wrapping ErrGone if q is no longer in the queue, so that the waiter
 	// joins again, and one wrapping driver.ErrMode if Place does.
 	Position(ctx context.Context, l driver.Lease, q Q) (driver.Result, P, error)
@@ -54,6 +59,7 @@ type Driver interface {
 	driver.ForceReleaser
 	driver.MultiHolder
 	driver.ChangeNotifier
+	driver.WaiterCounter
 }
 
 // Acquire implements driver.Driver's Acquire: one attempt. If l's owner
@@ -122,6 +128,10 @@ func acquireQueued[E, Q comparable, P any](ctx context.Context, t *Leases[E], q 
 		return driver.Result{}, err
 	}
 	var e, none Q
+	// For Result.Waited and Ahead: whether this acquisition waited for
+	// predecessors, and how many entries were ahead of the entry that
+	// holds when it joined (the first read after its Join tells).
+	waited, ahead, fresh := false, -1, false
 	retry := func(err error) bool { return q.Transient(ctx, err) && pause.For(ctx, RetryDelay) }
 	fail := func(err error) (driver.Result, error) {
 		if e != none {
@@ -139,6 +149,7 @@ func acquireQueued[E, Q comparable, P any](ctx context.Context, t *Leases[E], q 
 				}
 				return fail(err)
 			}
+			fresh = true
 		}
 		if err := ctx.Err(); err != nil {
 			return fail(err)
@@ -153,9 +164,15 @@ func acquireQueued[E, Q comparable, P any](ctx context.Context, t *Leases[E], q 
 				continue
 			}
 			return fail(err)
-		case res.Acquired:
+		}
+		if fresh {
+			ahead, fresh = res.Ahead, false
+		}
+		if res.Acquired {
+			res.Waited, res.Ahead = waited, ahead
 			return res, nil
 		}
+		waited = true
 		if err := q.Wait(ctx, pred); err != nil {
 			if retry(err) {
 				continue
