@@ -44,3 +44,32 @@ func BenchmarkHookCost(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHookEvents measures the Prometheus hook's own work for one
+// uncontended acquisition and its release (the events TryAcquire and
+// Release report), without a Locker: the cost BenchmarkHookCost adds,
+// less sensitive to a noisy machine.
+func BenchmarkHookEvents(b *testing.B) {
+	prefix := func(name string) string { p, _, _ := strings.Cut(name, "/"); return p }
+	for _, bc := range []struct {
+		name string
+		opts *dlockprometheus.Options
+	}{
+		{"prometheus", nil},
+		{"prometheus-name", &dlockprometheus.Options{NameLabel: prefix}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := dlockprometheus.New(bc.opts).Hook()
+			ctx := b.Context()
+			start := dlock.AcquireStartEvent{Backend: "memory", Name: "jobs/x", TTL: dlock.DefaultTTL}
+			done := dlock.AcquireDoneEvent{AcquireStartEvent: start, Outcome: dlock.Acquired, Duration: 2000, Attempts: 1, Ahead: -1}
+			rel := dlock.ReleaseEvent{Backend: "memory", Name: "jobs/x", Held: 1000, Duration: 1000, Outcome: dlock.Released}
+			b.ReportAllocs()
+			for b.Loop() {
+				h.AcquireStart(ctx, start)
+				h.AcquireDone(ctx, done)
+				h.Released(ctx, rel)
+			}
+		})
+	}
+}
