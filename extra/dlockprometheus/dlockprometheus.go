@@ -43,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -65,7 +66,9 @@ type Options struct {
 	Namespace string
 
 	// ConstLabels are added to every metric, for example to tell
-	// Collectors apart in one registry. Default: none.
+	// Collectors apart in one registry. They must not use the metrics'
+	// own label names: backend, outcome, reason, name (with NameLabel) and
+	// le. Default: none.
 	ConstLabels prometheus.Labels
 
 	// NameLabel, when set, maps a lock's name to the value of a "name"
@@ -127,6 +130,9 @@ func New(opts *Options) *Collector {
 	if len(o.QueueBuckets) == 0 {
 		o.QueueBuckets = DefaultQueueBuckets
 	}
+	// The histograms keep the slices they are given: later changes to the
+	// caller's (or to the defaults) must not reach them.
+	o.Buckets, o.QueueBuckets = slices.Clone(o.Buckets), slices.Clone(o.QueueBuckets)
 	c := &Collector{nameLabel: o.NameLabel}
 	lock := func(labels ...string) []string {
 		if o.NameLabel != nil {

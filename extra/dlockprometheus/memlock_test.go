@@ -302,8 +302,10 @@ func TestNameLabel(t *testing.T) {
 // TestOptions checks the Namespace and ConstLabels, and that invalid
 // Options fail the registration rather than panic in a hook.
 func TestOptions(t *testing.T) {
+	buckets := []float64{1, 2}
 	c := dlockprometheus.New(&dlockprometheus.Options{Namespace: "app", ConstLabels: prometheus.Labels{"pool": "a"},
-		Buckets: []float64{1, 2}})
+		Buckets: buckets})
+	buckets[0] = 5 // New keeps a copy
 	if err := prometheus.NewRegistry().Register(c); err != nil {
 		t.Fatalf("Register = %v, want nil", err)
 	}
@@ -315,6 +317,7 @@ func TestOptions(t *testing.T) {
 	_ = k.Release(t.Context())
 	got := collect(t, c)
 	want(t, got, `app_dlock_acquisitions_total{backend="memory",outcome="acquired",pool="a"}`, 1)
+	want(t, got, `app_dlock_hold_duration_seconds_bucket{backend="memory",pool="a",le="1"}`, 1)
 	want(t, got, `app_dlock_hold_duration_seconds_bucket{backend="memory",pool="a",le="2"}`, 1)
 	if n := testutil.CollectAndCount(c, "app_dlock_hold_duration_seconds"); n != 1 {
 		t.Errorf("CollectAndCount(app_dlock_hold_duration_seconds) = %d, want 1", n)
