@@ -69,12 +69,18 @@ func want(t *testing.T, got map[string]float64, series string, v float64) {
 }
 
 // dlockLines returns the sample lines of text whose metric starts with
-// "dlock_", for the log.
-func dlockLines(text []byte) string {
+// "dlock_", or with one of prefixes if any are given, for the log.
+func dlockLines(text []byte, prefixes ...string) string {
+	if len(prefixes) == 0 {
+		prefixes = []string{"dlock_"}
+	}
 	var b strings.Builder
 	for line := range strings.Lines(string(text)) {
-		if strings.HasPrefix(line, "dlock_") {
-			b.WriteString(line)
+		for _, p := range prefixes {
+			if strings.HasPrefix(line, p) {
+				b.WriteString(line)
+				break
+			}
 		}
 	}
 	return b.String()

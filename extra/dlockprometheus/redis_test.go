@@ -166,7 +166,10 @@ func TestScrape(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	during := samples(t, scrape())
+	body := scrape()
+	t.Logf("scrape while %d Lockers wait for a name an eighth holds:\n%s", workers-1,
+		dlockLines(body, "dlock_waiters", "dlock_held_locks", "dlock_acquisitions_total"))
+	during := samples(t, body)
 	want(t, during, `dlock_waiters{backend="redis"}`, workers-1)
 	want(t, during, `dlock_held_locks{backend="redis"}`, 1)
 	want(t, during, `dlock_acquisitions_total{backend="redis",outcome="acquired"}`, 1)
@@ -178,7 +181,7 @@ func TestScrape(t *testing.T) {
 	})
 	wg.Wait()
 
-	body := scrape()
+	body = scrape()
 	t.Logf("scrape after %d workers x %d acquisitions of one name on Redis:\n%s", workers, rounds, dlockLines(body))
 	got := samples(t, body)
 	const total = workers * rounds
