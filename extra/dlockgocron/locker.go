@@ -12,9 +12,6 @@ import (
 // DefaultMinHold is LockerOptions.MinHold when it is zero.
 const DefaultMinHold = 500 * time.Millisecond
 
-// releaseTimeout bounds a release whose caller's context has ended.
-const releaseTimeout = 5 * time.Second
-
 // LockerOptions configures NewLocker. A nil *LockerOptions means the
 // defaults.
 type LockerOptions struct {
@@ -90,10 +87,10 @@ type runLock struct {
 
 // Unlock releases the run's lock once MinHold has passed since Lock. If
 // ctx ends first (gocron's job context ends on Shutdown and on removing
-// the job), it releases at once: a process whose tick comes later may then
-// run this tick again. The release itself is bounded by a few seconds when
-// ctx has ended. The error wraps dlock.ErrNotHeld if the lock was lost while
-// the job ran.
+// the job), it releases at once, and a process whose tick comes later may
+// then run this tick again; the release goes on in the background, as
+// dlock.Lock.Release does with an ended ctx. The error wraps
+// dlock.ErrNotHeld if the lock was lost while the job ran.
 func (r *runLock) Unlock(ctx context.Context) error {
 	if d := time.Until(r.until); d > 0 {
 		t := time.NewTimer(d)
@@ -102,11 +99,6 @@ func (r *runLock) Unlock(ctx context.Context) error {
 		case <-ctx.Done():
 			t.Stop()
 		}
-	}
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		defer cancel()
 	}
 	if err := r.k.Release(ctx); err != nil {
 		return fmt.Errorf("dlockgocron: unlock: %w", err)
