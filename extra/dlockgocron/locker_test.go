@@ -80,6 +80,10 @@ func TestLockerRenewsWhileJobRuns(t *testing.T) {
 			t.Fatalf("Lock(%q) = %v, want a lock", "job", err)
 		}
 		time.Sleep(10 * time.Second) // ten TTLs of job
+		info, err := ls[0].Inspect(t.Context(), "job")
+		if err != nil || len(info) != 1 || info[0].Remaining > time.Second {
+			t.Errorf("Inspect(%q) = %+v, %v; want one holder with at most the TTL (1s) left", "job", info, err)
+		}
 		if _, err := k2.Lock(t.Context(), "job"); !errors.Is(err, dlock.ErrNotAcquired) {
 			t.Errorf("Lock(%q) by another process after 10 TTLs of job = %v, want ErrNotAcquired", "job", err)
 		}
