@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/go-co-op/gocron/v2"
+
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/extra/dlockgocron"
 	"github.com/dlock-go/dlock/memlock"
@@ -15,6 +17,17 @@ import (
 func isHeld(store *memlock.Store, name string) bool {
 	_, _, held := store.Holder(name)
 	return held
+}
+
+// unlock calls Unlock and checks that it freed name.
+func unlock(t *testing.T, store *memlock.Store, lk gocron.Lock, name string) {
+	t.Helper()
+	if err := lk.Unlock(t.Context()); err != nil {
+		t.Errorf("Unlock = %v, want nil", err)
+	}
+	if isHeld(store, name) {
+		t.Errorf("%q still held after Unlock", name)
+	}
 }
 
 func TestLockerHoldsAtLeastMinHold(t *testing.T) {
@@ -59,14 +72,9 @@ func TestLockerHoldsAtLeastMinHold(t *testing.T) {
 		// MinHold counts from Lock: a job longer than it releases at once.
 		time.Sleep(2 * dlockgocron.DefaultMinHold)
 		start = time.Now()
-		if err := lk2.Unlock(t.Context()); err != nil {
-			t.Errorf("Unlock = %v, want nil", err)
-		}
+		unlock(t, store, lk2, "job")
 		if got := time.Since(start); got != 0 {
 			t.Errorf("Unlock after a run longer than MinHold took %v, want 0", got)
-		}
-		if isHeld(store, "job") {
-			t.Errorf("%q still held after Unlock", "job")
 		}
 	})
 }
@@ -87,12 +95,7 @@ func TestLockerRenewsWhileJobRuns(t *testing.T) {
 		if _, err := k2.Lock(t.Context(), "job"); !errors.Is(err, dlock.ErrNotAcquired) {
 			t.Errorf("Lock(%q) by another process after 10 TTLs of job = %v, want ErrNotAcquired", "job", err)
 		}
-		if err := lk.Unlock(t.Context()); err != nil {
-			t.Errorf("Unlock = %v, want nil", err)
-		}
-		if isHeld(store, "job") {
-			t.Errorf("%q still held after Unlock", "job")
-		}
+		unlock(t, store, lk, "job")
 	})
 }
 
