@@ -17,6 +17,11 @@ var ErrNotLeader = errors.New("not the leader")
 // Elector is a gocron.Elector that campaigns for a name with
 // dlock.Locker.Lead: this process leads, and its scheduler runs jobs,
 // while it holds the name. It is safe for concurrent use.
+//
+// A leader that dies is replaced once its lease has run out, so no tick
+// of the dead leader's runs twice. A leader that closes hands over at
+// once: a process whose clock is behind, by more than the time between
+// the leader's last run and its Close, may then run that tick again.
 type Elector struct {
 	name   string
 	cancel context.CancelFunc

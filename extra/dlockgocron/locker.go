@@ -49,7 +49,11 @@ var _ gocron.Locker = (*Locker)(nil)
 // renewed while the job runs unless opts include dlock.WithoutRenewal.
 // o nil means the defaults of LockerOptions.
 //
-// Give it to gocron.WithDistributedLocker or gocron.WithDistributedJobLocker.
+// Give it to gocron.WithDistributedLocker or gocron.WithDistributedJobLocker,
+// and give each job a name (gocron.WithName) that is the same in every
+// process: gocron locks the job's name, which otherwise is its function's.
+// A run still going when the next tick comes holds the lock, so the other
+// processes skip that tick: runs of a job never overlap.
 func NewLocker(l *dlock.Locker, o *LockerOptions, opts ...dlock.Option) *Locker {
 	k := &Locker{l: l, minHold: DefaultMinHold, opts: opts}
 	if o != nil {
