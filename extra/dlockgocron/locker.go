@@ -53,7 +53,10 @@ var _ gocron.Locker = (*Locker)(nil)
 // and give each job a name (gocron.WithName) that is the same in every
 // process: gocron locks the job's name, which otherwise is its function's.
 // A run still going when the next tick comes holds the lock, so the other
-// processes skip that tick: runs of a job never overlap.
+// processes skip that tick: runs of a job never overlap. gocron gives a
+// run no way to learn that its lock was lost (the store unreachable for
+// most of a TTL): the job goes on, and then may overlap with a run
+// elsewhere.
 func NewLocker(l *dlock.Locker, o *LockerOptions, opts ...dlock.Option) *Locker {
 	k := &Locker{l: l, minHold: DefaultMinHold, opts: opts}
 	if o != nil {
