@@ -86,10 +86,12 @@ type Result struct {
 	// the acquisition then gives up, the core calls Release for the lease,
 	// which must remove that state.
 	Queued bool
-	// Waited is set by AcquireQueued when this owner's entry was not
-	// first in the queue when it joined: the lease was passed on to it by
-	// releases while it waited. Ahead is then how many entries were ahead
-	// of it when it joined. Both are for hooks and metrics only.
+	// Waited is set by AcquireQueued when this owner's entry had to wait
+	// for entries ahead of it (a shared hold or permit that joins behind
+	// holders it may share with does not wait): the lease was passed on
+	// to it by releases. Ahead is how many entries, holders included, were
+	// ahead of it when it joined (0 when it was first). Both are for hooks
+	// and metrics only.
 	Waited bool
 	Ahead  int
 }

@@ -2,7 +2,6 @@ package dlockprometheus_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -137,23 +136,13 @@ func TestScrape(t *testing.T) {
 	for _, l := range ls[1:] {
 		wg.Go(func() { work(l, rounds) })
 	}
-	// Locker.Waiters reads the server's queue; where redislock does not
-	// implement it (08b1db3), LLEN reads it (see redislock's scripts.go).
-	_, werr := ls[0].Waiters(ctx, "x")
+	// Locker.Waiters reads the server's queue.
 	queued := func() int {
-		if werr == nil {
-			n, err := ls[0].Waiters(ctx, "x")
-			if err != nil {
-				t.Fatalf("Waiters(%q) = %v", "x", err)
-			}
-			return n
-		}
-		key := redislock.Key("", "x") + ":q"
-		n, err := srv.Client(t).LLen(ctx, key).Result()
+		n, err := ls[0].Waiters(ctx, "x")
 		if err != nil {
-			t.Fatalf("LLEN %s = %v", key, err)
+			t.Fatalf("Waiters(%q) = %v", "x", err)
 		}
-		return int(n)
+		return n
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -195,12 +184,8 @@ func TestScrape(t *testing.T) {
 	want(t, got, `dlock_waiters{backend="redis"}`, 0)
 
 	// The seven queued behind worker 0 are contended, and every contended
-	// call was an Acquire that got the lock: a handoff. redislock reports
-	// that (driver.Result.Waited, Ahead) with Locker.Waiters; at 08b1db3
-	// it does neither, and every acquisition looks uncontended.
-	if errors.Is(werr, dlock.ErrUnsupported) {
-		t.Skipf("redislock reports no queue facts (Waiters: %v): contentions not checked", werr)
-	}
+	// call was an Acquire that got the lock: a handoff (redislock reports
+	// driver.Result.Waited and Ahead).
 	contentions := got[`dlock_contentions_total{backend="redis"}`]
 	if contentions < workers-1 || contentions >= total {
 		t.Errorf("Got(dlock_contentions_total) = %v, want in [%d, %d)", contentions, workers-1, total)
