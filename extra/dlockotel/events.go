@@ -106,7 +106,7 @@ func (h *hook) acquireDone(ctx context.Context, e dlock.AcquireDoneEvent) {
 	kvs := make([]attribute.KeyValue, 0, 5)
 	kvs = append(kvs, attrOutcome.String(e.Outcome.String()), attrAttempts.Int(e.Attempts), attrContended.Bool(e.Contended))
 	if e.Outcome == dlock.Acquired {
-		kvs = append(kvs, fence(e.Fence))
+		kvs = append(kvs, fenceAttr(e.Fence))
 	}
 	if e.Ahead >= 0 {
 		kvs = append(kvs, attrAhead.Int(e.Ahead))
@@ -139,32 +139,37 @@ func (h *hook) renewed(e dlock.RenewalEvent) {
 func (h *hook) lost(ctx context.Context, e dlock.LossEvent) {
 	a := h.lockAttrs(e.Backend, e.Name)
 	h.m.losses.Add(ctx, 1, a.loss(e.Reason).add...)
-	h.m.holdDuration.Record(ctx, e.Held.Seconds(), a.base.rec...)
-	h.m.held.Add(ctx, -1, a.base.add...)
+	h.holdEnded(ctx, a, e.Held)
 
 	now := time.Now()
 	_, span := h.tracer.Start(ctx, "dlock.lost", trace.WithTimestamp(now))
 	if span.IsRecording() {
-		span.SetAttributes(h.withName([]attribute.KeyValue{attrBackend.String(e.Backend), fence(e.Fence),
-			attrReason.String(e.Reason.String()), attrCause.String(errText(e.Cause)), held(e.Held)}, e.Name)...)
+		span.SetAttributes(h.withName([]attribute.KeyValue{attrBackend.String(e.Backend), fenceAttr(e.Fence),
+			attrReason.String(e.Reason.String()), attrCause.String(errText(e.Cause)), heldAttr(e.Held)}, e.Name)...)
 		span.SetStatus(codes.Error, errText(e.Cause))
 	}
 	span.End(trace.WithTimestamp(now))
 }
 
+// holdEnded records the end of a hold that lasted held: by its release
+// or its loss, the one end each acquisition has.
+func (h *hook) holdEnded(ctx context.Context, a *lockAttrs, held time.Duration) {
+	h.m.holdDuration.Record(ctx, held.Seconds(), a.base.rec...)
+	h.m.held.Add(ctx, -1, a.base.add...)
+}
+
 func (h *hook) released(ctx context.Context, e dlock.ReleaseEvent) {
 	a := h.lockAttrs(e.Backend, e.Name)
 	h.m.releases.Add(ctx, 1, a.release(e.Outcome).add...)
-	h.m.holdDuration.Record(ctx, e.Held.Seconds(), a.base.rec...)
-	h.m.held.Add(ctx, -1, a.base.add...)
+	h.holdEnded(ctx, a, e.Held)
 
 	now := time.Now()
 	_, span := h.tracer.Start(ctx, "dlock.release", clientSpan[0], trace.WithTimestamp(now.Add(-e.Duration)))
 	if !span.IsRecording() {
 		return
 	}
-	span.SetAttributes(h.withName([]attribute.KeyValue{attrBackend.String(e.Backend), fence(e.Fence),
-		attrOutcome.String(e.Outcome.String()), held(e.Held), attrClosed.Bool(e.Closed)}, e.Name)...)
+	span.SetAttributes(h.withName([]attribute.KeyValue{attrBackend.String(e.Backend), fenceAttr(e.Fence),
+		attrOutcome.String(e.Outcome.String()), heldAttr(e.Held), attrClosed.Bool(e.Closed)}, e.Name)...)
 	if e.Outcome == dlock.ReleaseFailed {
 		span.SetStatus(codes.Error, errText(e.Err))
 	}
@@ -183,17 +188,17 @@ func mode(e dlock.AcquireStartEvent) string {
 	}
 }
 
-// fence is the dlock.fence attribute: an int, or a decimal string for a
+// fenceAttr is the dlock.fence attribute: an int, or a decimal string for a
 // token beyond the range of int64.
-func fence(f uint64) attribute.KeyValue {
+func fenceAttr(f uint64) attribute.KeyValue {
 	if f > math.MaxInt64 {
 		return attrFence.String(strconv.FormatUint(f, 10))
 	}
 	return attrFence.Int64(int64(f))
 }
 
-// held is the dlock.held_ms attribute, in fractional milliseconds.
-func held(d time.Duration) attribute.KeyValue {
+// heldAttr is the dlock.held_ms attribute, in fractional milliseconds.
+func heldAttr(d time.Duration) attribute.KeyValue {
 	return attrHeld.Float64(float64(d) / float64(time.Millisecond))
 }
 

@@ -105,4 +105,3 @@ type hook struct {
 	name   func(string) string // nil: no names
 	attrs  *attrCache
 }
-

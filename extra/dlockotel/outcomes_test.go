@@ -117,6 +117,7 @@ func TestOutcomes(t *testing.T) {
 		}
 		store.Expire("y")
 		<-k.Done()
+		synctest.Wait() // the keeper reports the loss and the batch after Done closed
 		if got := tm.sum(t, "dlock.losses", memory, attribute.String("reason", "not_held")); got != 1 {
 			t.Errorf("dlock.losses{not_held} = %d, want 1", got)
 		}
