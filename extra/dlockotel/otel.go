@@ -10,6 +10,30 @@
 //	}
 //	locker.AddHook(h)
 //
+// The spans, children of the span in the call's context:
+//
+//   - dlock.acquire (kind client), one per Acquire or TryAcquire that does
+//     not re-enter, from its start to its return, so it covers the wait.
+//     Attributes: dlock.backend, dlock.wait, dlock.mode (exclusive, shared
+//     or semaphore), dlock.limit (a semaphore's), dlock.ttl_ms (whole milliseconds), and at the
+//     end dlock.outcome (acquired, not_acquired, canceled, error),
+//     dlock.attempts, dlock.contended, dlock.fence (when acquired) and
+//     dlock.queue.ahead (where the store tells). Its status is Error, with
+//     the error's text, only for the outcome error.
+//   - dlock.release (kind client), one per lock freed on the store, over
+//     the store call. Attributes: dlock.backend, dlock.fence,
+//     dlock.outcome (released, not_held, error), dlock.held_ms (how long
+//     the lock was held, in fractional milliseconds) and dlock.closed
+//     (freed by Locker.Close). Status Error for the outcome error.
+//   - dlock.lost, a span of zero length per lost lock, in the trace of the
+//     call that acquired it. Attributes: dlock.backend, dlock.fence,
+//     dlock.reason (expired, not_held, reported), dlock.cause and
+//     dlock.held_ms. Status Error, with the cause.
+//
+// The hook builds span attributes only for spans that record. When the
+// acquisition span does not record (not sampled, or a no-op provider),
+// AcquireStart passes the caller's context on unchanged.
+//
 // Lock names are neither span attributes nor metric attributes unless
 // WithLockName is given: names can carry user data, and as metric
 // attributes they have unbounded cardinality.
