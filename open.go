@@ -49,7 +49,7 @@ func Open(ctx context.Context, rawURL string) (*Locker, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		// url.Error quotes the input, password included: say less.
-		return nil, fmt.Errorf("%w: cannot parse %q: %v", ErrBadURL, seam.RedactURL(rawURL), unwrapURLError(err))
+		return nil, fmt.Errorf("%w: cannot parse %q: %v", ErrBadURL, seam.RedactURL(rawURL), seam.Scrub(unwrapURLError(err), rawURL))
 	}
 	if u.Scheme == "" {
 		return nil, fmt.Errorf("%w: %q has no scheme (%s)", ErrBadURL, seam.RedactURL(rawURL), registered())
@@ -63,7 +63,7 @@ func Open(ctx context.Context, rawURL string) (*Locker, error) {
 	}
 	l, err := open(ctx, u)
 	if err != nil {
-		return nil, fmt.Errorf("dlock: open %s: %w", seam.RedactURL(rawURL), err)
+		return nil, fmt.Errorf("dlock: open %s: %w", seam.RedactURL(rawURL), seam.Scrub(err, rawURL))
 	}
 	return l, nil
 }
