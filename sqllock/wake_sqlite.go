@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/dlock-go/dlock/driver"
@@ -100,8 +101,8 @@ type wakeFiles struct {
 	dir      string // the wake directory, "" until known
 	dirErr   error  // errNoFile, or the watcher could not be made on this host: never retried
 	closed   bool
-	watcher  dirWatcher // nil until the first watch, or after it died
-	watchers map[string]map[chan struct{}]struct{} // by wake file name
+	watcher  dirWatcher                 // nil until the first watch, or after it died
+	watchers map[string][]chan struct{} // by wake file name, oldest first
 }
 
 // wakeFile returns the name of the wake file of the lease table's name:
@@ -163,14 +164,9 @@ func (w *wakeFiles) watch(ctx context.Context, name string) (<-chan struct{}, fu
 		}
 	}
 	if w.watchers == nil {
-		w.watchers = make(map[string]map[chan struct{}]struct{})
+		w.watchers = make(map[string][]chan struct{})
 	}
-	m := w.watchers[file]
-	if m == nil {
-		m = make(map[chan struct{}]struct{})
-		w.watchers[file] = m
-	}
-	m[ch] = struct{}{}
+	w.watchers[file] = append(w.watchers[file], ch)
 	w.mu.Unlock()
 	stop := func() { w.unwatch(file, ch) }
 	// Opening read-only creates the file without a write event.
@@ -186,25 +182,53 @@ func (w *wakeFiles) watch(ctx context.Context, name string) (<-chan struct{}, fu
 func (w *wakeFiles) unwatch(file string, ch chan struct{}) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.watchers[file], ch)
-	if len(w.watchers[file]) == 0 {
+	chs := slices.DeleteFunc(w.watchers[file], func(c chan struct{}) bool { return c == ch })
+	if len(chs) == 0 {
 		delete(w.watchers, file)
+		return
+	}
+	w.watchers[file] = chs
+	select {
+	case <-ch:
+		// ch was woken but its waiter left: pass the wake-up on.
+		wakeFirst(chs)
+	default:
 	}
 }
 
-// notify wakes the watchers of a wake file.
+// notify wakes the longest waiting watcher of a wake file that has no
+// wake-up pending: one per Locker and release, rather than a crowd whose
+// attempts would queue for SQLite's write lock. A woken waiter that does
+// not get the name waits again in its place; one that leaves passes its
+// wake-up on (see unwatch).
 func (w *wakeFiles) notify(file string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	wake(w.watchers[file])
+	wakeFirst(w.watchers[file])
+}
+
+// wakeFirst wakes the first of chs without a wake-up pending.
+func wakeFirst(chs []chan struct{}) {
+	for _, ch := range chs {
+		select {
+		case ch <- struct{}{}:
+			return
+		default:
+		}
+	}
 }
 
 // notifyAll wakes every watcher.
 func (w *wakeFiles) notifyAll() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, m := range w.watchers {
-		wake(m)
+	for _, chs := range w.watchers {
+		for _, ch := range chs {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 
