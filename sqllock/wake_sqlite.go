@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/dlock-go/dlock/driver"
@@ -28,6 +29,9 @@ import (
 // names its -wal and -shm files.
 const wakeSuffix = "-wake"
 
+// changeSuffix names a name's change file after its wake file.
+const changeSuffix = ".changes"
+
 // sqliteDriver adds cross-process wake-ups to the SQLite driver.
 type sqliteDriver struct {
 	*sqlDriver
@@ -42,11 +46,31 @@ func newSQLiteDriver(d *sqlDriver) *sqliteDriver {
 // the database has no file (":memory:", a shared-cache or temporary
 // database) or the host cannot watch files (outside Linux).
 func (d *sqliteDriver) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
-	w, stop, err := d.wakes.watch(ctx, name)
+	w, stop, err := d.wakes.watch(ctx, d.wakes.wakeFile(name))
 	if err != nil {
 		return nil, nil, fmt.Errorf("sqllock: watch %q: %w", name, err)
 	}
 	return w, stop, nil
+}
+
+// WatchChanges implements driver.ChangeNotifier, for Locker.Observe: the
+// name's change file is touched by every acquisition and release. A lease
+// that runs out is not reported; Observe looks again when it would have.
+func (d *sqliteDriver) WatchChanges(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	w, stop, err := d.wakes.watch(ctx, d.wakes.wakeFile(name)+changeSuffix)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqllock: watch changes of %q: %w", name, err)
+	}
+	return w, stop, nil
+}
+
+// Acquire takes l and, when it did, tells the name's observers.
+func (d *sqliteDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
+	res, err := d.sqlDriver.Acquire(ctx, l)
+	if err == nil && res.Acquired {
+		d.wakes.touch(ctx, d.wakes.wakeFile(l.Name)+changeSuffix)
+	}
+	return res, err
 }
 
 // Release frees l's hold and then wakes the name's waiters, also when the
@@ -54,7 +78,7 @@ func (d *sqliteDriver) Watch(ctx context.Context, name string) (<-chan struct{},
 func (d *sqliteDriver) Release(ctx context.Context, l driver.Lease) error {
 	err := d.sqlDriver.Release(ctx, l)
 	if err == nil || errors.Is(err, driver.ErrNotHeld) {
-		d.wakes.wake(ctx, l.Name)
+		d.wakes.released(ctx, l.Name)
 	}
 	return err
 }
@@ -63,7 +87,7 @@ func (d *sqliteDriver) Release(ctx context.Context, l driver.Lease) error {
 func (d *sqliteDriver) ForceRelease(ctx context.Context, name string) (bool, error) {
 	ok, err := d.sqlDriver.ForceRelease(ctx, name)
 	if ok {
-		d.wakes.wake(ctx, name)
+		d.wakes.released(ctx, name)
 	}
 	return ok, err
 }
@@ -74,19 +98,19 @@ func (d *sqliteDriver) Close() error {
 }
 
 var (
-	_ driver.Driver        = (*sqliteDriver)(nil)
-	_ driver.Notifier      = (*sqliteDriver)(nil)
-	_ driver.ForceReleaser = (*sqliteDriver)(nil)
-	_ driver.Inspector     = (*sqliteDriver)(nil)
+	_ driver.Driver         = (*sqliteDriver)(nil)
+	_ driver.Notifier       = (*sqliteDriver)(nil)
+	_ driver.ChangeNotifier = (*sqliteDriver)(nil)
+	_ driver.ForceReleaser  = (*sqliteDriver)(nil)
+	_ driver.Inspector      = (*sqliteDriver)(nil)
 )
 
 // errNoFile says that the database has no file to put wake files next to.
 var errNoFile = errors.New("the database has no file: waiters poll")
 
-// dirWatcher watches a wake directory: it calls wake with the name of
-// each file closed after writing, and all when events may have been lost.
-// Its goroutine exits when close is called or the directory goes away
-// (then it calls all first, and dead reports true).
+// dirWatcher watches a wake directory (see watchDir). Its goroutine exits
+// when close is called or the directory goes away; dead then reports
+// true.
 type dirWatcher interface {
 	dead() bool
 	close()
@@ -136,7 +160,8 @@ func (w *wakeFiles) directory(ctx context.Context) (string, error) {
 	return w.dir, nil
 }
 
-func (w *wakeFiles) watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+// watch watches file in the wake directory, and creates it.
+func (w *wakeFiles) watch(ctx context.Context, file string) (<-chan struct{}, func(), error) {
 	dir, err := w.directory(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -144,7 +169,6 @@ func (w *wakeFiles) watch(ctx context.Context, name string) (<-chan struct{}, fu
 	if err := os.Mkdir(dir, 0o777); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, nil, err
 	}
-	file := w.wakeFile(name)
 	ch := make(chan struct{}, 1)
 	w.mu.Lock()
 	if w.closed {
@@ -196,14 +220,19 @@ func (w *wakeFiles) unwatch(file string, ch chan struct{}) {
 	}
 }
 
-// notify wakes the longest waiting watcher of a wake file that has no
-// wake-up pending: one per Locker and release, rather than a crowd whose
-// attempts would queue for SQLite's write lock. A woken waiter that does
-// not get the name waits again in its place; one that leaves passes its
-// wake-up on (see unwatch).
+// notify wakes the watchers of file. Of a wake file's, it wakes the
+// longest waiting one that has no wake-up pending: one per Locker and
+// release, rather than a crowd whose attempts would queue for SQLite's
+// write lock. A woken waiter that does not get the name waits again in
+// its place; one that leaves passes its wake-up on (see unwatch). A change
+// file's watchers (observers) are all woken.
 func (w *wakeFiles) notify(file string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if strings.HasSuffix(file, changeSuffix) {
+		wakeAll(w.watchers[file])
+		return
+	}
 	wakeFirst(w.watchers[file])
 }
 
@@ -223,24 +252,36 @@ func (w *wakeFiles) notifyAll() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, chs := range w.watchers {
-		for _, ch := range chs {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
+		wakeAll(chs)
+	}
+}
+
+func wakeAll(chs []chan struct{}) {
+	for _, ch := range chs {
+		select {
+		case ch <- struct{}{}:
+		default:
 		}
 	}
 }
 
-// wake tells name's waiters, in every process, that it may be free: it
-// opens the name's wake file for writing and closes it. Without a file
-// nobody waits. Errors are ignored: waiters then find out by polling.
-func (w *wakeFiles) wake(ctx context.Context, name string) {
+// released tells name's waiters and observers, in every process, that it
+// may be free.
+func (w *wakeFiles) released(ctx context.Context, name string) {
+	file := w.wakeFile(name)
+	w.touch(ctx, file)
+	w.touch(ctx, file+changeSuffix)
+}
+
+// touch opens file in the wake directory for writing and closes it, which
+// wakes its watchers. Without a file nobody watches. Errors are ignored:
+// watchers then find out by polling.
+func (w *wakeFiles) touch(ctx context.Context, file string) {
 	dir, err := w.directory(ctx)
 	if err != nil {
 		return
 	}
-	if f, err := os.OpenFile(filepath.Join(dir, w.wakeFile(name)), os.O_WRONLY, 0); err == nil {
+	if f, err := os.OpenFile(filepath.Join(dir, file), os.O_WRONLY, 0); err == nil {
 		f.Close()
 	}
 }
