@@ -262,7 +262,8 @@
 // for writing and closes it. Each Locker wakes the one of its waiters
 // that has waited longest (the others follow on later releases), so a
 // release does not send every waiter on the host after SQLite's write
-// lock at once, and waiters in different processes take turns. Observers
+// lock at once, and each process has about the same chance at the name
+// (one attempt per release), however many waiters it has. Observers
 // (Locker.Observe) are told of acquisitions too, through a second file.
 // The database stays the only source of truth: a lost wake-up costs a
 // waiter latency (up to Options.MaxRetryInterval), never safety. An
