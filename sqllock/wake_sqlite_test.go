@@ -41,14 +41,7 @@ func TestSQLiteWakesOtherLockers(t *testing.T) {
 	if hs := <-changes; len(hs) != 1 {
 		t.Fatalf("Observe(%q) first = %v, want the holder", name, hs)
 	}
-	got := make(chan error, 1)
-	go func() {
-		k, err := other.Acquire(ctx, name)
-		if err == nil {
-			err = k.Release(ctx)
-		}
-		got <- err
-	}()
+	got := acquireRelease(ctx, other, name)
 	// The waiter created its wake file once it watches.
 	for {
 		files, _ := filepath.Glob(path + "-wake/*[0-9a-f]")
@@ -88,14 +81,7 @@ func TestSQLiteMemoryPolls(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire(%q) = %v, want the lock", name, err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		k, err := waiter.Acquire(ctx, name)
-		if err == nil {
-			err = k.Release(ctx)
-		}
-		got <- err
-	}()
+	got := acquireRelease(ctx, waiter, name)
 	time.Sleep(50 * time.Millisecond) // let it wait
 	if err := k.Release(ctx); err != nil {
 		t.Fatalf("Release(%q) = %v", name, err)
@@ -103,4 +89,18 @@ func TestSQLiteMemoryPolls(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Errorf("Acquire(%q) in another Locker on :memory: = %v, want the lock", name, err)
 	}
+}
+
+// acquireRelease acquires name on l and releases it, in a goroutine, and
+// returns the channel that receives the error.
+func acquireRelease(ctx context.Context, l *dlock.Locker, name string) <-chan error {
+	got := make(chan error, 1)
+	go func() { // exits when Acquire and Release return
+		k, err := l.Acquire(ctx, name)
+		if err == nil {
+			err = k.Release(ctx)
+		}
+		got <- err
+	}()
+	return got
 }
