@@ -228,10 +228,12 @@
 // been lost; a waiter that begins to wait while the connection is down
 // is kept and woken the same way, not left to poll. Releasing a shared
 // hold or a permit notifies too (in its transaction, sent at commit), as
-// does a writer that gives up its intent. MySQL and SQLite
-// have no such mechanism: waiters poll with jittered backoff, at most
-// Options.MaxRetryInterval apart and never past the holder's remaining
-// lease, and waiters in the same Locker are woken directly on release.
+// does a writer that gives up its intent. SQLite on Linux wakes waiters
+// through files next to the database (see SQLite below). MySQL, and
+// SQLite elsewhere, have no such mechanism: waiters poll with jittered
+// backoff, at most Options.MaxRetryInterval apart and never past the
+// holder's remaining lease, and waiters in the same Locker are woken
+// directly on release.
 //
 // # SQLite
 //
@@ -250,6 +252,23 @@
 // step is a single statement, and every step of a shared hold or permit
 // a transaction whose first statement writes; either takes SQLite's write
 // lock for its whole run, so two processes cannot both take a name.
+//
+// On Linux, a release wakes the name's waiters in every process (and in
+// the other Lockers of this one) through inotify: a waiting Locker
+// creates the name's empty wake file in a directory next to the database
+// (its path followed by "-wake", made on the first wait; the files are
+// named by a hash of the table and the name, and stay for the next wait)
+// and watches the directory; a release, after its commit, opens the file
+// for writing and closes it. Each Locker wakes the one of its waiters
+// that has waited longest (the others follow on later releases), so a
+// release does not send every waiter on the host after SQLite's write
+// lock at once, and each process has about the same chance at the name
+// (one attempt per release), however many waiters it has. Observers
+// (Locker.Observe) are told of acquisitions too, through a second file.
+// The database stays the only source of truth: a lost wake-up costs a
+// waiter latency (up to Options.MaxRetryInterval), never safety. An
+// in-memory or temporary database has no file, and outside Linux there
+// is no inotify: there waiters poll, as on MySQL.
 //
 // # Connections
 //

@@ -1,12 +1,18 @@
 package sqllock_test
 
 import (
+	"context"
 	"database/sql"
+	"fmt"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/internal/testworker"
 	"github.com/dlock-go/dlock/sqllock"
 )
 
@@ -53,6 +59,12 @@ func benchLongHoldHandoff(b *testing.B, db *sql.DB, d sqllock.Dialect) {
 		}
 		ds = append(ds, r.at.Sub(released))
 	}
+	reportHandoffs(b, ds)
+}
+
+// reportHandoffs reports the median and 99th percentile of ds.
+func reportHandoffs(b *testing.B, ds []time.Duration) {
+	b.Helper()
 	slices.Sort(ds)
 	b.ReportMetric(float64(ds[len(ds)/2].Nanoseconds()), "handoff-p50-ns")
 	b.ReportMetric(float64(ds[min(len(ds)-1, len(ds)*99/100)].Nanoseconds()), "handoff-p99-ns")
@@ -66,4 +78,74 @@ func BenchmarkLongHoldHandoff(b *testing.B) {
 		benchLongHoldHandoff(b, testserver.StartPostgres(b).DB(b), sqllock.PostgreSQL)
 	})
 	b.Run("SQLite", func(b *testing.B) { benchLongHoldHandoff(b, newSQLite(b), sqllock.SQLite) })
+}
+
+// BenchmarkLongHoldHandoffProcesses is BenchmarkLongHoldHandoff on SQLite
+// with the waiter in another process (the handoff worker), the case of
+// processes sharing a database file on one host. Both processes read the
+// host's wall clock.
+func BenchmarkLongHoldHandoffProcesses(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "locks.db")
+	holder := newLocker(b, openSQLite(b, path), sqllock.SQLite, nil)
+	name := uniqueName(b)
+	ctx := b.Context()
+	w := testworker.Start(b, "handoff", "sqlite://"+path, name)
+	var ds []time.Duration
+	for b.Loop() {
+		// The worker released in the last round (or never held), and
+		// waits until this process holds before it asks again.
+		k, err := holder.Acquire(ctx, name)
+		if err != nil {
+			b.Fatalf("Acquire(%q) = %v", name, err)
+		}
+		time.Sleep(holdTime)
+		if err := k.Release(ctx); err != nil {
+			b.Fatalf("Release(%q) = %v", name, err)
+		}
+		released := time.Now()
+		at, err := strconv.ParseInt(w.Expect(b, "acquired", time.Minute), 10, 64)
+		if err != nil {
+			b.Fatalf("worker handoff: bad time: %v", err)
+		}
+		w.Expect(b, "released", time.Minute)
+		ds = append(ds, time.Unix(0, at).Sub(released))
+	}
+	reportHandoffs(b, ds)
+}
+
+// handoffWorker takes the lock named args[1] in the store args[0] over
+// and over, each time once another process holds it, printing "acquired
+// UNIXNANO" when it has it and "released" when it let it go.
+func handoffWorker(ctx context.Context, args []string) error {
+	if len(args) != 2 {
+		return fmt.Errorf("handoff: want STORE NAME, got %q", args)
+	}
+	l, err := dlock.Open(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	name := args[1]
+	for ctx.Err() == nil {
+		for {
+			hs, err := l.Inspect(ctx, name)
+			if err != nil {
+				return err
+			}
+			if len(hs) > 0 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		k, err := l.Acquire(ctx, name)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("acquired %d\n", time.Now().UnixNano())
+		if err := k.Release(ctx); err != nil {
+			return err
+		}
+		fmt.Println("released")
+	}
+	return nil
 }

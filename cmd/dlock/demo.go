@@ -37,8 +37,9 @@ func newDemoCmd() *cobra.Command {
 		Long: `Demo runs the classic scenario: --procs worker processes with --workers
 goroutines each buy items from a shared stock of --stock, each purchase a
 read-modify-write under the lock. At the end it prints what was sold, the
-stock left, how much was oversold, orders per worker process, throughput and
-the lock handoff latency between holders.
+stock left, how much was oversold, orders per worker process (with Jain's
+fairness index over them), throughput and the lock handoff latency between
+holders.
 
 --no-lock does the same without the lock and oversells.
 --pause makes one goroutine per process stall past its lease in the middle
@@ -317,11 +318,15 @@ func (r *demoResult) print(w io.Writer) {
 	if r.rejected > 0 {
 		fmt.Fprintf(w, "  rejected     %d stale writes (fencing token older than the storage had seen)\n", r.rejected)
 	}
-	var per []string
+	var (
+		per    []string
+		counts []int
+	)
 	for wk := range r.procs {
 		per = append(per, fmt.Sprintf("w%d=%d", wk, r.perWorker[wk]))
+		counts = append(counts, r.perWorker[wk])
 	}
-	fmt.Fprintf(w, "  per worker   %s\n", strings.Join(per, " "))
+	fmt.Fprintf(w, "  per worker   %s   (Jain's index %.3f; 1 is even)\n", strings.Join(per, " "), jain(counts))
 	fmt.Fprintf(w, "  throughput   %.0f orders/s (%v)\n", float64(r.sold)/r.elapsed.Seconds(), r.elapsed.Round(time.Millisecond))
 	if r.locked && len(r.handoffs) > 0 {
 		fmt.Fprintf(w, "  handoff      p50 %v  p99 %v\n", pct(r.handoffs, 0.50), pct(r.handoffs, 0.99))
@@ -329,6 +334,20 @@ func (r *demoResult) print(w io.Writer) {
 	if r.overlaps > 0 {
 		fmt.Fprintf(w, "  overlapping  %d purchases began before the previous one ended\n", r.overlaps)
 	}
+}
+
+// jain returns Jain's fairness index of counts: (Σx)² / (n·Σx²), 1 when
+// all are equal, 1/n when one has everything; 1 when all are zero.
+func jain(counts []int) float64 {
+	var sum, squares float64
+	for _, c := range counts {
+		sum += float64(c)
+		squares += float64(c) * float64(c)
+	}
+	if squares == 0 {
+		return 1
+	}
+	return sum * sum / (float64(len(counts)) * squares)
 }
 
 func pct(ds []time.Duration, p float64) time.Duration {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +18,11 @@ func testDemo(t *testing.T, store []string) {
 	wantCode(t, r, 0, "demo")
 	if f := demoFigures(t, r.stdout)[0]; f["oversold"] != 0 || f["sold"] != 150 || f["stock left"] != 0 {
 		t.Errorf("demo under the lock: %v, want 150 sold, 0 left, 0 oversold\n%s", f, r.stdout)
+	}
+	if m := demoJain.FindStringSubmatch(r.stdout); m == nil {
+		t.Errorf("demo under the lock printed no Jain's index on its per worker line:\n%s", r.stdout)
+	} else if j, err := strconv.ParseFloat(m[1], 64); err != nil || j < 1.0/3 || j > 1 {
+		t.Errorf("demo under the lock: Jain's index %q, want a number between 1/3 (3 processes) and 1:\n%s", m[1], r.stdout)
 	}
 
 	r = run(t, dlockCmd(t, append([]string{"demo", "--no-lock", "--procs", "3", "--workers", "6", "--stock", "50"}, store...)...))
@@ -35,6 +42,25 @@ func testDemo(t *testing.T, store []string) {
 	}
 	if f := phases[1]; f["oversold"] != 0 || f["sold"]+f["stock left"] != 40 {
 		t.Errorf("fenced writes with stalled holders: %v, want exact:\n%s", f, r.stdout)
+	}
+}
+
+// demoJain matches the fairness figure on the per worker line.
+var demoJain = regexp.MustCompile(`(?m)^\s+per worker\s.*\(Jain's index ([0-9.]+)`)
+
+func TestJain(t *testing.T) {
+	for _, tc := range []struct {
+		counts []int
+		want   float64
+	}{
+		{[]int{5, 5, 5, 5}, 1},
+		{[]int{8, 0, 0, 0}, 0.25},
+		{[]int{3, 1}, 0.8},
+		{[]int{0, 0}, 1},
+	} {
+		if got := jain(tc.counts); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("jain(%v) = %v, want %v", tc.counts, got, tc.want)
+		}
 	}
 }
 
