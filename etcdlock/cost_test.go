@@ -36,5 +36,5 @@ func TestRequestsPerAcquire(t *testing.T) {
 		t.Fatalf("clientv3.New = %v", err)
 	}
 	defer cli.Close()
-	sessionlocktest.TestRequestsPerAcquire(t, newLocker(t, cli, nil), counter, 2, nil, nil)
+	sessionlocktest.TestRequestsPerAcquire(t, newLocker(t, cli, nil), counter, 2, nil)
 }

@@ -63,5 +63,5 @@ func TestRequestsPerAcquire(t *testing.T) {
 		}
 		t.Cleanup(func() { conn.Delete(path, -1) })
 	}
-	sessionlocktest.TestRequestsPerAcquire(t, newLocker(t, conn), counter, 4, keep, nil)
+	sessionlocktest.TestRequestsPerAcquire(t, newLocker(t, conn), counter, 4, keep)
 }
