@@ -36,18 +36,27 @@ func (d *etcdDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.
 // and so is each of the predecessors a waiter waits for.
 type queue struct{ d *etcdDriver }
 
-// Join gets the live session (granting one if needed) and puts the key.
-func (q queue) Join(ctx context.Context, l driver.Lease) (entry, error) {
+// Join gets the live session (granting one if needed), puts the key and
+// reads the keys ahead of it, in one transaction.
+func (q queue) Join(ctx context.Context, l driver.Lease) (entry, driver.Result, []entry, error) {
 	s, err := q.d.session(ctx)
 	if err != nil {
-		return entry{}, err
+		return entry{}, driver.Result{}, nil, err
 	}
 	key := q.d.key(l)
-	rev, ahead, err := q.d.enqueue(ctx, Key(q.d.prefix, l.Name), key, l.Metadata, s)
+	start := time.Now()
+	j, err := q.d.enqueue(ctx, Key(q.d.prefix, l.Name), key, l.Metadata, sessionlock.ModeOf(l), s)
 	if err != nil {
-		return entry{key: key, sess: s}, err // the put may have been applied
+		return entry{key: key, sess: s}, driver.Result{}, nil, err // the put may have been applied
 	}
-	return entry{key: key, rev: rev, sess: s, ahead: ahead}, nil
+	e := entry{key: key, rev: j.rev, sess: s, ahead: j.ahead}
+	if !j.read {
+		// Found from an earlier attempt: read its place now.
+		res, preds, err := q.d.position(ctx, l, e)
+		return e, res, preds, err
+	}
+	res, preds, err := q.d.place(l, e, j.before, start)
+	return e, res, preds, err
 }
 
 func (q queue) Position(ctx context.Context, l driver.Lease, e entry) (driver.Result, []entry, error) {
@@ -96,47 +105,81 @@ func (d *etcdDriver) transient(ctx context.Context, err error) bool {
 	return code == codes.Unavailable || code == codes.DeadlineExceeded
 }
 
-// enqueue puts key (its value: the holder's metadata), attached to s's lease, unless it exists already (a
-// retry whose reply was lost), and returns its create revision and how
-// many keys under the name's prefix were ahead of it: counted in the same
-// transaction, before the put (-1 for a key that existed already). It does not
-// give up when ctx ends, only after sessionlock.CleanupTimeout: the caller must learn
-// the key's revision to delete it, or a create landing after its clean-up
-// would queue a key that nobody deletes until the session ends.
-func (d *etcdDriver) enqueue(ctx context.Context, prefix, key, metadata string, s *session) (rev int64, ahead int, err error) {
+// joined is what enqueue learned: the key's create revision, how many
+// keys under the name's prefix were ahead of it (-1 unknown), and, if
+// read is set, the last of them (sessionlock.Mode.Ahead; oldest first).
+type joined struct {
+	rev    int64
+	ahead  int
+	read   bool
+	before []*mvccpb.KeyValue
+}
+
+// enqueue puts key (its value: the holder's metadata), attached to s's
+// lease, unless it exists already (a retry whose reply was lost), and
+// returns its create revision. In the same transaction, before the put,
+// it reads the keys under the name's prefix that the rule needs for an
+// entry of mode m (every key there is ahead of the new one) and their
+// count. For a key that existed already it reads nothing. It does not
+// give up when ctx ends, only after sessionlock.CleanupTimeout: the
+// caller must learn the key's revision to delete it, or a create landing
+// after its clean-up would queue a key that nobody deletes until the
+// session ends.
+func (d *etcdDriver) enqueue(ctx context.Context, prefix, key, metadata string, m sessionlock.Mode, s *session) (joined, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sessionlock.CleanupTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
 		resp, err := d.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()),
+			Then(clientv3.OpGet(prefix, d.lastBefore(m, 0)...),
 				clientv3.OpPut(key, metadata, clientv3.WithLease(s.id))).
 			Else(clientv3.OpGet(key)).
 			Commit()
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			d.lose(s, errLeaseGone)
-			return 0, 0, errLeaseGone
+			return joined{}, errLeaseGone
 		}
 		if err != nil {
-			return 0, 0, err
+			return joined{}, err
 		}
 		if resp.Succeeded {
-			return resp.Header.Revision, int(resp.Responses[0].GetResponseRange().GetCount()), nil
+			// The range's count is of every key in it, whatever the limit.
+			r := resp.Responses[0].GetResponseRange()
+			kvs := r.GetKvs()
+			slices.Reverse(kvs) // oldest first
+			return joined{rev: resp.Header.Revision, ahead: int(r.GetCount()), read: true, before: kvs}, nil
 		}
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
 		if len(kvs) == 1 && clientv3.LeaseID(kvs[0].Lease) == s.id {
-			return kvs[0].CreateRevision, -1, nil
+			return joined{rev: kvs[0].CreateRevision, ahead: -1}, nil
 		}
 		if attempt == 3 {
-			return 0, 0, fmt.Errorf("key %q keeps existing on another lease", key)
+			return joined{}, fmt.Errorf("key %q keeps existing on another lease", key)
 		}
 		if len(kvs) == 1 {
 			// Left from a session this driver lost: replace it.
 			if _, err := d.deleteKey(ctx, key, kvs[0].CreateRevision); err != nil {
-				return 0, 0, err
+				return joined{}, err
 			}
 		}
 	}
+}
+
+// lastBefore returns the options of a read of the keys under a name's
+// prefix that the rule needs for an entry of mode m created at revision
+// rev (0: one not created yet, so every key is before it): the last
+// m.Ahead() of those created before it (all of them if Ahead is 0),
+// newest first.
+func (d *etcdDriver) lastBefore(m sessionlock.Mode, rev int64) []clientv3.OpOption {
+	opts := []clientv3.OpOption{clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithMaxCreateRev(rev-1))
+	}
+	if n := m.Ahead(); n > 0 {
+		opts = append(opts, clientv3.WithLimit(int64(n)))
+	}
+	return opts
 }
 
 // position reads, with one transaction, e's key and the keys queued just
@@ -153,16 +196,10 @@ func (d *etcdDriver) position(ctx context.Context, l driver.Lease, e entry) (dri
 	if e.sess.dead.Load() {
 		return driver.Result{}, nil, sessionlock.ErrGone // queue again on a new session
 	}
-	m := sessionlock.ModeOf(l)
-	before := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMaxCreateRev(e.rev - 1),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
-	if n := m.Ahead(); n > 0 {
-		before = append(before, clientv3.WithLimit(int64(n)))
-	}
 	start := time.Now()
 	resp, err := d.cli.Txn(ctx).Then(
 		clientv3.OpGet(e.key),
-		clientv3.OpGet(Key(d.prefix, l.Name), before...),
+		clientv3.OpGet(Key(d.prefix, l.Name), d.lastBefore(sessionlock.ModeOf(l), e.rev)...),
 	).Commit()
 	if err != nil {
 		return driver.Result{}, nil, err
@@ -173,18 +210,27 @@ func (d *etcdDriver) position(ctx context.Context, l driver.Lease, e entry) (dri
 	}
 	kvs := resp.Responses[1].GetResponseRange().GetKvs()
 	slices.Reverse(kvs) // oldest first
-	ahead := make([]sessionlock.Mode, len(kvs))
-	for i, kv := range kvs {
+	return d.place(l, e, kvs, start)
+}
+
+// place applies sessionlock.Place to e, given before, the keys just
+// before it that the rule needs (oldest first), read by a request sent at
+// start that also found e in place. If e holds and its session is alive,
+// it takes the lock; otherwise it returns the predecessors to wait for.
+// The Result's Ahead is e's count from Join.
+func (d *etcdDriver) place(l driver.Lease, e entry, before []*mvccpb.KeyValue, start time.Time) (driver.Result, []entry, error) {
+	ahead := make([]sessionlock.Mode, len(before))
+	for i, kv := range before {
 		ahead[i], _ = d.parseKey(kv.Key)
 	}
-	held, wait, err := sessionlock.Place(ahead, m)
+	held, wait, err := sessionlock.Place(ahead, sessionlock.ModeOf(l))
 	if err != nil {
 		return driver.Result{}, nil, err
 	}
 	if !held {
 		preds := make([]entry, len(wait))
 		for i, w := range wait {
-			preds[i] = entry{key: string(kvs[w].Key), rev: kvs[w].CreateRevision, sess: e.sess}
+			preds[i] = entry{key: string(before[w].Key), rev: before[w].CreateRevision, sess: e.sess}
 		}
 		return driver.Result{Ahead: e.ahead}, preds, nil
 	}

@@ -68,8 +68,23 @@ func (d *zkDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Re
 // the children whose deletion may let it in (sessionlock.Place).
 type queue struct{ d *zkDriver }
 
-func (q queue) Join(_ context.Context, l driver.Lease) (string, error) {
-	return q.d.enqueue(l, q.d.parent(l.Name))
+// Join creates l's child (or finds the one an attempt whose reply was
+// lost created) and reads its place in the queue. The read cannot share
+// the create's round trip: it needs the child's stat (its czxid is the
+// fencing token), which needs the child's path, which the create's reply
+// brings; and the zk client has no request that creates a node and
+// returns its stat.
+func (q queue) Join(ctx context.Context, l driver.Lease) (string, driver.Result, []string, error) {
+	parent := q.d.parent(l.Name)
+	path, err := q.d.enqueue(l, parent)
+	if err != nil {
+		return "", driver.Result{}, nil, err
+	}
+	res, preds, err := q.d.position(ctx, l, parent, path)
+	if err != nil && transient(err) {
+		q.d.setUnsure(l.Owner, true) // so that the next Join finds path
+	}
+	return path, res, preds, err
 }
 
 func (q queue) Position(ctx context.Context, l driver.Lease, path string) (driver.Result, []string, error) {

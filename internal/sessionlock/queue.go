@@ -15,9 +15,13 @@ import (
 // predecessors a waiter waits for (see Place).
 type Queue[Q comparable, P any] interface {
 	// Join puts l's entry at the tail of the queue, or finds the one an
-	// attempt whose reply was lost put there. On error it returns the
-	// zero Q, or an entry for Leave if the put may have been applied.
-	Join(ctx context.Context, l driver.Lease) (Q, error)
+	// attempt whose reply was lost put there, and reads its position as
+	// Position does, in the same request as the put where the store
+	// allows (a transaction, or a read pipelined behind the put): an
+	// uncontended acquisition needs no second round trip. On error it
+	// returns the zero Q, or an entry for Leave if the put may have been
+	// applied; a later Join of the same lease finds that entry again.
+	Join(ctx context.Context, l driver.Lease) (Q, driver.Result, P, error)
 
 	// Position reads the queue. If q holds by the rule of Place and
 	// still belongs to the driver's live session, Position takes the lock
@@ -90,18 +94,13 @@ func acquire[E, Q comparable, P any](ctx context.Context, t *Leases[E], refresh 
 		}
 	}
 	var none Q
-	e, err := q.Join(ctx, l)
-	if err != nil {
-		if e != none {
-			q.Leave(e)
-		}
-		return driver.Result{}, err
-	}
-	res, _, err := q.Position(ctx, l, e)
+	e, res, _, err := q.Join(ctx, l)
 	if err == nil && res.Acquired {
 		return res, nil
 	}
-	q.Leave(e) // not first: leave no entry behind
+	if e != none {
+		q.Leave(e) // not first, or failed: leave no entry behind
+	}
 	if err != nil && !errors.Is(err, ErrGone) {
 		return driver.Result{}, err
 	}
@@ -140,9 +139,13 @@ func acquireQueued[E, Q comparable, P any](ctx context.Context, t *Leases[E], q 
 		return driver.Result{}, err
 	}
 	for {
+		var (
+			res  driver.Result
+			pred P
+			err  error
+		)
 		if e == none {
-			var err error
-			if e, err = q.Join(ctx, l); err != nil {
+			if e, res, pred, err = q.Join(ctx, l); err != nil && !errors.Is(err, ErrGone) {
 				if retry(err) {
 					e = none // the next Join finds it if it was put
 					continue
@@ -150,11 +153,12 @@ func acquireQueued[E, Q comparable, P any](ctx context.Context, t *Leases[E], q 
 				return fail(err)
 			}
 			fresh = true
+		} else {
+			if err := ctx.Err(); err != nil {
+				return fail(err)
+			}
+			res, pred, err = q.Position(ctx, l, e)
 		}
-		if err := ctx.Err(); err != nil {
-			return fail(err)
-		}
-		res, pred, err := q.Position(ctx, l, e)
 		switch {
 		case errors.Is(err, ErrGone):
 			e = none // queue again, on a new session if this one was lost

@@ -14,7 +14,8 @@ import (
 )
 
 // fakeQueue is a scripted queue: entries are "q1", "q2", ... in order of
-// Join; Position answers from script, one answer per call, then "head".
+// Join; Join's read and Position answer from script, one answer per call,
+// then "head".
 type fakeQueue struct {
 	ls     *sessionlock.Leases[string]
 	script []string // "gone", "transient", "wait" (behind "pred"), "head"
@@ -27,11 +28,13 @@ type fakeQueue struct {
 
 var errTransient = errors.New("connection down")
 
-func (q *fakeQueue) Join(context.Context, driver.Lease) (string, error) {
+func (q *fakeQueue) Join(ctx context.Context, l driver.Lease) (string, driver.Result, string, error) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	q.joined++
-	return "q" + string(rune('0'+q.joined)), nil
+	e := "q" + string(rune('0'+q.joined))
+	q.mu.Unlock()
+	res, pred, err := q.Position(ctx, l, e)
+	return e, res, pred, err
 }
 
 func (q *fakeQueue) Position(_ context.Context, l driver.Lease, e string) (driver.Result, string, error) {
@@ -82,8 +85,8 @@ func TestAcquireQueuedRejoinsAndRetries(t *testing.T) {
 		if err != nil || !res.Acquired {
 			t.Fatalf("AcquireQueued = %+v, %v; want acquired", res, err)
 		}
-		if q.joined != 2 {
-			t.Errorf("joined %d times, want 2 (once more after ErrGone)", q.joined)
+		if q.joined != 3 {
+			t.Errorf("joined %d times, want 3 (once more after ErrGone, and after the transient error)", q.joined)
 		}
 		if d := time.Since(start); d != sessionlock.RetryDelay {
 			t.Errorf("AcquireQueued took %v, want one RetryDelay (%v)", d, sessionlock.RetryDelay)
