@@ -14,6 +14,7 @@ import (
 // FirstOwner.. contend for Name from StartNs until StopNs (Unix ns, wall
 // clock: both processes run on one host, so their clocks agree).
 type hotJob struct {
+	Kind       string // "" for a hot-name run, kindWait for runWait
 	Lib        string
 	Addr       string
 	Name       string
