@@ -128,7 +128,7 @@ type bench struct {
 	cfg         config
 	addr        string
 	admin       *redis.Client // INFO, FLUSHALL; not counted by trips
-	workers     []*worker // the second process of scenario 3 first
+	workers     []*worker     // the second process of scenario 3 first
 	start       time.Time
 
 	s1, s2, s3, s4 figures
@@ -144,7 +144,7 @@ type bench struct {
 	rlFigs redlockFigures
 
 	// Issue 16.
-	stores    *stores            // nil without -stores
+	stores    *stores // nil without -stores
 	storesErr error
 	longHold  map[string][]int64 // store -> long-hold handoffs, ns
 	demo      figures
