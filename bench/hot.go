@@ -24,6 +24,10 @@ type hotJob struct {
 	StopNs     int64
 	Hold       time.Duration
 	TTL        time.Duration
+	// WindowNs, when set, starts the steady window: hotHalf.WindowCPU is
+	// this process's CPU from then until StopNs, away from the queue's
+	// filling at the start and its cancellations at the stop.
+	WindowNs int64
 }
 
 // hotEvent is one acquisition: when the owner called lock, when it
@@ -42,6 +46,8 @@ type hotHalf struct {
 	CPU      time.Duration // this process's CPU time during the job
 	GiveUps  int64
 	Errors   []string
+	// WindowCPU is this process's CPU time in the steady window.
+	WindowCPU time.Duration
 }
 
 // runHot runs one process's half of a job and reports it.
@@ -59,6 +65,15 @@ func runHot(job hotJob) hotHalf {
 		return out
 	}
 	start, stop := time.Unix(0, job.StartNs), time.Unix(0, job.StopNs)
+	var window sync.WaitGroup
+	if job.WindowNs != 0 {
+		window.Go(func() {
+			time.Sleep(time.Until(time.Unix(0, job.WindowNs)))
+			c0 := selfCPU()
+			time.Sleep(time.Until(stop))
+			out.WindowCPU = selfCPU() - c0
+		})
+	}
 	time.Sleep(time.Until(start))
 	var (
 		mu sync.Mutex
@@ -105,6 +120,7 @@ func runHot(job hotJob) hotHalf {
 		})
 	}
 	wg.Wait()
+	window.Wait()
 	if err := lk.close(); err != nil {
 		out.Errors = append(out.Errors, "close: "+err.Error())
 	}

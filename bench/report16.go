@@ -143,7 +143,7 @@ func (b *bench) targets16() []target {
 				peers = append(peers, fmt.Sprintf("%s %.1f", p, pv))
 			}
 		}
-		add(fmt.Sprintf("%s: uncontended acquire+release ≤ %.0f read-ping round trips", c.name, c.limit), s, s.med <= c.limit,
+		add(fmt.Sprintf("%s: uncontended acquire+release ≤ %.0f read-ping round trips", strings.Replace(c.name, "Etcd", "etcd", 1), c.limit), s, s.med <= c.limit,
 			fmt.Sprintf("%.1f (section 5, one run); %s", s.med, strings.Join(peers, ", ")))
 	}
 	return ts
@@ -191,7 +191,7 @@ func (b *bench) writeIssue16(p func(string, ...any)) error {
 	stores := b.scalingStores()
 	p("Stores: Redis (scenarios 1–4's server) and, with `-stores`, MariaDB, PostgreSQL, ZooKeeper and etcd started by dlock's test harness (`internal/testserver`, imported by this module) and a SQLite file in a temporary directory; dlock opens them by store URL (`dlock.Open`), default options.\n\n")
 	p("### Handoff against the number of waiters\n\n")
-	p("One name, n+1 contenders for n waiters, spread evenly over up to %d processes (this one and workers; each process shares one Locker), each holding the lock for a %v busy wait, for %v per point; %d round(s), stores interleaved. Handoff: from one owner's release call to the next acquisition by another owner. CPU per acquisition: all the processes' CPU (`getrusage`) and redis-server's (`INFO cpu`), divided by the acquisitions. Redis commands: `INFO commandstats` delta per acquisition. Median (min–max) over rounds.\n\n", scaleProcs, b.cfg.hold, b.cfg.scaleDur, b.cfg.scaleRounds)
+	p("One name, n+1 contenders for n waiters, spread evenly over up to %d processes (this one and workers; each process shares one Locker), each holding the lock for a %v busy wait, for %v per point; %d round(s), stores interleaved. Handoff: from one owner's release call to the next acquisition by another owner. CPU and commands are measured over the steady window, the run's last four fifths (away from the queue filling up at the start and its waiters' cancellations at the stop), and divided by the acquisitions in it: all the processes' CPU (`getrusage`), redis-server's (`INFO cpu`) and Redis commands (`INFO commandstats` delta, inside scripts included). Median (min–max) over rounds.\n\n", scaleProcs, b.cfg.hold, b.cfg.scaleDur, b.cfg.scaleRounds)
 	p("| store | waiters | acquisitions/s | handoff p50 | handoff p99 | client CPU / acquisition | redis-server CPU / acquisition | Redis commands / acquisition |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, st := range stores {
 		for _, n := range scaleWaiters {

@@ -154,7 +154,9 @@ func (b *bench) roundWaiters(round int) {
 		for _, st := range b.scalingStores() {
 			name := fmt.Sprintf("scale:%s:%d:%d", st.name, n, round)
 			spec := spreadSpec{contenders: n + 1, procs: scaleProcs, d: b.cfg.scaleDur}
-			f, cmds, _, err := b.hotOn(scaleLib(st), st.url, name, spec, st.name == "Redis")
+			sc := steadyCost{b: b, redis: st.name == "Redis"}
+			spec.steady = sc.measure
+			f, halves, err := b.spreadFigures(scaleLib(st), st.url, name, spec)
 			if err != nil {
 				b.errorf("waiters %s n=%d: %v", st.name, n, err)
 				continue
@@ -168,15 +170,67 @@ func (b *bench) roundWaiters(round int) {
 				b.scaleW.add(k, mHandP50, float64(percentile(f.handoffs, 50)))
 				b.scaleW.add(k, mHandP99, float64(percentile(f.handoffs, 99)))
 			}
-			b.scaleW.add(k, mCliCPU, f.clientCPU)
-			if st.name == "Redis" {
-				b.scaleW.add(k, mSrvCPU, f.serverCPU)
-				if f.total > 0 {
-					b.scaleW.add(k, mCmds, float64(cmds.total())/float64(f.total))
+			acqs, cpu := 0, time.Duration(0)
+			for _, h := range halves {
+				cpu += h.WindowCPU
+				for _, e := range h.Events {
+					if e.Acq >= sc.from.UnixNano() && e.Acq < sc.to.UnixNano() {
+						acqs++
+					}
 				}
+			}
+			if acqs == 0 {
+				continue
+			}
+			b.scaleW.add(k, mCliCPU, float64(cpu)/float64(acqs))
+			if st.name == "Redis" && sc.err == nil {
+				b.scaleW.add(k, mSrvCPU, float64(sc.cpu)/float64(acqs))
+				b.scaleW.add(k, mCmds, float64(sc.cmds.total())/float64(acqs))
 			}
 		}
 	}
+}
+
+// steadyCost measures a spread run's steady window [from, to): on Redis,
+// redis-server's CPU and commands run in it.
+type steadyCost struct {
+	b        *bench
+	redis    bool
+	from, to time.Time
+	cpu      time.Duration
+	cmds     cmdStats
+	err      error
+}
+
+func (c *steadyCost) measure(from, to time.Time) {
+	c.from, c.to = from, to
+	if !c.redis {
+		return
+	}
+	ctx := context.Background()
+	time.Sleep(time.Until(from))
+	cpu0, err0 := serverCPU(ctx, c.b.admin)
+	cmd0, err1 := readCmdStats(ctx, c.b.admin)
+	time.Sleep(time.Until(to))
+	cpu1, err2 := serverCPU(ctx, c.b.admin)
+	cmd1, err3 := readCmdStats(ctx, c.b.admin)
+	if c.err = errors.Join(err0, err1, err2, err3); c.err == nil {
+		c.cpu, c.cmds = cpu1-cpu0, cmd1.delta(cmd0)
+	}
+}
+
+// spreadFigures runs a spread run of l on addr and computes its figures.
+func (b *bench) spreadFigures(l lib, addr, name string, spec spreadSpec) (hotFigures, []hotHalf, error) {
+	halves, job, err := b.runSpread(l, addr, name, spec)
+	if err != nil {
+		return hotFigures{}, nil, err
+	}
+	for _, h := range halves {
+		for _, e := range h.Errors {
+			b.errorf("%s on %s: %s", l.key, name, e)
+		}
+	}
+	return computeHot(halves, spec.contenders, job.StartNs, job.StopNs, nil), halves, nil
 }
 
 func scaleKey(store string, n int) string { return store + "/" + strconv.Itoa(n) }

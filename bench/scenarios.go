@@ -246,6 +246,9 @@ func (b *bench) hot(l lib, round int) (hotFigures, cmdStats, cmdStats, error) {
 type spreadSpec struct {
 	contenders, procs int
 	d                 time.Duration
+	// steady, when set, measures CPU and Redis commands only over the
+	// steady window, the run's last four fifths: see steadyCost.
+	steady func(from, to time.Time)
 }
 
 // hotOn runs a hot-name run of l on the store at addr; with redis set,
@@ -305,6 +308,13 @@ func (b *bench) runSpread(l lib, addr, name string, spec spreadSpec) ([]hotHalf,
 	}
 	start := time.Now().Add(300 * time.Millisecond) // time for the workers to open their clients
 	stop := start.Add(spec.d)
+	var window int64
+	var steady sync.WaitGroup
+	if spec.steady != nil {
+		from := start.Add(spec.d / 5)
+		window = from.UnixNano()
+		steady.Go(func() { spec.steady(from, stop) })
+	}
 	jobs := make([]hotJob, procs)
 	first := 0
 	for i := range jobs {
@@ -316,7 +326,7 @@ func (b *bench) runSpread(l lib, addr, name string, spec spreadSpec) ([]hotHalf,
 			Lib: l.key, Addr: addr, Name: name,
 			Goroutines: n, FirstOwner: first,
 			StartNs: start.UnixNano(), StopNs: stop.UnixNano(),
-			Hold: b.cfg.hold, TTL: b.cfg.ttl,
+			Hold: b.cfg.hold, TTL: b.cfg.ttl, WindowNs: window,
 		}
 		first += n
 	}
@@ -328,6 +338,7 @@ func (b *bench) runSpread(l lib, addr, name string, spec spreadSpec) ([]hotHalf,
 	}
 	halves[0] = runHot(jobs[0])
 	wg.Wait()
+	steady.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, jobs[0], err
 	}
