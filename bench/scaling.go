@@ -153,7 +153,10 @@ func (b *bench) roundWaiters(round int) {
 	for _, n := range scaleWaiters {
 		for _, st := range b.scalingStores() {
 			name := fmt.Sprintf("scale:%s:%d:%d", st.name, n, round)
-			spec := spreadSpec{contenders: n + 1, procs: scaleProcs, d: b.cfg.scaleDur}
+			// 1,000 waiters take seconds to queue up on SQLite, ZooKeeper
+			// and etcd (one write each): the steady window starts after
+			// 2 ms per waiter.
+			spec := spreadSpec{contenders: n + 1, procs: scaleProcs, d: b.cfg.scaleDur, settle: time.Duration(n) * 2 * time.Millisecond}
 			sc := steadyCost{b: b, redis: st.name == "Redis"}
 			spec.steady = sc.measure
 			f, halves, err := b.spreadFigures(scaleLib(st), st.url, name, spec)

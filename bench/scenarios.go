@@ -246,6 +246,9 @@ func (b *bench) hot(l lib, round int) (hotFigures, cmdStats, cmdStats, error) {
 type spreadSpec struct {
 	contenders, procs int
 	d                 time.Duration
+	// settle is added before d for the queue to form: the steady window
+	// starts after it.
+	settle time.Duration
 	// steady, when set, measures CPU and Redis commands only over the
 	// steady window, the run's last four fifths: see steadyCost.
 	steady func(from, to time.Time)
@@ -307,11 +310,11 @@ func (b *bench) runSpread(l lib, addr, name string, spec spreadSpec) ([]hotHalf,
 		return nil, hotJob{}, err
 	}
 	start := time.Now().Add(300 * time.Millisecond) // time for the workers to open their clients
-	stop := start.Add(spec.d)
+	stop := start.Add(spec.settle + spec.d)
 	var window int64
 	var steady sync.WaitGroup
 	if spec.steady != nil {
-		from := start.Add(spec.d / 5)
+		from := start.Add(spec.settle + spec.d/5)
 		window = from.UnixNano()
 		steady.Go(func() { spec.steady(from, stop) })
 	}
