@@ -53,13 +53,8 @@ type hotHalf struct {
 // runHot runs one process's half of a job and reports it.
 func runHot(job hotJob) hotHalf {
 	var out hotHalf
-	l, ok := allLibs()[job.Lib]
-	if !ok {
-		out.Errors = append(out.Errors, "unknown library "+job.Lib)
-		return out
-	}
 	trips0, by0, giveUps0, cpu0 := trips.n.Load(), trips.snapshot(), giveUps.Load(), selfCPU()
-	lk, err := l.open(job.Addr, job.TTL)
+	lk, err := openJob(job)
 	if err != nil {
 		out.Errors = append(out.Errors, err.Error())
 		return out
@@ -206,4 +201,13 @@ func computeHot(halves []hotHalf, owners int, start, stop int64, cmds cmdStats) 
 		f.rtPerAcq = float64(tripsSum+cmds.pubsubCalls()) / float64(len(evs))
 	}
 	return f
+}
+
+// openJob opens the job's library on its store.
+func openJob(job hotJob) (locker, error) {
+	l, ok := allLibs()[job.Lib]
+	if !ok {
+		return nil, errors.New("unknown library " + job.Lib)
+	}
+	return l.open(job.Addr, job.TTL)
 }

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -34,12 +33,7 @@ const longHold = 300 * time.Millisecond
 // acquisition as one event (Call, Acq, and Rel: when unlock was called).
 func runWait(job hotJob) hotHalf {
 	var out hotHalf
-	l, ok := allLibs()[job.Lib]
-	if !ok {
-		out.Errors = append(out.Errors, "unknown library "+job.Lib)
-		return out
-	}
-	lk, err := l.open(job.Addr, job.TTL)
+	lk, err := openJob(job)
 	if err != nil {
 		out.Errors = append(out.Errors, err.Error())
 		return out
@@ -274,32 +268,8 @@ func (b *bench) heldScaling(st store) error {
 		if k > b.heldCap(st.name) {
 			break
 		}
-		var (
-			next  atomic.Int64
-			wg    sync.WaitGroup
-			errMu sync.Mutex
-			first error
-		)
-		next.Store(int64(held))
-		for range workers {
-			wg.Go(func() {
-				for {
-					i := next.Add(1) - 1
-					if i >= int64(k) {
-						return
-					}
-					if _, err := lk.lock(ctx, fmt.Sprintf("%s%07d", prefix, i)); err != nil {
-						errMu.Lock()
-						first = cmpErr(first, err)
-						errMu.Unlock()
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		if first != nil {
-			return fmt.Errorf("take %d locks: %w", k, first)
+		if err := takeMany(lk, workers, held, k, func(i int) string { return fmt.Sprintf("%s%07d", prefix, i) }); err != nil {
+			return fmt.Errorf("take %d locks: %w", k, err)
 		}
 		held = k
 		lat, err := cycleLoop(lk, prefix+"probe", b.cfg.scaleHeldDur, 20, func() {})

@@ -383,30 +383,8 @@ func (b *bench) memory(l lib) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var (
-		next  atomic.Int64
-		errMu sync.Mutex
-		first error
-	)
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.cfg.memLocks) {
-					return
-				}
-				if _, err := lk.lock(ctx, fmt.Sprintf("mem:%07d", i)); err != nil {
-					errMu.Lock()
-					first = cmpErr(first, err)
-					errMu.Unlock()
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if first != nil {
-		return 0, first
+	if err := takeMany(lk, workers, 0, b.cfg.memLocks, func(i int) string { return fmt.Sprintf("mem:%07d", i) }); err != nil {
+		return 0, err
 	}
 	after, err := usedMemory(ctx, b.admin)
 	if err != nil {
@@ -427,4 +405,35 @@ func (b *bench) memory(l lib) (float64, error) {
 	closed = true
 	lk.close()
 	return float64(after-before) / float64(b.cfg.memLocks), nil
+}
+
+// takeMany takes the names name(from) to name(to-1) on lk with workers
+// goroutines and keeps them; it returns the first error.
+func takeMany(lk locker, workers, from, to int, name func(int) string) error {
+	ctx := context.Background()
+	var (
+		next  atomic.Int64
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		first error
+	)
+	next.Store(int64(from))
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(to) {
+					return
+				}
+				if _, err := lk.lock(ctx, name(int(i))); err != nil {
+					errMu.Lock()
+					first = cmpErr(first, err)
+					errMu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }
