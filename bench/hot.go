@@ -14,6 +14,7 @@ import (
 // FirstOwner.. contend for Name from StartNs until StopNs (Unix ns, wall
 // clock: both processes run on one host, so their clocks agree).
 type hotJob struct {
+	Kind       string // "" for a hot-name run, kindWait for runWait
 	Lib        string
 	Addr       string
 	Name       string
@@ -23,6 +24,10 @@ type hotJob struct {
 	StopNs     int64
 	Hold       time.Duration
 	TTL        time.Duration
+	// WindowNs, when set, starts the steady window: hotHalf.WindowCPU is
+	// this process's CPU from then until StopNs, away from the queue's
+	// filling at the start and its cancellations at the stop.
+	WindowNs int64
 }
 
 // hotEvent is one acquisition: when the owner called lock, when it
@@ -41,23 +46,29 @@ type hotHalf struct {
 	CPU      time.Duration // this process's CPU time during the job
 	GiveUps  int64
 	Errors   []string
+	// WindowCPU is this process's CPU time in the steady window.
+	WindowCPU time.Duration
 }
 
 // runHot runs one process's half of a job and reports it.
 func runHot(job hotJob) hotHalf {
 	var out hotHalf
-	l, ok := allLibs()[job.Lib]
-	if !ok {
-		out.Errors = append(out.Errors, "unknown library "+job.Lib)
-		return out
-	}
 	trips0, by0, giveUps0, cpu0 := trips.n.Load(), trips.snapshot(), giveUps.Load(), selfCPU()
-	lk, err := l.open(job.Addr, job.TTL)
+	lk, err := openJob(job)
 	if err != nil {
 		out.Errors = append(out.Errors, err.Error())
 		return out
 	}
 	start, stop := time.Unix(0, job.StartNs), time.Unix(0, job.StopNs)
+	var window sync.WaitGroup
+	if job.WindowNs != 0 {
+		window.Go(func() {
+			time.Sleep(time.Until(time.Unix(0, job.WindowNs)))
+			c0 := selfCPU()
+			time.Sleep(time.Until(stop))
+			out.WindowCPU = selfCPU() - c0
+		})
+	}
 	time.Sleep(time.Until(start))
 	var (
 		mu sync.Mutex
@@ -104,6 +115,7 @@ func runHot(job hotJob) hotHalf {
 		})
 	}
 	wg.Wait()
+	window.Wait()
 	if err := lk.close(); err != nil {
 		out.Errors = append(out.Errors, "close: "+err.Error())
 	}
@@ -189,4 +201,13 @@ func computeHot(halves []hotHalf, owners int, start, stop int64, cmds cmdStats) 
 		f.rtPerAcq = float64(tripsSum+cmds.pubsubCalls()) / float64(len(evs))
 	}
 	return f
+}
+
+// openJob opens the job's library on its store.
+func openJob(job hotJob) (locker, error) {
+	l, ok := allLibs()[job.Lib]
+	if !ok {
+		return nil, errors.New("unknown library " + job.Lib)
+	}
+	return l.open(job.Addr, job.TTL)
 }

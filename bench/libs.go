@@ -94,6 +94,10 @@ func allLibs() map[string]lib {
 		dlockLib(redlockBackend{}), rlRedsyncLib, rlRedsync1msLib} {
 		m[l.key] = l
 	}
+	for _, name := range storeNames {
+		l := storeLib(name)
+		m[l.key] = l
+	}
 	return m
 }
 

@@ -40,6 +40,15 @@ type config struct {
 	// The Redlock section.
 	redlock        bool
 	redlockSigstop bool
+	// Issue 16's sections.
+	stores       bool // the other backends' servers (long-hold handoff, scaling on every backend)
+	longHoldRuns int
+	demoRuns     int
+	scaling      bool
+	scaleRounds  int
+	scaleDur     time.Duration
+	scaleHeld    int
+	scaleHeldDur time.Duration
 }
 
 func main() {
@@ -67,6 +76,14 @@ func main() {
 	flag.IntVar(&c.memRounds, "mem-rounds", 3, "scenario 4 rounds")
 	flag.BoolVar(&c.redlock, "redlock", true, "run the Redlock section: dlock's redlock and redsync over 5 redis-servers, all up, 2 killed, 2 SIGSTOPped")
 	flag.BoolVar(&c.redlockSigstop, "redlock-sigstop", true, "in the Redlock section, also run with 2 masters SIGSTOPped (each step then costs its timeout)")
+	flag.BoolVar(&c.stores, "stores", true, "start MariaDB, PostgreSQL, ZooKeeper and etcd (and a SQLite file) for the long-hold handoff and the scaling charts on every backend; false: Redis only")
+	flag.IntVar(&c.longHoldRuns, "long-hold", 8, "long-hold handoffs (300 ms hold, waiter in another process) per SQL store; 0 skips them")
+	flag.IntVar(&c.demoRuns, "demo", 3, "runs of `dlock demo` on its default store (Jain index over processes); 0 skips it")
+	flag.BoolVar(&c.scaling, "scaling", true, "run the scaling charts: handoff against waiters, cycle against held locks")
+	flag.IntVar(&c.scaleRounds, "scale-rounds", 2, "rounds of the waiters chart")
+	flag.DurationVar(&c.scaleDur, "scale-dur", time.Second, "waiters chart: duration of each run")
+	flag.IntVar(&c.scaleHeld, "scale-held", 100_000, "held-locks chart: most locks held on Redis (SQL stores: a tenth, ZooKeeper and etcd: a hundredth)")
+	flag.DurationVar(&c.scaleHeldDur, "scale-held-dur", 300*time.Millisecond, "held-locks chart: cycle loop per point")
 	flag.BoolVar(&c.quick, "quick", false, "smoke run of a few minutes: 3 rounds, short durations, 20k held locks once, no SIGSTOPped Redlock masters (explicit flags win)")
 	flag.Parse()
 	if c.quick {
@@ -81,6 +98,12 @@ func main() {
 			"mem-rounds":  func() { c.memRounds = 1 },
 			// The slowest condition of the Redlock section.
 			"redlock-sigstop": func() { c.redlockSigstop = false },
+			"long-hold":       func() { c.longHoldRuns = 3 },
+			"demo":            func() { c.demoRuns = 1 },
+			"scale-rounds":    func() { c.scaleRounds = 1 },
+			"scale-dur":       func() { c.scaleDur = 500 * time.Millisecond },
+			"scale-held":      func() { c.scaleHeld = 10_000 },
+			"scale-held-dur":  func() { c.scaleHeldDur = 150 * time.Millisecond },
 		}
 		for name, f := range quick {
 			if !set[name] {
@@ -105,7 +128,7 @@ type bench struct {
 	cfg         config
 	addr        string
 	admin       *redis.Client // INFO, FLUSHALL; not counted by trips
-	worker      *worker
+	workers     []*worker     // the second process of scenario 3 first
 	start       time.Time
 
 	s1, s2, s3, s4 figures
@@ -119,6 +142,16 @@ type bench struct {
 
 	rl     *redlockSet // the Redlock section's servers; nil without -redlock
 	rlFigs redlockFigures
+
+	// Issue 16.
+	stores    *stores // nil without -stores
+	storesErr error
+	longHold  map[string][]int64 // store -> long-hold handoffs, ns
+	demo      figures
+	demoOut   string // the last demo's output
+	demoErr   error
+	scaleW    figures // scaleKey(store, waiters) -> metric
+	scaleH    figures // scaleKey(store, held) -> metric
 
 	mu     sync.Mutex
 	errors []string
@@ -167,23 +200,23 @@ func run(c config) error {
 		os.Exit(130)
 	}()
 
-	w, err := startWorker()
-	if err != nil {
-		return err
-	}
-	defer w.close()
 	b := &bench{
-		cfg: c, addr: srv.addr, worker: w, start: time.Now(),
+		cfg: c, addr: srv.addr, start: time.Now(),
 		admin: redis.NewClient(&redis.Options{Addr: srv.addr}),
 		s1:    figures{}, s2: figures{}, s3: figures{}, s4: figures{},
 		s1Samples: map[string][]int64{}, s3Waits: map[string][]int64{},
 		s3Censored: map[string][]int64{}, s3Cmds: map[string]cmdStats{}, s3LastN: map[string]int{}, s3Trips: map[string]cmdStats{}, s3Overlaps: map[string]int{},
+		longHold: map[string][]int64{}, demo: figures{}, scaleW: figures{}, scaleH: figures{},
 		rl: rl, rlFigs: redlockFigures{s1: map[string]figures{}, s3: map[string]figures{}, overlaps: map[string]int{}},
 	}
 	for _, c := range []rlCondition{rlUp, rlKilled, rlKilled1, rlStopped} {
 		b.rlFigs.s1[c.key], b.rlFigs.s3[c.key] = figures{}, figures{}
 	}
 	defer b.admin.Close()
+	defer b.closeWorkers()
+	if err := b.ensureWorkers(1); err != nil {
+		return err
+	}
 	libs := allLibs()
 	progress := b.progress
 	progress("redis-server on %s; %d rounds", srv.addr, c.rounds)
@@ -224,6 +257,9 @@ func run(c config) error {
 			}
 			b.s4.add(k, mBytes, per)
 		}
+	}
+	if err := b.runIssue16(); err != nil {
+		return err
 	}
 	progress("other backends: go test -bench, %s", b.backendsBenchtime())
 	b.backends, b.backendsErr = otherBackends(b.backendsBenchtime())

@@ -312,7 +312,7 @@ func (b *bench) redlockHot(l lib, c rlCondition, round int, unit float64) {
 			b.errorf("redlock SIGSTOP: %v", err)
 		}
 	}
-	halves, job, err := b.runHotJob(l, b.rl.addrs(c), fmt.Sprintf("rl3:%s:%s:%d", c.key, l.key, round))
+	halves, job, err := b.runSpread(l, b.rl.addrs(c), fmt.Sprintf("rl3:%s:%s:%d", c.key, l.key, round), spreadSpec{contenders: b.cfg.hotGoroutines, procs: 2, d: b.cfg.hot})
 	if c == rlStopped {
 		if err := b.rl.resume(); err != nil {
 			b.errorf("redlock resume: %v", err)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,6 +60,11 @@ func (b *bench) writeReport(srv *redisServer, libs map[string]lib) error {
 	// Targets first: the reader's question.
 	p("## Targets for dlock (issue 6)\n\n")
 	for _, t := range b.targets() {
+		p("- **%s** %s: %s\n", t.verdict, t.what, t.measured)
+	}
+	p("\n")
+	p("## Targets for dlock (issue 16)\n\n")
+	for _, t := range b.targets16() {
 		p("- **%s** %s: %s\n", t.verdict, t.what, t.measured)
 	}
 	p("\n")
@@ -159,6 +163,9 @@ func (b *bench) writeReport(srv *redisServer, libs map[string]lib) error {
 
 	writeBackends(p, b.backends, b.backendsBenchtime(), b.backendsErr)
 	b.writeRedlock(p, libs)
+	if err := b.writeIssue16(p); err != nil {
+		return err
+	}
 
 	if len(b.errors) > 0 {
 		p("## Errors during the run\n\n")
@@ -173,18 +180,9 @@ func (b *bench) writeReport(srv *redisServer, libs map[string]lib) error {
 type target struct{ verdict, what, measured string }
 
 func (b *bench) targets() []target {
-	verdict := func(ok bool, s spread) string {
-		switch {
-		case s.n == 0 || math.IsNaN(s.med):
-			return "N/A"
-		case ok:
-			return "PASS"
-		}
-		return "MISS"
-	}
 	var ts []target
 	add := func(what string, s spread, ok bool, measured string) {
-		ts = append(ts, target{verdict(ok, s), what, measured})
+		ts = append(ts, target{verdictOf(ok, s), what, measured})
 	}
 
 	s := b.s1.get(keyDlock, mRatio)

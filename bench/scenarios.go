@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -106,6 +107,16 @@ func lockLoop(l lib, addr string, ttl time.Duration, name string, d time.Duratio
 		return nil, err
 	}
 	defer lk.close()
+	lat, err := cycleLoop(lk, name, d, warm, measure)
+	if err != nil {
+		return nil, err
+	}
+	done(len(lat))
+	return lat, nil
+}
+
+// cycleLoop times acquire+release of name on lk as timeLoopN does.
+func cycleLoop(lk locker, name string, d time.Duration, warm int, measure func()) ([]int64, error) {
 	ctx := context.Background()
 	op := func() error {
 		unlock, err := lk.lock(ctx, name)
@@ -114,12 +125,7 @@ func lockLoop(l lib, addr string, ttl time.Duration, name string, d time.Duratio
 		}
 		return unlock(ctx)
 	}
-	lat, err := timeLoopN(d, warm, op, measure)
-	if err != nil {
-		return nil, err
-	}
-	done(len(lat))
-	return lat, nil
+	return timeLoopN(d, warm, op, measure)
 }
 
 // pingLoop measures single PINGs for half scenario 1's duration: its
@@ -231,72 +237,115 @@ func cmpErr(first, err error) error {
 // hot runs scenario 3 for l: one name, b.cfg.hotGoroutines goroutines,
 // half in this process and half in the worker process.
 func (b *bench) hot(l lib, round int) (hotFigures, cmdStats, cmdStats, error) {
-	ctx := context.Background()
 	name := fmt.Sprintf("s3:%s:%d", l.key, round)
-	before, err := readCmdStats(ctx, b.admin)
+	return b.hotOn(l, b.addr, name, spreadSpec{contenders: b.cfg.hotGoroutines, procs: 2, d: b.cfg.hot}, true)
+}
+
+// spreadSpec is a hot-name run: contenders goroutines over procs
+// processes (this one and procs-1 workers), for d.
+type spreadSpec struct {
+	contenders, procs int
+	d                 time.Duration
+	// settle is added before d for the queue to form: the steady window
+	// starts after it.
+	settle time.Duration
+	// steady, when set, measures CPU and Redis commands only over the
+	// steady window, the run's last four fifths: see steadyCost.
+	steady func(from, to time.Time)
+}
+
+// hotOn runs a hot-name run of l on the store at addr; with redis set,
+// addr is b.addr and the run's INFO commandstats and CPU deltas are read.
+func (b *bench) hotOn(l lib, addr, name string, spec spreadSpec, redis bool) (hotFigures, cmdStats, cmdStats, error) {
+	ctx := context.Background()
+	var before, after cmdStats
+	var srv0, srv1 time.Duration
+	var err error
+	if redis {
+		if before, err = readCmdStats(ctx, b.admin); err != nil {
+			return hotFigures{}, nil, nil, err
+		}
+		if srv0, err = serverCPU(ctx, b.admin); err != nil {
+			return hotFigures{}, nil, nil, err
+		}
+	}
+	halves, job, err := b.runSpread(l, addr, name, spec)
 	if err != nil {
 		return hotFigures{}, nil, nil, err
 	}
-	srv0, err := serverCPU(ctx, b.admin)
-	if err != nil {
-		return hotFigures{}, nil, nil, err
+	if redis {
+		if srv1, err = serverCPU(ctx, b.admin); err != nil {
+			return hotFigures{}, nil, nil, err
+		}
+		if after, err = readCmdStats(ctx, b.admin); err != nil {
+			return hotFigures{}, nil, nil, err
+		}
 	}
-	halves, job, err := b.runHotJob(l, b.addr, name)
-	if err != nil {
-		return hotFigures{}, nil, nil, err
-	}
-	mine, other := halves[0], halves[1]
-	srv1, err := serverCPU(ctx, b.admin)
-	if err != nil {
-		return hotFigures{}, nil, nil, err
-	}
-	after, err := readCmdStats(ctx, b.admin)
-	if err != nil {
-		return hotFigures{}, nil, nil, err
-	}
-	for _, e := range append(mine.Errors, other.Errors...) {
-		b.errorf("hot %s round %d: %s", l.key, round, e)
+	for _, h := range halves {
+		for _, e := range h.Errors {
+			b.errorf("hot %s on %s: %s", l.key, name, e)
+		}
 	}
 	d := after.delta(before)
-	f := computeHot(halves, b.cfg.hotGoroutines, job.StartNs, job.StopNs, d)
-	if f.total > 0 {
+	f := computeHot(halves, spec.contenders, job.StartNs, job.StopNs, d)
+	if redis && f.total > 0 {
 		f.serverCPU = float64(srv1-srv0) / float64(f.total)
 	}
-	by := mine.TripsBy.sub(cmdStats{}, false)
-	for k, v := range other.TripsBy {
-		by[k] += v
+	by := cmdStats{}
+	for _, h := range halves {
+		for k, v := range h.TripsBy {
+			by[k] += v
+		}
 	}
 	return f, d, by, nil
 }
 
-// runHotJob runs one hot-name run of l on the server(s) at addr: half the
-// goroutines in this process, half in the worker, from an instant 300 ms
-// ahead for b.cfg.hot. It returns both halves (this process's first) and
-// this process's job.
-func (b *bench) runHotJob(l lib, addr, name string) ([]hotHalf, hotJob, error) {
-	start := time.Now().Add(300 * time.Millisecond) // time for the worker to open its client
-	stop := start.Add(b.cfg.hot)
-	local := b.cfg.hotGoroutines / 2
-	job := hotJob{
-		Lib: l.key, Addr: addr, Name: name,
-		Goroutines: local, FirstOwner: 0,
-		StartNs: start.UnixNano(), StopNs: stop.UnixNano(),
-		Hold: b.cfg.hold, TTL: b.cfg.ttl,
+// runSpread runs one hot-name run of l on the store at addr: spec's
+// goroutines spread evenly over this process and spec.procs-1 workers,
+// from an instant 300 ms ahead for spec.d. It returns every process's
+// half (this process's first) and this process's job.
+func (b *bench) runSpread(l lib, addr, name string, spec spreadSpec) ([]hotHalf, hotJob, error) {
+	procs := max(1, min(spec.procs, spec.contenders))
+	if err := b.ensureWorkers(procs - 1); err != nil {
+		return nil, hotJob{}, err
 	}
-	remote := job
-	remote.Goroutines, remote.FirstOwner = b.cfg.hotGoroutines-local, local
-	var (
-		other    hotHalf
-		otherErr error
-		wg       sync.WaitGroup
-	)
-	wg.Go(func() { other, otherErr = b.worker.run(remote) })
-	mine := runHot(job)
+	start := time.Now().Add(300 * time.Millisecond) // time for the workers to open their clients
+	stop := start.Add(spec.settle + spec.d)
+	var window int64
+	var steady sync.WaitGroup
+	if spec.steady != nil {
+		from := start.Add(spec.settle + spec.d/5)
+		window = from.UnixNano()
+		steady.Go(func() { spec.steady(from, stop) })
+	}
+	jobs := make([]hotJob, procs)
+	first := 0
+	for i := range jobs {
+		n := spec.contenders / procs
+		if i < spec.contenders%procs {
+			n++
+		}
+		jobs[i] = hotJob{
+			Lib: l.key, Addr: addr, Name: name,
+			Goroutines: n, FirstOwner: first,
+			StartNs: start.UnixNano(), StopNs: stop.UnixNano(),
+			Hold: b.cfg.hold, TTL: b.cfg.ttl, WindowNs: window,
+		}
+		first += n
+	}
+	halves := make([]hotHalf, procs)
+	errs := make([]error, procs)
+	var wg sync.WaitGroup
+	for i := 1; i < procs; i++ {
+		wg.Go(func() { halves[i], errs[i] = b.workers[i-1].run(jobs[i]) })
+	}
+	halves[0] = runHot(jobs[0])
 	wg.Wait()
-	if otherErr != nil {
-		return nil, job, otherErr
+	steady.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, jobs[0], err
 	}
-	return []hotHalf{mine, other}, job, nil
+	return halves, jobs[0], nil
 }
 
 // memory runs scenario 4 for l: the growth of used_memory while n
@@ -334,30 +383,8 @@ func (b *bench) memory(l lib) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var (
-		next  atomic.Int64
-		errMu sync.Mutex
-		first error
-	)
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.cfg.memLocks) {
-					return
-				}
-				if _, err := lk.lock(ctx, fmt.Sprintf("mem:%07d", i)); err != nil {
-					errMu.Lock()
-					first = cmpErr(first, err)
-					errMu.Unlock()
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if first != nil {
-		return 0, first
+	if err := takeMany(lk, workers, 0, b.cfg.memLocks, func(i int) string { return fmt.Sprintf("mem:%07d", i) }); err != nil {
+		return 0, err
 	}
 	after, err := usedMemory(ctx, b.admin)
 	if err != nil {
@@ -378,4 +405,35 @@ func (b *bench) memory(l lib) (float64, error) {
 	closed = true
 	lk.close()
 	return float64(after-before) / float64(b.cfg.memLocks), nil
+}
+
+// takeMany takes the names name(from) to name(to-1) on lk with workers
+// goroutines and keeps them; it returns the first error.
+func takeMany(lk locker, workers, from, to int, name func(int) string) error {
+	ctx := context.Background()
+	var (
+		next  atomic.Int64
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		first error
+	)
+	next.Store(int64(from))
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(to) {
+					return
+				}
+				if _, err := lk.lock(ctx, name(int(i))); err != nil {
+					errMu.Lock()
+					first = cmpErr(first, err)
+					errMu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }

@@ -197,3 +197,94 @@ func trimFloat(v float64) string {
 	s = strings.TrimRight(s, "0")
 	return strings.TrimSuffix(s, ".")
 }
+
+// lineSeries is one line of a lineChart: a value (median, with a min–max
+// whisker) per x; a NaN median leaves a gap.
+type lineSeries struct {
+	label, color string
+	dashed       bool
+	ys           []spread
+}
+
+// lineChart draws series over xs on log-log axes (both positive), with
+// whiskers at each point.
+func lineChart(path, title, xAxis, yAxis string, xs []float64, series []lineSeries, format func(float64) string) error {
+	const (
+		w, left, right, top, ph0 = 760, 80, 30, 50, 330
+	)
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, sr := range series {
+		for _, y := range sr.ys {
+			for _, v := range []float64{y.lo, y.hi} {
+				if v > 0 && !math.IsNaN(v) {
+					lo, hi = min(lo, v), max(hi, v)
+				}
+			}
+		}
+	}
+	if math.IsInf(lo, 1) {
+		lo, hi = 1, 10
+	}
+	lo = math.Pow(10, math.Floor(math.Log10(lo)))
+	hi = math.Pow(10, math.Ceil(math.Log10(hi)))
+	if hi <= lo {
+		hi = lo * 10
+	}
+	x0, x1 := xs[0], xs[len(xs)-1]
+	h := top + ph0 + 70 + 18*len(series)
+	pw, ph := float64(w-left-right), float64(ph0)
+	x := func(v float64) float64 {
+		if x1 == x0 {
+			return left + pw/2
+		}
+		return left + (math.Log10(v)-math.Log10(x0))/(math.Log10(x1)-math.Log10(x0))*pw
+	}
+	y := func(v float64) float64 {
+		v = math.Min(math.Max(v, lo), hi)
+		return top + (1-(math.Log10(v)-math.Log10(lo))/(math.Log10(hi)-math.Log10(lo)))*ph
+	}
+	s := newSVG(w, h)
+	s.text(w/2, 24, "middle", `font-size="15" font-weight="bold"`, title)
+	for _, v := range xs {
+		s.line(x(v), top, x(v), top+ph, `stroke="#ddd"`)
+		s.text(x(v), top+ph+16, "middle", `fill="#444"`, trimFloat(v))
+	}
+	for d := lo; d <= hi*1.001; d *= 10 {
+		s.line(left, y(d), left+pw, y(d), `stroke="#ddd"`)
+		s.text(left-6, y(d)+4, "end", `fill="#444"`, format(d))
+	}
+	s.text(left+pw/2, top+ph+36, "middle", `fill="#444"`, xAxis)
+	s.text(16, top+ph/2, "middle", fmt.Sprintf(`fill="#444" transform="rotate(-90 16 %.1f)"`, top+ph/2), yAxis)
+	for i, sr := range series {
+		style := fmt.Sprintf(`stroke="%s" stroke-width="2"`, sr.color)
+		if sr.dashed {
+			style += ` stroke-dasharray="6,4"`
+		}
+		var pts []string
+		for j, v := range sr.ys {
+			if j >= len(xs) || math.IsNaN(v.med) || v.med <= 0 {
+				continue
+			}
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(xs[j]), y(v.med)))
+			s.line(x(xs[j]), y(v.lo), x(xs[j]), y(v.hi), fmt.Sprintf(`stroke="%s" stroke-width="1"`, sr.color))
+			fmt.Fprintf(s, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x(xs[j]), y(v.med), sr.color)
+		}
+		if len(pts) > 1 {
+			fmt.Fprintf(s, `<polyline fill="none" %s points="%s"/>`+"\n", style, strings.Join(pts, " "))
+		}
+		ly := float64(top+ph0+60) + float64(i)*18
+		s.line(left, ly-4, left+24, ly-4, style)
+		s.text(left+30, ly, "start", "", sr.label)
+	}
+	return s.write(path)
+}
+
+// storePalette colours the backends in the scaling charts.
+var storePalette = map[string]string{
+	"Redis":     "#d62728",
+	"MariaDB":   "#ff7f0e",
+	"Postgres":  "#1f77b4",
+	"SQLite":    "#2ca02c",
+	"ZooKeeper": "#9467bd",
+	"etcd":      "#8c564b",
+}

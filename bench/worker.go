@@ -25,7 +25,11 @@ func workerMain() error {
 		if err := json.Unmarshal(in.Bytes(), &job); err != nil {
 			return fmt.Errorf("worker: bad job: %w", err)
 		}
-		if err := out.Encode(runHot(job)); err != nil {
+		run := runHot
+		if job.Kind == kindWait {
+			run = runWait
+		}
+		if err := out.Encode(run(job)); err != nil {
 			return fmt.Errorf("worker: write result: %w", err)
 		}
 	}
@@ -86,4 +90,24 @@ func (w *worker) run(job hotJob) (hotHalf, error) {
 func (w *worker) close() error {
 	w.in.Close()
 	return w.cmd.Wait()
+}
+
+// ensureWorkers starts worker processes until there are n.
+func (b *bench) ensureWorkers(n int) error {
+	for len(b.workers) < n {
+		w, err := startWorker()
+		if err != nil {
+			return err
+		}
+		b.workers = append(b.workers, w)
+	}
+	return nil
+}
+
+// closeWorkers ends every worker process.
+func (b *bench) closeWorkers() {
+	for _, w := range b.workers {
+		w.close()
+	}
+	b.workers = nil
 }

@@ -1,0 +1,369 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Issue 16's measurements beyond scenarios 1-5: the handoff after a long
+// hold across processes on the SQL stores, `dlock demo`'s fairness over
+// processes, and the scaling charts (cost against the queue's length and
+// against the locks a Locker holds) on every backend.
+
+const kindWait = "wait"
+
+// longHold is how long the holder keeps the lock in the long-hold
+// handoff: longer than the SQL stores' longest poll backoff (250 ms) by
+// enough that a polling waiter has reached it.
+const longHold = 300 * time.Millisecond
+
+// runWait is the worker's half of a long-hold handoff: open the store,
+// call lock at StartNs (the holder has the name already), and report the
+// acquisition as one event (Call, Acq, and Rel: when unlock was called).
+func runWait(job hotJob) hotHalf {
+	var out hotHalf
+	lk, err := openJob(job)
+	if err != nil {
+		out.Errors = append(out.Errors, err.Error())
+		return out
+	}
+	defer lk.close()
+	time.Sleep(time.Until(time.Unix(0, job.StartNs)))
+	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, job.StopNs))
+	defer cancel()
+	call := time.Now()
+	unlock, err := lk.lock(ctx, job.Name)
+	acq := time.Now()
+	if err != nil {
+		out.Errors = append(out.Errors, fmt.Sprintf("lock: %v", err))
+		return out
+	}
+	rel := time.Now()
+	if err := unlock(context.Background()); err != nil {
+		out.Errors = append(out.Errors, fmt.Sprintf("unlock: %v", err))
+	}
+	out.Events = []hotEvent{{Owner: 1, Call: call.UnixNano(), Acq: acq.UnixNano(), Rel: rel.UnixNano()}}
+	return out
+}
+
+// longHoldHandoff takes a name on st in this process, has the worker
+// process call Acquire on it 300 ms... before releasing: the worker calls
+// at an agreed instant, and this process releases longHold after it. It
+// returns the time from Release returning to the worker's Acquire
+// returning (as sqllock's BenchmarkLongHoldHandoff measures within one
+// process), in ns.
+func (b *bench) longHoldHandoff(st store) (int64, error) {
+	l := storeLib(st.name)
+	lk, err := l.open(st.url, b.cfg.ttl)
+	if err != nil {
+		return 0, err
+	}
+	defer lk.close()
+	ctx := context.Background()
+	name := fmt.Sprintf("longhold:%d", time.Now().UnixNano())
+	unlock, err := lk.lock(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	call := time.Now().Add(300 * time.Millisecond) // time for the worker to open its Locker
+	job := hotJob{Kind: kindWait, Lib: l.key, Addr: st.url, Name: name,
+		StartNs: call.UnixNano(), StopNs: call.Add(longHold + 30*time.Second).UnixNano(), TTL: b.cfg.ttl}
+	var (
+		half hotHalf
+		werr error
+		wg   sync.WaitGroup
+	)
+	wg.Go(func() { half, werr = b.workers[0].run(job) })
+	time.Sleep(time.Until(call.Add(longHold)))
+	uerr := unlock(ctx)
+	released := time.Now()
+	wg.Wait()
+	if err := errors.Join(uerr, werr); err != nil {
+		return 0, err
+	}
+	if len(half.Errors) > 0 || len(half.Events) != 1 {
+		return 0, fmt.Errorf("worker: %v", half.Errors)
+	}
+	return half.Events[0].Acq - released.UnixNano(), nil
+}
+
+// longHoldStores are the stores of the long-hold handoff: the polling ones
+// of issue 16's targets, and PostgreSQL (LISTEN/NOTIFY) beside them.
+var longHoldStores = []string{"SQLite", "MariaDB", "Postgres"}
+
+// roundLongHold runs one long-hold handoff per store, interleaved.
+func (b *bench) roundLongHold() {
+	for _, st := range b.stores.list {
+		if !slices.Contains(longHoldStores, st.name) {
+			continue
+		}
+		d, err := b.longHoldHandoff(st)
+		if err != nil {
+			b.errorf("long-hold handoff %s: %v", st.name, err)
+			continue
+		}
+		b.longHold[st.name] = append(b.longHold[st.name], d)
+	}
+}
+
+// scaleWaiters are the waiter counts of the queue-length chart.
+var scaleWaiters = []int{1, 10, 100, 1000}
+
+// scaleProcs is how many processes the waiters are spread over.
+const scaleProcs = 4
+
+// scalingStores returns Redis (scenarios 1-4's server) and the other
+// stores, each with its dlock lib and whether it is the Redis one.
+func (b *bench) scalingStores() []store {
+	list := []store{{"Redis", b.addr}}
+	if b.stores != nil {
+		list = append(list, b.stores.list...)
+	}
+	return list
+}
+
+func scaleLib(st store) lib {
+	if st.name == "Redis" {
+		return dlockLib(redisBackend{})
+	}
+	return storeLib(st.name)
+}
+
+// roundWaiters runs, on every store, a hot name with n waiters (n+1
+// contenders, spread over up to scaleProcs processes) for each n of
+// scaleWaiters.
+func (b *bench) roundWaiters(round int) {
+	for _, n := range scaleWaiters {
+		for _, st := range b.scalingStores() {
+			name := fmt.Sprintf("scale:%s:%d:%d", st.name, n, round)
+			// 1,000 waiters take seconds to queue up on SQLite, ZooKeeper
+			// and etcd (one write each): the steady window starts after
+			// 2 ms per waiter.
+			spec := spreadSpec{contenders: n + 1, procs: scaleProcs, d: b.cfg.scaleDur, settle: time.Duration(n) * 2 * time.Millisecond}
+			sc := steadyCost{b: b, redis: st.name == "Redis"}
+			spec.steady = sc.measure
+			f, halves, err := b.spreadFigures(scaleLib(st), st.url, name, spec)
+			if err != nil {
+				b.errorf("waiters %s n=%d: %v", st.name, n, err)
+				continue
+			}
+			if f.overlaps > 0 {
+				b.errorf("waiters %s n=%d: %d acquisitions began before the previous holder called release (mutual exclusion broken?)", st.name, n, f.overlaps)
+			}
+			k := scaleKey(st.name, n)
+			b.scaleW.add(k, mOps, f.rate)
+			if len(f.handoffs) > 0 {
+				b.scaleW.add(k, mHandP50, float64(percentile(f.handoffs, 50)))
+				b.scaleW.add(k, mHandP99, float64(percentile(f.handoffs, 99)))
+			}
+			acqs, cpu := 0, time.Duration(0)
+			for _, h := range halves {
+				cpu += h.WindowCPU
+				for _, e := range h.Events {
+					if e.Acq >= sc.from.UnixNano() && e.Acq < sc.to.UnixNano() {
+						acqs++
+					}
+				}
+			}
+			if acqs == 0 {
+				continue
+			}
+			b.scaleW.add(k, mCliCPU, float64(cpu)/float64(acqs))
+			if st.name == "Redis" && sc.err == nil {
+				b.scaleW.add(k, mSrvCPU, float64(sc.cpu)/float64(acqs))
+				b.scaleW.add(k, mCmds, float64(sc.cmds.total())/float64(acqs))
+			}
+		}
+	}
+}
+
+// steadyCost measures a spread run's steady window [from, to): on Redis,
+// redis-server's CPU and commands run in it.
+type steadyCost struct {
+	b        *bench
+	redis    bool
+	from, to time.Time
+	cpu      time.Duration
+	cmds     cmdStats
+	err      error
+}
+
+func (c *steadyCost) measure(from, to time.Time) {
+	c.from, c.to = from, to
+	if !c.redis {
+		return
+	}
+	ctx := context.Background()
+	time.Sleep(time.Until(from))
+	cpu0, err0 := serverCPU(ctx, c.b.admin)
+	cmd0, err1 := readCmdStats(ctx, c.b.admin)
+	time.Sleep(time.Until(to))
+	cpu1, err2 := serverCPU(ctx, c.b.admin)
+	cmd1, err3 := readCmdStats(ctx, c.b.admin)
+	if c.err = errors.Join(err0, err1, err2, err3); c.err == nil {
+		c.cpu, c.cmds = cpu1-cpu0, cmd1.delta(cmd0)
+	}
+}
+
+// spreadFigures runs a spread run of l on addr and computes its figures.
+func (b *bench) spreadFigures(l lib, addr, name string, spec spreadSpec) (hotFigures, []hotHalf, error) {
+	halves, job, err := b.runSpread(l, addr, name, spec)
+	if err != nil {
+		return hotFigures{}, nil, err
+	}
+	for _, h := range halves {
+		for _, e := range h.Errors {
+			b.errorf("%s on %s: %s", l.key, name, e)
+		}
+	}
+	return computeHot(halves, spec.contenders, job.StartNs, job.StopNs, nil), halves, nil
+}
+
+func scaleKey(store string, n int) string { return store + "/" + strconv.Itoa(n) }
+
+// scaleHeld are the held-lock counts of the held-locks chart.
+var scaleHeld = []int{1, 10, 100, 1000, 10_000, 100_000}
+
+// heldCap is the most locks one Locker takes on st in the held-locks
+// chart: filling and emptying 100,000 locks takes seconds on Redis, half
+// a minute per SQL store and minutes on ZooKeeper and etcd (a few ms per
+// write), so those stop earlier.
+func (b *bench) heldCap(st string) int {
+	switch st {
+	case "Redis":
+		return b.cfg.scaleHeld
+	case "ZooKeeper", "etcd":
+		return b.cfg.scaleHeld / 100
+	}
+	return b.cfg.scaleHeld / 10
+}
+
+// heldScaling measures, on st, the uncontended acquire+release of one
+// more name by a Locker already holding k locks, for each k of scaleHeld
+// up to heldCap; the held locks have a 1 h lease (none is renewed during
+// the run).
+func (b *bench) heldScaling(st store) error {
+	l := scaleLib(st)
+	lk, err := l.open(st.url, time.Hour)
+	if err != nil {
+		return err
+	}
+	defer lk.close()
+	ctx := context.Background()
+	prefix := fmt.Sprintf("held:%d:", time.Now().UnixNano())
+	held := 0
+	const workers = 16
+	for _, k := range scaleHeld {
+		if k > b.heldCap(st.name) {
+			break
+		}
+		if err := takeMany(lk, workers, held, k, func(i int) string { return fmt.Sprintf("%s%07d", prefix, i) }); err != nil {
+			return fmt.Errorf("take %d locks: %w", k, err)
+		}
+		held = k
+		lat, err := cycleLoop(lk, prefix+"probe", b.cfg.scaleHeldDur, 20, func() {})
+		if err != nil {
+			return fmt.Errorf("cycle with %d held: %w", k, err)
+		}
+		key := scaleKey(st.name, k)
+		b.scaleH.add(key, mP50, float64(percentile(lat, 50)))
+		b.scaleH.add(key, mP99, float64(percentile(lat, 99)))
+		b.scaleH.add(key, mMean, mean(lat))
+	}
+	if st.name == "Redis" { // Close releases each lock: let it find none
+		return b.admin.FlushAll(ctx).Err()
+	}
+	return nil
+}
+
+// demoJain matches the Jain index in `dlock demo`'s summary.
+var demoJain = regexp.MustCompile(`Jain[^0-9\n]*([0-9]+(?:\.[0-9]+)?)`)
+
+// runDemo builds the dlock command and runs `dlock demo` on its default
+// store (SQLite, in a temporary state directory) b.cfg.demoRuns times,
+// recording the Jain index its summary prints (NaN when it prints none)
+// and its "per worker" line.
+func (b *bench) runDemo() error {
+	dir, err := os.MkdirTemp("", "dlock-bench-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "dlock")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/dlock")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/dlock: %v\n%s", err, tail(string(out), 10))
+	}
+	for i := range b.cfg.demoRuns {
+		state := filepath.Join(dir, fmt.Sprintf("state%d", i))
+		cmd := exec.Command(bin, "demo")
+		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state, "DLOCK_STORE=")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("dlock demo: %v\n%s", err, tail(out.String(), 10))
+		}
+		v := math.NaN()
+		if m := demoJain.FindStringSubmatch(out.String()); m != nil {
+			v, _ = strconv.ParseFloat(m[1], 64)
+		}
+		b.demo.add("demo", mJain, v)
+		b.demoOut = out.String()
+	}
+	return nil
+}
+
+// runIssue16 runs issue 16's sections after scenarios 1-4: it starts the
+// other stores (idle servers would have loaded the machine during the
+// Redis scenarios), runs the long-hold handoffs, the demo and the scaling
+// charts, and stops the stores. The stores' servers die with this process
+// if it is interrupted.
+func (b *bench) runIssue16() error {
+	c := b.cfg
+	if c.stores && (c.longHoldRuns > 0 || c.scaling) {
+		b.progress("starting MariaDB, PostgreSQL, ZooKeeper, etcd (dlock's test harness)")
+		b.stores, b.storesErr = startStores()
+		defer b.stores.stop()
+		if b.storesErr != nil {
+			b.errorf("stores: %v", b.storesErr)
+		}
+	}
+	if b.stores != nil {
+		for i := range c.longHoldRuns {
+			b.progress("long-hold handoff %d/%d: %v hold, waiter in another process", i+1, c.longHoldRuns, longHold)
+			b.roundLongHold()
+		}
+	}
+	if c.demoRuns > 0 {
+		b.progress("dlock demo on its default store, %d run(s)", c.demoRuns)
+		if b.demoErr = b.runDemo(); b.demoErr != nil {
+			b.errorf("demo: %v", b.demoErr)
+		}
+	}
+	if !c.scaling {
+		return nil
+	}
+	for r := range c.scaleRounds {
+		b.progress("scaling %d/%d: handoff against %v waiters over %d processes", r+1, c.scaleRounds, scaleWaiters, scaleProcs)
+		b.roundWaiters(r)
+	}
+	for _, st := range b.scalingStores() {
+		b.progress("scaling: %s cycle against locks held (up to %d)", st.name, b.heldCap(st.name))
+		if err := b.heldScaling(st); err != nil {
+			b.errorf("held locks %s: %v", st.name, err)
+		}
+	}
+	return nil
+}
