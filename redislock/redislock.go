@@ -26,8 +26,8 @@
 // which is never later than the server's. A contended acquisition
 // therefore costs two script calls: the attempt that queues and the
 // release that hands over. A waiter whose entry was last written more
-// than half its keep ago (see below) is granted only a short lease and
-// told so (ticket 0); it then runs the acquire script again, which checks
+// than half a second ago is granted only a short lease and told so
+// (ticket 0); it then runs the acquire script again, which checks
 // on the server that it is the owner and extends the lease to its TTL,
 // and Acquire returns after that call, with the lease measured from when
 // it was sent; if the grant was stale, the waiter queues again. So does
@@ -37,9 +37,9 @@
 // A waiter refreshes its place every min(TTL/3, 1 s); that refresh also
 // catches a grant whose message was lost, and a holder that died without
 // releasing. A waiter that dies loses its place after three heartbeats.
-// If the lock is handed to it within one and a half heartbeats of its
-// last refresh, it gets its TTL, as a holder that died just after taking
-// the lock would have; later, the granted lease lasts at most 2 s (such
+// If the lock is handed to it within half a second of its last write to
+// the queue, it gets its TTL, as a holder that died just after taking the
+// lock would have; later, the granted lease lasts at most 2 s (such
 // grants are confirmed within a heartbeat), so a dead waiter then holds
 // the name up for about 2 s plus the next waiter's heartbeat. A cancelled wait leaves the queue (and frees the lock if it was
 // granted meanwhile) before Acquire returns, waiting at most half a second
@@ -369,6 +369,14 @@ const queueTTL = 6 * maxHeartbeat
 // TTL.
 const grantLease = 2 * time.Second
 
+// freshGrant is how recently a waiter must have written its queue entry
+// for a release to hand it the lock with its full TTL, which it takes
+// without confirming (see AcquireQueued). A waiter that died less than
+// this before the lock was handed to it holds the name up for its TTL,
+// as a holder that died just after taking it would; one dead for longer
+// gets grantLease.
+const freshGrant = 500 * time.Millisecond
+
 func (d *redisDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
 	return d.acquire(ctx, l, noQueue, 0)
 }
@@ -435,8 +443,8 @@ func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue string,
 // with that ticket was sent: the waiter takes the message as the grant,
 // its lease measured from that call, with no further round trip. A
 // message is otherwise only a hint (ticket 0: the grant lease is short,
-// the entry was old; or WaitReplicas is set, and the grant must be
-// acknowledged by replicas), so the waiter runs the acquire script once
+// the entry was older than freshGrant; or WaitReplicas is set, and the
+// grant must be acknowledged by replicas), so the waiter runs the acquire script once
 // more, which checks on the server that it is the owner and extends the
 // lease to its TTL. The waiter also repeats the script every heartbeat,
 // which keeps its place and catches a grant whose message was lost and a

@@ -40,8 +40,8 @@ import (
 // fit: one exclusive entry when nobody holds, every shared entry up to
 // the first exclusive one while no exclusive holder holds, permits while
 // fewer than the limit hold. Each is told on the channel ARGV chanp ..
-// <locker id> with payload owner|fence|ticket. A fresh entry with a
-// ticket gets its TTL, and its waiter takes the message as the grant (the
+// <locker id> with payload owner|fence|ticket. An entry with a ticket
+// written less than freshGrant ago gets its TTL, and its waiter takes the message as the grant (the
 // entry was written by the call with that ticket, so the lease began
 // after that call was sent); the others get a lease of at most grantLease
 // and ticket 0, and their waiter runs the acquire script, which finds it
@@ -60,6 +60,7 @@ import (
 var common = `
 local grant_ms = ` + strconv.FormatInt(grantLease.Milliseconds(), 10) + `
 local queue_ms = ` + strconv.FormatInt(queueTTL.Milliseconds(), 10) + `
+local fresh_ms = ` + strconv.FormatInt(freshGrant.Milliseconds(), 10) + `
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -184,10 +185,10 @@ end
 -- order, and returns {owner, fence, ticket, ...} of those it granted. Self (the
 -- owner running the script) gets its own TTL and no message. The others
 -- get a message on their Locker's channel, owner|fence|ticket, and their
--- TTL when their entry carries a ticket and was written less than half
--- its keep ago (a live waiter rewrites it every third of its keep), so
--- that the waiter may take the message as the grant; else a lease of at
--- most grant_ms and ticket 0, and the waiter confirms it. first: see pop.
+-- TTL when their entry carries a ticket and was written less than
+-- fresh_ms ago, so that the waiter may take the message as the grant;
+-- else a lease of at most grant_ms and ticket 0, and the waiter confirms
+-- it. first: see pop.
 local function grant(K, Q, st, chanp, self, first)
   local granted = {}
   while not (st.n > 0 and st.mode == 'x') do
@@ -201,7 +202,7 @@ local function grant(K, Q, st, chanp, self, first)
     end
     local h, lease, tk = x.owner, x.ttl, '0'
     if h ~= self then
-      if x.ticket ~= '0' and now_ms() < x.w + x.keep / 2 then
+      if x.ticket ~= '0' and now_ms() - x.w < fresh_ms then
         tk = x.ticket
       else
         lease = math.min(lease, grant_ms)
