@@ -191,7 +191,7 @@ func (d *redisDriver) Waiters(ctx context.Context, names []string) ([]int, error
 	pipe := d.c.Pipeline()
 	cmds := make([]*redis.Cmd, len(names))
 	for i, n := range names {
-		cmds[i] = waitersScript.Eval(ctx, pipe, []string{d.keys(n)[2]}) // Eval: a pipeline cannot fall back from EVALSHA
+		cmds[i] = waitersScript.Eval(ctx, pipe, []string{d.keys(n)[1]}) // Eval: a pipeline cannot fall back from EVALSHA
 	}
 	pipe.Exec(ctx) // errors are read per command below
 	counts := make([]int, len(names))

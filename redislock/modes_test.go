@@ -32,16 +32,17 @@ func holderFields(t *testing.T, client *redis.Client, name string) map[string]st
 	return m
 }
 
-// queueState returns name's queue (Q) and the modes of its entries (E).
+// queueState returns the owners in name's queue and the modes of their
+// entries (owner|ticket|ttl|written|keep|mode|metadata).
 func queueState(t *testing.T, client *redis.Client, name string) (q []string, modes map[string]string) {
 	t.Helper()
 	k := redislock.Key("", name)
-	q = client.LRange(t.Context(), k+":q", 0, -1).Val()
 	modes = make(map[string]string)
-	for owner, e := range client.HGetAll(t.Context(), k+":e").Val() {
-		parts := strings.SplitN(e, "|", 4)
-		if len(parts) == 4 {
-			modes[owner] = parts[2]
+	for _, e := range client.LRange(t.Context(), k+":q", 0, -1).Val() {
+		parts := strings.SplitN(e, "|", 7)
+		q = append(q, parts[0])
+		if len(parts) == 7 {
+			modes[parts[0]] = parts[5]
 		}
 	}
 	return q, modes
@@ -51,9 +52,9 @@ func queueState(t *testing.T, client *redis.Client, name string) (q []string, mo
 func wantNoQueue(t *testing.T, client *redis.Client, name string) {
 	t.Helper()
 	k := redislock.Key("", name)
-	if n := client.Exists(t.Context(), k+":q", k+":e").Val(); n != 0 {
+	if n := client.Exists(t.Context(), k+":q").Val(); n != 0 {
 		q, modes := queueState(t, client, name)
-		t.Fatalf("EXISTS %s:q %s:e = %d (queue %v, entries %v), want 0: nothing left of the wait", k, k, n, q, modes)
+		t.Fatalf("EXISTS %s:q = %d (queue %v, modes %v), want 0: nothing left of the wait", k, n, q, modes)
 	}
 }
 

@@ -14,11 +14,12 @@ import (
 
 // grants receives, on one pub/sub connection per Locker (opened on its
 // first Acquire and kept until Close), the messages by which a releasing
-// script hands the lock to a waiter of this Locker: "owner|fence" on the
-// channel prefix + "w:" + the Locker id. It wakes that waiter, which then
-// asks the server: a message is a hint, never proof, since it may arrive
-// long after it was sent (the fence in it is not used). Its goroutine
-// exits when close closes the connection.
+// script hands the lock to a waiter of this Locker: "owner|fence|ticket"
+// on the channel prefix + "w:" + the Locker id. It passes the message to
+// that waiter, which takes it as the grant only if the ticket is one of
+// its own calls' (see AcquireQueued) and otherwise asks the server: a
+// message may arrive long after it was sent. Its goroutine exits when
+// close closes the connection.
 type grants struct {
 	c       redis.UniversalClient
 	channel string          // prefix + "w:"; the Locker id is appended on first use
@@ -28,7 +29,7 @@ type grants struct {
 	ps      *redis.PubSub
 	ready   chan struct{} // closed when the server confirms the subscription
 	closed  bool
-	waiters map[string]chan struct{} // by owner; buffered, one pending wake-up
+	waiters map[string]chan string // by owner; buffered, one pending wake-up
 	loop    sync.WaitGroup
 }
 
@@ -40,17 +41,17 @@ func newGrants(c redis.UniversalClient, channelPrefix string, quiet bool) *grant
 	if quiet {
 		ctx = redisquiet.Context(ctx)
 	}
-	return &grants{c: c, channel: channelPrefix, ctx: ctx, waiters: make(map[string]chan struct{})}
+	return &grants{c: c, channel: channelPrefix, ctx: ctx, waiters: make(map[string]chan string)}
 }
 
 // wait registers owner (of the Locker lockerID) for wake-ups, subscribing
 // the Locker's channel on first use without waiting for the server's
 // confirmation. wake receives a value when a grant for owner may have
-// been published (a grant message, or a resubscription after which
+// been published: the grant message, or "" (a resubscription after which
 // messages may have been lost); ready is closed once the subscription is
 // active; stop unregisters owner.
-func (g *grants) wait(lockerID, owner string) (wake <-chan struct{}, ready <-chan struct{}, stop func(), err error) {
-	ch := make(chan struct{}, 1)
+func (g *grants) wait(lockerID, owner string) (wake <-chan string, ready <-chan struct{}, stop func(), err error) {
+	ch := make(chan string, 1)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -104,7 +105,7 @@ func (g *grants) receive(ps *redis.PubSub, ready chan struct{}) {
 		switch m := msg.(type) {
 		case *redis.Message:
 			if owner, _, ok := strings.Cut(m.Payload, "|"); ok {
-				g.wake(owner)
+				g.wake(owner, m.Payload)
 			}
 		case *redis.Subscription:
 			if m.Kind != "subscribe" {
@@ -119,7 +120,7 @@ func (g *grants) receive(ps *redis.PubSub, ready chan struct{}) {
 			// lost meanwhile, so every waiter asks the server again.
 			g.mu.Lock()
 			for o := range g.waiters {
-				g.wakeLocked(o)
+				g.wakeLocked(o, "")
 			}
 			g.mu.Unlock()
 		}
@@ -135,18 +136,28 @@ const (
 	reconnectPause = 100 * time.Millisecond
 )
 
-// wake wakes owner's waiter, if it waits in this Locker.
-func (g *grants) wake(owner string) {
+// wake passes msg (a grant message, or "") to owner's waiter, if it
+// waits in this Locker. A pending grant message is replaced by a newer
+// one, never by "".
+func (g *grants) wake(owner, msg string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.wakeLocked(owner)
+	g.wakeLocked(owner, msg)
 }
 
-func (g *grants) wakeLocked(owner string) {
-	select {
-	case g.waiters[owner] <- struct{}{}:
-	default: // not waiting here, or a wake-up is pending already
+func (g *grants) wakeLocked(owner, msg string) {
+	ch := g.waiters[owner]
+	if ch == nil {
+		return // not waiting here
 	}
+	select {
+	case old := <-ch:
+		if msg == "" {
+			msg = old
+		}
+	default:
+	}
+	ch <- msg // the only sender (under g.mu), into an emptied buffer
 }
 
 func (g *grants) close() error {

@@ -64,12 +64,12 @@ func TestHandoffWakesOneWaiter(t *testing.T) {
 	scripts := commandCalls(t, client, "evalsha", "eval") - before
 	perAcq := float64(scripts) / float64(acquisitions)
 	t.Logf("%d script calls for %d contended acquisitions: %.2f each", scripts, acquisitions, perAcq)
-	// One attempt that queues, one release that hands over, one call in
-	// which the woken waiter confirms the grant on the server (a grant is
-	// a hint); waking every waiter on each release would cost about one
-	// more call per waiter (7 here).
-	if perAcq > 4 {
-		t.Errorf("%.2f script calls per contended acquisition, want about 3 (the release hands the lock to one waiter)", perAcq)
+	// One attempt that queues, one release that hands over; the woken
+	// waiter takes the grant message (naming the call that queued it) as
+	// the grant, with no call to confirm it. Waking every waiter on each
+	// release would cost about one more call per waiter (7 here).
+	if perAcq > 2.5 {
+		t.Errorf("%.2f script calls per contended acquisition, want about 2 (the release hands the lock to one waiter, which needs no confirming call)", perAcq)
 	}
 }
 
@@ -131,6 +131,10 @@ func TestDeadWaiterHoldsNameBriefly(t *testing.T) {
 	live := dlocktest.AcquireAsync(t.Context(), newLocker(t, client), name, dlock.WithTTL(ttl))
 	eventually(t, "live waiter queued", func() bool { return queueLen(t, client, name) == 2 })
 	w.Kill(t)
+	// A waiter dead for less than half a second when the lock is handed to
+	// it gets its full TTL (like a holder dying just after acquiring): let
+	// the dead worker's entry age past that.
+	time.Sleep(time.Second)
 	dlocktest.MustRelease(t, k)
 	released := time.Now()
 	// The dead worker was first in line and its place had not lapsed: the

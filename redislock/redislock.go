@@ -18,23 +18,30 @@
 // reconnects and resubscribes when it breaks; every waiter then asks the
 // server again, in case a grant was published meanwhile.
 //
-// A grant message is a hint, never proof: it may arrive long after it was
-// sent (after a partition, for one), for a lease that has run out and
-// that another owner has taken since. So the woken waiter runs the acquire
-// script again, which checks on the server that it is the owner and
-// extends the granted lease to its TTL, and Acquire returns only after
-// that call, with the lease measured from when it was sent; if the grant
-// was stale, the waiter queues again. A contended acquisition therefore
-// costs three script calls: the attempt that queues, the release that
-// hands over, and the confirmation.
+// A grant message may arrive long after it was sent (after a partition,
+// for one), for a lease that has run out and that another owner has taken
+// since. So it names the ticket of the waiter's script call that wrote
+// the queue entry it was granted from: the grant happened after that call
+// was sent, and the waiter measures its lease (its full TTL) from then,
+// which is never later than the server's. A contended acquisition
+// therefore costs two script calls: the attempt that queues and the
+// release that hands over. A waiter whose entry was last written more
+// than half a second ago is granted only a short lease and told so
+// (ticket 0); it then runs the acquire script again, which checks
+// on the server that it is the owner and extends the lease to its TTL,
+// and Acquire returns after that call, with the lease measured from when
+// it was sent; if the grant was stale, the waiter queues again. So does
+// every waiter when WaitReplicas is set, since that call is the one that
+// waits for the replicas.
 //
 // A waiter refreshes its place every min(TTL/3, 1 s); that refresh also
 // catches a grant whose message was lost, and a holder that died without
 // releasing. A waiter that dies loses its place after three heartbeats.
-// If the lock is handed to it before that, the granted lease lasts at most
-// 2 s (grants are confirmed within a heartbeat), so a dead waiter holds
-// the name up for about 2 s plus the next waiter's heartbeat, whatever its
-// TTL. A cancelled wait leaves the queue (and frees the lock if it was
+// If the lock is handed to it within half a second of its last write to
+// the queue, it gets its TTL, as a holder that died just after taking the
+// lock would have; later, the granted lease lasts at most 2 s (such
+// grants are confirmed within a heartbeat), so a dead waiter then holds
+// the name up for about 2 s plus the next waiter's heartbeat. A cancelled wait leaves the queue (and frees the lock if it was
 // granted meanwhile) before Acquire returns, waiting at most half a second
 // for the server. TryAcquire never queues, and does not take a free lock
 // while live waiters queue for it.
@@ -66,8 +73,8 @@
 //
 // A lock on name lives in a string key, Prefix + "{" + escaped name + "}",
 // whose value is "owner|fence[|metadata]" while held; its waiters in
-// that key + ":q" (a list) and + ":e" (a hash: owner -> lease length,
-// place deadline, mode, metadata), which exist only while someone waits.
+// that key + ":q", a list of entries "owner|ticket|lease length|written
+// at|kept for|mode|metadata", which exists only while someone waits.
 // A name held in shared mode or as a semaphore is a hash under the same
 // key instead: owner -> "expiry_ms|fence|metadata" per holder (expiry on
 // the server's clock), "f" -> the last fence issued and "m" -> the mode
@@ -330,10 +337,10 @@ var (
 	_ driver.WaiterCounter = (*redisDriver)(nil)
 )
 
-// keys returns the lock key and its queue keys (see scripts.go).
+// keys returns the lock key and its queue's key (see scripts.go).
 func (d *redisDriver) keys(name string) []string {
 	k := Key(d.prefix, name)
-	return []string{k, k + ":q", k + ":e"}
+	return []string{k, k + ":q"}
 }
 
 func (d *redisDriver) channelPrefix() string { return d.prefix + "w:" }
@@ -350,6 +357,10 @@ func heartbeat(ttl time.Duration) time.Duration { return min(ttl/3, maxHeartbeat
 // in the queue.
 const maxHeartbeat = time.Second
 
+// queueTTL is how long a queue outlives the last write to it: twice the
+// longest a place is kept without a refresh (three heartbeats).
+const queueTTL = 6 * maxHeartbeat
+
 // grantLease bounds the lease of a lock handed to a waiter by a release
 // (or by an acquire script that found the lock free and a waiter first in
 // line) until the waiter confirms it with its own owner-checked script
@@ -358,22 +369,34 @@ const maxHeartbeat = time.Second
 // TTL.
 const grantLease = 2 * time.Second
 
+// freshGrant is how recently a waiter must have written its queue entry
+// for a release to hand it the lock with its full TTL, which it takes
+// without confirming (see AcquireQueued). A waiter that died less than
+// this before the lock was handed to it holds the name up for its TTL,
+// as a holder that died just after taking it would; one dead for longer
+// gets grantLease.
+const freshGrant = 500 * time.Millisecond
+
 func (d *redisDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
-	return d.acquire(ctx, l, false)
+	return d.acquire(ctx, l, noQueue, 0)
 }
 
-// acquire runs the acquire script once; with queue set, the owner joins
-// (or stays in) the queue if it does not get the lock. If it joined the
-// queue in this call, the Result has Waited set and Ahead the entries
+// How an acquire call treats the queue.
+const (
+	noQueue   = "0" // a single attempt
+	joinQueue = "1" // join the queue if not acquired
+	keepPlace = "2" // refresh the place an earlier call of this wait took
+)
+
+// acquire runs the acquire script once; with queue joinQueue or
+// keepPlace, the owner joins (or stays in) the queue if it does not get
+// the lock, with ticket (see AcquireQueued) in its entry. If it joined
+// the queue in this call, the Result has Waited set and Ahead the entries
 // ahead of it then (holders included).
-func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue bool) (driver.Result, error) {
-	q := "0"
-	if queue {
-		q = "1"
-	}
+func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue string, ticket int) (driver.Result, error) {
 	keep := 3 * heartbeat(l.TTL)
 	call := d.batch.run(&scriptCall{ctx: ctx, script: acquireScript, keys: d.keys(l.Name), wait: true, ttl: l.TTL,
-		args: []any{l.Owner, ms(l.TTL), l.Metadata, q, ms(keep), d.channelPrefix(), modeArg(l)}})
+		args: []any{l.Owner, ms(l.TTL), l.Metadata, queue, ms(keep), d.channelPrefix(), modeArg(l), ticket}})
 	vals, err := call.cmd.Slice()
 	if err != nil {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
@@ -411,15 +434,21 @@ func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue bool) (
 
 // AcquireQueued waits in the lock's first-come-first-served queue on the
 // server. A releasing owner hands the lock to the first live waiter in the
-// same script and tells its Locker over pub/sub. That message is only a
-// hint (it may be stale: sent for a lease that has run out meanwhile, as
-// after a partition), so the waiter runs the acquire script once more,
-// which checks on the server that it is the owner and extends the short
-// granted lease to its TTL. Acquire returns only after such an
-// owner-checked call, and the lease is measured from when that call was
-// sent. The waiter also repeats the script every heartbeat, which keeps
-// its place and catches a grant whose message was lost and a holder that
-// died without releasing.
+// same script and tells its Locker over pub/sub.
+//
+// Each call of the acquire script in one wait carries a ticket, its
+// number, which it writes into the waiter's queue entry. A grant message
+// names the ticket of the entry it was granted from (and, by then, the
+// lease is the waiter's full TTL), so the grant happened after the call
+// with that ticket was sent: the waiter takes the message as the grant,
+// its lease measured from that call, with no further round trip. A
+// message is otherwise only a hint (ticket 0: the grant lease is short,
+// the entry was older than freshGrant; or WaitReplicas is set, and the
+// grant must be acknowledged by replicas), so the waiter runs the acquire script once
+// more, which checks on the server that it is the owner and extends the
+// lease to its TTL. The waiter also repeats the script every heartbeat,
+// which keeps its place and catches a grant whose message was lost and a
+// holder that died without releasing.
 func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Result, error) {
 	lockerID, _, _ := strings.Cut(l.Owner, ":")
 	wake, ready, stop, err := d.grants.wait(lockerID, l.Owner)
@@ -434,16 +463,23 @@ func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver
 	}
 	hb := heartbeat(l.TTL)
 	waited, ahead := false, -1 // for Result.Waited and Ahead
+	var sent []time.Time       // by ticket - 1: when each call was sent
+	queue := joinQueue
 	for {
-		sent := time.Now()
-		res, err := d.acquire(ctx, l, true)
+		ticket := 0
+		if d.wait == nil {
+			ticket = len(sent) + 1
+		}
+		sent = append(sent, time.Now())
+		res, err := d.acquire(ctx, l, queue, ticket)
 		if err != nil {
 			return res, err // the core frees what a lost reply may have taken
 		}
+		queue = keepPlace
 		if res.Acquired {
 			// This call checked the owner on the server and set the
 			// lease to TTL after it was sent.
-			res.LeaseStart = sent
+			res.LeaseStart = sent[len(sent)-1]
 			if waited {
 				res.Waited, res.Ahead = true, ahead
 			}
@@ -464,7 +500,11 @@ func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver
 		}
 		t := time.NewTimer(wait)
 		select {
-		case <-wake: // a grant or a resubscription: ask the server
+		case msg := <-wake: // a grant or a resubscription
+			if fence, at, ok := granted(msg, sent); ok {
+				t.Stop()
+				return driver.Result{Acquired: true, Fence: fence, LeaseStart: at, Waited: true, Ahead: ahead}, nil
+			}
 		case <-ready:
 			ready = nil
 		case <-t.C:
@@ -475,6 +515,26 @@ func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver
 		}
 		t.Stop()
 	}
+}
+
+// granted reads a grant message "owner|fence|ticket": if the ticket is
+// that of one of the calls sent (sent[ticket-1] the time it was sent), the
+// lease was granted for the waiter's TTL after that time. It reports the
+// fence and that time.
+func granted(msg string, sent []time.Time) (fence uint64, at time.Time, ok bool) {
+	parts := strings.Split(msg, "|")
+	if len(parts) != 3 {
+		return 0, time.Time{}, false
+	}
+	ticket, err := strconv.Atoi(parts[2])
+	if err != nil || ticket < 1 || ticket > len(sent) {
+		return 0, time.Time{}, false
+	}
+	fence, err = strconv.ParseUint(parts[1], 10, 64)
+	if err != nil {
+		return 0, time.Time{}, false
+	}
+	return fence, sent[ticket-1], true
 }
 
 // subscribeWait bounds how long a waiter queued before its Locker's
@@ -548,11 +608,13 @@ func (d *redisDriver) Release(ctx context.Context, l driver.Lease) error {
 	if !held {
 		return fmt.Errorf("redislock: release %q: %w", l.Name, driver.ErrNotHeld)
 	}
-	// Handed to waiters: those of this Locker are woken now rather than
+	// Handed to waiters: those of this Locker are told now rather than
 	// after the pub/sub message's trip.
-	for i := 1; i+1 < len(vals); i += 2 {
+	for i := 1; i+2 < len(vals); i += 3 {
 		if next, _ := vals[i].(string); sameLocker(next, l.Owner) {
-			d.grants.wake(next)
+			fence, _ := vals[i+1].(string)
+			ticket, _ := vals[i+2].(string)
+			d.grants.wake(next, next+"|"+fence+"|"+ticket)
 		}
 	}
 	return nil

@@ -16,11 +16,13 @@ import (
 //	                        per holder (expiry on the server's clock), plus
 //	                        "f" -> the last fence issued and "m" -> the
 //	                        mode ("s" shared, or the semaphore's limit)
-//	Q  = K + ":q"           list of waiting owners, first come first served
-//	E  = K + ":e"           hash owner -> "ttl_ms|deadline_ms|mode|metadata":
-//	                        a waiter's lease length, how long its place is
-//	                        kept unless it refreshes it (server clock), and
-//	                        its mode ("x" exclusive, "s" shared, or a limit)
+//	Q  = K + ":q"           list of waiters, first come first served, one
+//	                        entry each: owner|ticket|ttl_ms|written_ms|
+//	                        keep_ms|mode|metadata: the waiter's lease
+//	                        length, when it last wrote the entry (server
+//	                        clock), how long the entry lives unless
+//	                        rewritten, and its mode ("x" exclusive, "s"
+//	                        shared, or a limit); ticket: see grant
 //
 // Owners never contain '|' and always contain ':', so no owner is "f" or
 // "m". The hash's own expiry is raised to its latest holder's, so a hash
@@ -37,10 +39,13 @@ import (
 // server, in the same script, to as many queue entries from the head as
 // fit: one exclusive entry when nobody holds, every shared entry up to
 // the first exclusive one while no exclusive holder holds, permits while
-// fewer than the limit hold. Each gets a lease of at most grantLease, and
-// its Locker is told on the channel ARGV chanp .. <locker id> with payload
-// owner|fence. The waiter then runs the acquire script, which finds it a
-// holder and extends the lease to its own TTL.
+// fewer than the limit hold. Each is told on the channel ARGV chanp ..
+// <locker id> with payload owner|fence|ticket. An entry with a ticket
+// written less than freshGrant ago gets its TTL, and its waiter takes the message as the grant (the
+// entry was written by the call with that ticket, so the lease began
+// after that call was sent); the others get a lease of at most grantLease
+// and ticket 0, and their waiter runs the acquire script, which finds it
+// a holder and extends the lease to its own TTL.
 
 // common holds the Lua helpers the general paths share. The server's TIME
 // is read only when needed (and once per script): for the first token of
@@ -54,6 +59,8 @@ import (
 // expiry), glease (the shortest lease granted by this script).
 var common = `
 local grant_ms = ` + strconv.FormatInt(grantLease.Milliseconds(), 10) + `
+local queue_ms = ` + strconv.FormatInt(queueTTL.Milliseconds(), 10) + `
+local fresh_ms = ` + strconv.FormatInt(freshGrant.Milliseconds(), 10) + `
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -142,76 +149,123 @@ end
 local function tombstone(K, st, ms)
   redis.call('SET', K, '|' .. num(st.last), 'PX', ms)
 end
-local function next_live(Q, E)
+-- A queue entry is "owner|ticket|ttl|written|keep|mode|metadata": the
+-- waiter's ticket (the number of the call that wrote the entry, "0" when
+-- its grants must be confirmed), lease length, when the entry was written
+-- (server clock, ms), how long it lives without a rewrite, and mode.
+local function parse(e)
+  local o, tk, ttl, w, keep, mode, meta = string.match(e, '^([^|]*)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|(.*)$')
+  if not o then return nil end
+  return {owner = o, ticket = tk, ttl = tonumber(ttl), w = tonumber(w), keep = tonumber(keep), mode = mode, meta = meta, raw = e}
+end
+local function live(x) return x and x.w + x.keep >= now_ms() end
+-- peek returns the queue's first live entry, dropping dead ones ahead of it.
+local function peek(Q)
   while true do
-    local h = redis.call('LINDEX', Q, 0)
-    if not h then return nil end
-    local e = redis.call('HGET', E, h)
-    if e then
-      local ttl, dl, mode, meta = string.match(e, '^(%d+)|(%d+)|([^|]*)|(.*)$')
-      if ttl and tonumber(dl) >= now_ms() then return h, ttl, mode, meta end
-    end
+    local e = redis.call('LINDEX', Q, 0)
+    if not e then return nil end
+    local x = parse(e)
+    if live(x) then return x end
     redis.call('LPOP', Q)
-    redis.call('HDEL', E, h)
+  end
+end
+-- pop removes and returns the queue's first live entry (dropping dead
+-- ones ahead of it); first is the head already popped by the caller, if any.
+local function pop(Q, first)
+  local e = first
+  while true do
+    if not e then e = redis.call('LPOP', Q) end
+    if not e then return nil end
+    local x = parse(e)
+    if live(x) then return x end
+    e = nil
   end
 end
 -- grant hands the name to the queue's head entries while they fit, in
--- order, and returns {owner, fence, ...} of those it granted. Self (the
--- owner running the script) gets its own TTL and no message; the others
--- a lease of at most grant_ms and a message on their Locker's channel.
-local function grant(K, Q, E, st, chanp, self)
+-- order, and returns {owner, fence, ticket, ...} of those it granted. Self (the
+-- owner running the script) gets its own TTL and no message. The others
+-- get a message on their Locker's channel, owner|fence|ticket, and their
+-- TTL when their entry carries a ticket and was written less than
+-- fresh_ms ago, so that the waiter may take the message as the grant;
+-- else a lease of at most grant_ms and ticket 0, and the waiter confirms
+-- it. first: see pop.
+local function grant(K, Q, st, chanp, self, first)
   local granted = {}
   while not (st.n > 0 and st.mode == 'x') do
-    local h, ttl, mode, meta = next_live(Q, E)
-    if not h or not compatible(st, mode) or not fits(st, mode) then break end
-    redis.call('LPOP', Q)
-    redis.call('HDEL', E, h)
-    local lease = tonumber(ttl)
-    if h ~= self then lease = math.min(lease, grant_ms) end
-    local f = add(K, st, h, mode, meta, lease)
+    local x = pop(Q, first)
+    first = nil
+    if not x then break end
+    if not compatible(st, x.mode) or not fits(st, x.mode) then
+      redis.call('LPUSH', Q, x.raw)
+      redis.call('PEXPIRE', Q, queue_ms)
+      break
+    end
+    local h, lease, tk = x.owner, x.ttl, '0'
     if h ~= self then
-      redis.call('PUBLISH', chanp .. string.match(h, '^[^:]*'), h .. '|' .. f)
+      if x.ticket ~= '0' and now_ms() - x.w < fresh_ms then
+        tk = x.ticket
+      else
+        lease = math.min(lease, grant_ms)
+      end
+    end
+    local f = add(K, st, h, x.mode, x.meta, lease)
+    if h ~= self then
+      redis.call('PUBLISH', chanp .. string.match(h, '^[^:]*'), h .. '|' .. f .. '|' .. tk)
       st.glease = math.min(st.glease or lease, lease)
     end
     table.insert(granted, h)
     table.insert(granted, f)
+    table.insert(granted, tk)
   end
   return granted
 end
--- enqueue puts owner at the tail of the queue, or refreshes its place;
--- it returns how many entries are queued ahead of it if it joined now,
--- else nil.
-local function enqueue(Q, E, owner, ttl, mode, meta, keep)
+-- find returns the raw entry of owner in the queue and its index (from
+-- 0), or nil.
+local function find(Q, owner)
+  local p = owner .. '|'
+  for i, e in ipairs(redis.call('LRANGE', Q, 0, -1)) do
+    if string.sub(e, 1, #p) == p then return e, i - 1 end
+  end
+end
+-- enqueue puts owner at the tail of the queue, or, if known (it queued
+-- before in this wait), rewrites its entry in place when still there. It
+-- returns how many entries are queued ahead of it if it joined now, else
+-- nil. The queue outlives every entry (keep is at most 3 s).
+local function enqueue(Q, owner, ticket, ttl, keep, mode, meta, known)
+  local e = owner .. '|' .. ticket .. '|' .. ttl .. '|' .. num(now_ms()) .. '|' .. keep .. '|' .. mode .. '|' .. meta
+  local found, i
+  if known then found, i = find(Q, owner) end
   local ahead
-  if redis.call('HSET', E, owner, ttl .. '|' .. num(now_ms() + keep) .. '|' .. mode .. '|' .. meta) == 1 then
-    ahead = redis.call('RPUSH', Q, owner) - 1
+  if found then
+    redis.call('LSET', Q, i, e)
+  else
+    ahead = redis.call('RPUSH', Q, e) - 1
   end
-  -- both keys must outlive this place (now + keep); doubling the margin
-  -- when it runs short extends them once per keep, not on every call
-  for _, k in ipairs({Q, E}) do
-    if redis.call('PTTL', k) < keep then redis.call('PEXPIRE', k, 2 * keep) end
-  end
+  redis.call('PEXPIRE', Q, queue_ms)
   return ahead
 end
 `
 
-// acquireScript: KEYS K, Q, E; ARGV owner, TTL ms, metadata, queue ("1"
-// to join the queue if not acquired, "0" for a single attempt), keep ms
+// acquireScript: KEYS K, Q; ARGV owner, TTL ms, metadata, queue ("0"
+// for a single attempt, "1" to join the queue if not acquired, "2" to
+// keep the place taken by an earlier call of the same wait), keep ms
 // (how long the queue keeps the place without a refresh), chanp, mode
-// ("x" exclusive, "s" shared, or a semaphore's limit).
+// ("x" exclusive, "s" shared, or a semaphore's limit), ticket (this
+// call's number in its wait, or "0": see grant).
 //
 // It returns {1, fence} when owner holds the name (taken now, granted
 // while it waited, or re-entered after a lost reply), with its lease set
 // to TTL; {0, ms} when not: how long until a holder's lease ends at the
 // latest, and {0, ms, ahead} when owner joined the queue in this call,
 // with how many were ahead of it then (holders and queued entries, live
-// or not yet found dead); {-1, mode} when the name is held (or handed to a waiter) in a
-// mode that disagrees with owner's. Entries queued first are served
-// first; owner takes the name only when the queue is empty (or it is
-// granted from it); with queue set, owner is put in (or kept in) line.
+// or not yet found dead); {-1, mode} when the name is held (or handed to
+// a waiter) in a mode that disagrees with owner's. Entries queued first
+// are served first; owner takes the name only when the queue is empty
+// (or it is granted from it); with queue set, owner is put in (or kept
+// in) line.
 var acquireScript = redis.NewScript(acquireFast + common + `
-local K, Q, E = KEYS[1], KEYS[2], KEYS[3]
-local owner, ttl, meta, queue, keep, chanp, mode = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1', tonumber(ARGV[5]), ARGV[6], ARGV[7]
+local K, Q = KEYS[1], KEYS[2]
+local owner, ttl, meta, queue, keep, chanp, mode, ticket = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local st = load(K, v0)
 if not st then return redis.error_reply('dlock: key holds a value dlock did not write') end
 if st.owner == owner then
@@ -225,15 +279,17 @@ if mine then
   return {1, mine.fence}
 end
 if not compatible(st, mode) then return {-1, st.mode} end
-grant(K, Q, E, st, chanp, owner)
-if st.owner == owner then return {1, st.fence} end
-if st.hs[owner] then return {1, st.hs[owner].fence} end
-if not compatible(st, mode) then return {-1, st.mode} end
-if fits(st, mode) and not next_live(Q, E) then
-  return {1, add(K, st, owner, mode, meta, ttl)}
+if st.n == 0 or st.mode ~= 'x' then
+  grant(K, Q, st, chanp, owner)
+  if st.owner == owner then return {1, st.fence} end
+  if st.hs[owner] then return {1, st.hs[owner].fence} end
+  if not compatible(st, mode) then return {-1, st.mode} end
+  if fits(st, mode) and not peek(Q) then
+    return {1, add(K, st, owner, mode, meta, ttl)}
+  end
 end
 local ahead
-if queue then ahead = enqueue(Q, E, owner, ttl, mode, meta, keep) end
+if queue ~= '0' then ahead = enqueue(Q, owner, ticket, ttl, keep, mode, meta, queue == '2') end
 local wait = grant_ms
 if st.glease then
   wait = st.glease
@@ -298,26 +354,33 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
 
-// releaseScript: KEYS K, Q, E; ARGV owner, tombstone ms, chanp. If owner
+// releaseScript: KEYS K, Q; ARGV owner, tombstone ms, chanp. If owner
 // holds the name, frees its hold: hands the name on to the queue's head
 // entries that now fit, or, if nobody holds it any more, leaves a
 // tombstone keeping the fence. Otherwise takes owner out of the queue (a
 // waiter giving up), and hands the name to the entries that were queued
 // behind it and now fit (readers behind a writer that gave up). Returns 0
-// if owner did not hold the name, else {1, owner, fence, ...} with the
-// owners it was handed to.
+// if owner did not hold the name, else {1, owner, fence, ticket, ...}
+// with the owners it was handed to (see grant).
 //
 // A holder is never in the queue: it leaves the queue in the same script
 // that gives it the name, and a holder's own acquire attempts re-enter
-// instead of queueing. So only a waiter needs LREM and HDEL.
+// instead of queueing. So only a waiter needs the queue searched. An
+// exclusive holder's release pops the queue's head at once: nil means
+// nobody waits, and costs what EXISTS would.
 var releaseScript = redis.NewScript(ownerHeld + `
-if type(v) ~= 'table' and redis.call('EXISTS', KEYS[2]) == 0 then
-  if not held then return 0 end
-  redis.call('SET', KEYS[1], '|' .. string.match(v, '^[^|]*|(%d+)'), 'PX', ARGV[2])
-  return {1}
+local first
+if type(v) ~= 'table' and held then
+  first = redis.call('LPOP', KEYS[2])
+  if not first then
+    redis.call('SET', KEYS[1], '|' .. string.match(v, '^[^|]*|(%d+)'), 'PX', ARGV[2])
+    return {1}
+  end
+elseif type(v) ~= 'table' and redis.call('EXISTS', KEYS[2]) == 0 then
+  return 0
 end
 ` + common + `
-local K, Q, E, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
+local K, Q, owner = KEYS[1], KEYS[2], ARGV[1]
 local st = load(K, v)
 local res = {1}
 if held then
@@ -328,25 +391,25 @@ elseif st and st.hs[owner] then
   st.n = st.n - 1
   if st.n == 0 then st.mode = nil end
 else
-  local left = redis.call('LREM', Q, 1, owner)
-  redis.call('HDEL', E, owner)
-  if left == 0 or not st then return 0 end
+  local e = find(Q, owner)
+  if not e or not st then return 0 end
+  redis.call('LREM', Q, 1, e)
   res = {0}
 end
-for _, x in ipairs(grant(K, Q, E, st, ARGV[3], '')) do table.insert(res, x) end
+for _, x in ipairs(grant(K, Q, st, ARGV[3], '', first)) do table.insert(res, x) end
 if res[1] == 0 then return 0 end
 if st.n == 0 then tombstone(K, st, ARGV[2]) end
 return res
 `)
 
-// forceReleaseScript: KEYS K, Q, E; ARGV tombstone ms, chanp. Frees the
+// forceReleaseScript: KEYS K, Q; ARGV tombstone ms, chanp. Frees the
 // name whatever its holders, handing it to its waiters. Returns 1 if it
 // was held.
 var forceReleaseScript = redis.NewScript(common + `
 local st = load(KEYS[1], redis.pcall('GET', KEYS[1]))
 if not st or st.n == 0 then return 0 end
 st.n, st.mode, st.owner, st.hs = 0, nil, nil, {}
-grant(KEYS[1], KEYS[2], KEYS[3], st, ARGV[2], '')
+grant(KEYS[1], KEYS[2], st, ARGV[2], '')
 if st.n == 0 then tombstone(KEYS[1], st, ARGV[1]) end
 return 1
 `)
@@ -365,16 +428,16 @@ if ty == 'string' then return {now, redis.call('GET', KEYS[1]), redis.call('PTTL
 return {now}
 `)
 
-// waitersScript: KEYS E. Returns how many of the name's queue entries
+// waitersScript: KEYS Q. Returns how many of the name's queue entries
 // are live (their place's deadline, on the server's clock, not passed):
 // dead ones stay in the queue until they reach its head.
 var waitersScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = 0
-for _, e in ipairs(redis.call('HVALS', KEYS[1])) do
-  local dl = string.match(e, '^%d+|(%d+)|')
-  if dl and tonumber(dl) >= now then n = n + 1 end
+for _, e in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+  local w, keep = string.match(e, '^[^|]*|%d+|%d+|(%d+)|(%d+)|')
+  if w and tonumber(w) + tonumber(keep) >= now then n = n + 1 end
 end
 return n
 `)
