@@ -97,8 +97,11 @@ func newLocker(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (*dlock.L
 	}
 	d := &sqlDriver{dialect: dialect, db: db, ownDB: ownDB, stmts: newStmtCache(db), q: q, table: o.Table, retention: o.IdleRetention, noMigrate: o.NoMigrate}
 	cfg := &backend.Config{MaxRetryInterval: o.MaxRetryInterval}
-	if dialect == PostgreSQL {
+	switch dialect {
+	case PostgreSQL:
 		return backend.New(&pgDriver{sqlDriver: d, lis: newListener(db, o.Table)}, cfg), nil
+	case MySQL:
+		return backend.New(&mysqlDriver{sqlDriver: d, wk: newNamedLocks(db, o.Table, o.MaxRetryInterval)}, cfg), nil
 	}
 	return backend.New(d, cfg), nil
 }

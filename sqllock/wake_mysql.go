@@ -1,0 +1,526 @@
+package sqllock
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	sqldriver "database/sql/driver"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/pause"
+)
+
+// MySQL has no notifications, but it has a queue: a session blocked in
+// GET_LOCK(key, timeout) returns as soon as the session holding key
+// releases it or ends. So while a Locker holds a name exclusively it also
+// holds a named lock derived from the name, on one connection of its own,
+// and a waiter blocks in GET_LOCK on that key as its wake-up. The table
+// stays the only source of truth: the named lock is taken after the row
+// and released after the row is freed, so a waiter whose GET_LOCK returns
+// may find the row free, and a lost or spurious wake-up costs latency,
+// never safety (the core still polls no slower than MaxRetryInterval).
+//
+// GET_LOCK is level-triggered: a waiter whose GET_LOCK reaches the server
+// after the holder released the key gets it at once. So a Watch is active
+// as soon as it returns, whether or not its statement has been sent.
+const (
+	// namedLockPrefix starts every named lock dlock takes, so that it
+	// shares no name with other applications' GET_LOCK.
+	namedLockPrefix = "dlock:"
+
+	// watchTimeout is the GET_LOCK timeout of a waiter, in seconds: a
+	// waiter whose statement outlives its connection (cancelled by
+	// closing it) leaves the server's queue within it.
+	watchTimeout = 5
+
+	// maxWatchConns bounds the connections a Locker's waiters block on
+	// (one per name waited on) when the pool has no limit; waiters beyond
+	// it poll.
+	maxWatchConns = 16
+
+	// minPoolForWakeups is the smallest limit of open connections
+	// (sql.DB.SetMaxOpenConns) with which a Locker uses connections of its
+	// own for wake-ups; below it waiters poll.
+	minPoolForWakeups = 4
+
+	// wakePause is how long a waiter's watch waits, after a wake-up from
+	// a holder's release, before it blocks again: long enough for the
+	// waiter's retry, which usually succeeds and ends the watch, so that
+	// the watch seldom has to close a connection blocked behind its own
+	// Locker's named lock.
+	wakePause = 5 * time.Millisecond
+
+	// minWatchBackoff is the first pause of a watch that found the key
+	// free (no holder takes part: a holder not yet holding the key, or
+	// one of an older dlock); it doubles up to the Locker's retry bound.
+	minWatchBackoff = 5 * time.Millisecond
+
+	// minTakeBackoff is the first pause before a holder tries again to
+	// take a key another session holds (the previous holder not yet
+	// done releasing, or a waiter's instant pass through); it doubles up
+	// to maxTakeBackoff.
+	minTakeBackoff = time.Millisecond
+	maxTakeBackoff = 100 * time.Millisecond
+)
+
+var errNoWatchConn = errors.New("no connection left for wake-ups")
+
+// mysqlDriver adds wake-ups by named locks to the MySQL driver.
+type mysqlDriver struct {
+	*sqlDriver
+	wk *namedLocks
+}
+
+func (d *mysqlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
+	res, err := d.sqlDriver.Acquire(ctx, l)
+	if err == nil && res.Acquired && !l.Shared && l.Limit == 0 {
+		d.wk.take(l.Name, l.Owner)
+	}
+	return res, err
+}
+
+func (d *mysqlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
+	errs := d.sqlDriver.Refresh(ctx, ls)
+	for i, err := range errs {
+		if errors.Is(err, driver.ErrNotHeld) {
+			d.wk.drop(ls[i].Name, ls[i].Owner)
+		}
+	}
+	return errs
+}
+
+// Release frees the row, then the named lock, whatever the row's
+// outcome: a lease found lost holds nothing either.
+func (d *mysqlDriver) Release(ctx context.Context, l driver.Lease) error {
+	err := d.sqlDriver.Release(ctx, l)
+	if !l.Shared && l.Limit == 0 {
+		d.wk.drop(l.Name, l.Owner)
+	}
+	return err
+}
+
+func (d *mysqlDriver) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	w, stop, err := d.wk.watch(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqllock: watch %q: %w", name, err)
+	}
+	return w, stop, nil
+}
+
+func (d *mysqlDriver) Close() error {
+	d.wk.close()
+	return d.sqlDriver.Close()
+}
+
+var (
+	_ driver.Driver   = (*mysqlDriver)(nil)
+	_ driver.Notifier = (*mysqlDriver)(nil)
+)
+
+// namedLocks holds a Locker's named locks and runs its waiters' watches.
+//
+// The holder goroutine, started when the Locker first holds a name, owns
+// one connection taken from the pool and makes the named locks it holds
+// match want; it returns the connection (holding nothing) when want is
+// empty, and exits then or when close cancels ctx. A connection that
+// failed, or that close found holding locks it could not release, is
+// discarded, which releases its locks on the server.
+//
+// Each name waited on has one watch goroutine, which owns one pooled
+// connection blocked in GET_LOCK and fans its wake-ups out to the
+// Locker's waiters of that name; it exits when the last of them stops or
+// close cancels ctx (ending a statement in flight by closing its
+// connection).
+type namedLocks struct {
+	db       *sql.DB
+	table    string
+	maxRetry time.Duration // the Locker's retry bound: the longest watch backoff
+
+	ctx    context.Context // ends when close is called
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the goroutines
+
+	mu      sync.Mutex
+	closed  bool
+	prefix  string                         // hash input before the name: database and table; "" until known
+	want    map[string]map[string]struct{} // name -> owners holding it here
+	holding bool                           // the holder goroutine runs
+	kick    chan struct{}                  // wakes the holder goroutine; buffered
+	watches map[string]*watchSet
+	conns   int // connections owned by watch goroutines
+}
+
+// watchSet is one name's watch: its waiters' channels and how to stop it.
+type watchSet struct {
+	subs   map[chan struct{}]struct{}
+	cancel context.CancelFunc
+}
+
+func newNamedLocks(db *sql.DB, table string, maxRetry time.Duration) *namedLocks {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &namedLocks{
+		db: db, table: table, maxRetry: maxRetry, ctx: ctx, cancel: cancel,
+		want:    make(map[string]map[string]struct{}),
+		kick:    make(chan struct{}, 1),
+		watches: make(map[string]*watchSet),
+	}
+}
+
+// enabled reports whether the pool is large enough to lend connections
+// for wake-ups, and how many watch connections it may lend.
+func (n *namedLocks) budget() (enabled bool, watchConns int) {
+	limit := n.db.Stats().MaxOpenConnections
+	switch {
+	case limit == 0:
+		return true, maxWatchConns
+	case limit < minPoolForWakeups:
+		return false, 0
+	}
+	// Leave most of the pool to the steps: one connection holds, a
+	// quarter of the pool waits.
+	return true, min(limit/4, maxWatchConns)
+}
+
+// take records that owner holds name, and has the holder goroutine take
+// the name's named lock.
+func (n *namedLocks) take(name, owner string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ok, _ := n.budget(); n.closed || !ok {
+		return
+	}
+	m := n.want[name]
+	if m == nil {
+		m = make(map[string]struct{})
+		n.want[name] = m
+	}
+	m[owner] = struct{}{}
+	n.startHolder()
+}
+
+// drop records that owner no longer holds name, and has the holder
+// goroutine release the name's named lock if no other owner here holds
+// it.
+func (n *namedLocks) drop(name, owner string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	m, ok := n.want[name]
+	if !ok {
+		return
+	}
+	delete(m, owner)
+	if len(m) == 0 {
+		delete(n.want, name)
+	}
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// startHolder starts the holder goroutine if it is not running, or kicks
+// it. n.mu is held.
+func (n *namedLocks) startHolder() {
+	if !n.holding {
+		n.holding = true
+		n.wg.Add(1)
+		go n.hold() // exits when want is empty and its locks are released, or at close
+	}
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// hold is the holder goroutine.
+func (n *namedLocks) hold() {
+	defer n.wg.Done()
+	var (
+		conn    *sql.Conn
+		have    = make(map[string]bool) // named locks held on conn
+		backoff time.Duration           // pause before retrying a key held elsewhere
+	)
+	defer func() {
+		if conn != nil {
+			n.releaseConn(conn, len(have) > 0)
+		}
+	}()
+	for {
+		n.mu.Lock()
+		var add, remove []string
+		for name := range n.want {
+			if !have[name] {
+				add = append(add, name)
+			}
+		}
+		for name := range have {
+			if _, ok := n.want[name]; !ok {
+				remove = append(remove, name)
+			}
+		}
+		if len(n.want) == 0 && len(have) == 0 || n.closed {
+			n.holding = false
+			n.mu.Unlock()
+			return
+		}
+		n.mu.Unlock()
+
+		if conn == nil {
+			c, err := n.db.Conn(n.ctx)
+			if err != nil {
+				if !pause.For(n.ctx, maxTakeBackoff) {
+					return
+				}
+				continue
+			}
+			conn = c
+		}
+		err := n.sync(conn, have, add, remove)
+		if err != nil {
+			// The connection failed: whatever it held, the server
+			// released when it ended, or will when we discard it.
+			n.releaseConn(conn, true)
+			conn = nil
+			clear(have)
+		}
+		missing := false
+		n.mu.Lock()
+		for name := range n.want {
+			if !have[name] {
+				missing = true
+			}
+		}
+		n.mu.Unlock()
+		wait := time.Duration(0)
+		if missing || err != nil {
+			backoff = min(max(2*backoff, minTakeBackoff), maxTakeBackoff)
+			wait = backoff
+		} else {
+			backoff = 0
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-n.kick:
+			case <-t.C:
+			case <-n.ctx.Done():
+			}
+			t.Stop()
+			continue
+		}
+		n.mu.Lock()
+		idle := len(n.want) == 0 && len(have) == 0
+		n.mu.Unlock()
+		if idle {
+			continue // returns the connection and exits, unless a take came meanwhile
+		}
+		select {
+		case <-n.kick:
+		case <-n.ctx.Done():
+		}
+	}
+}
+
+// sync releases the named locks of remove and tries to take those of add
+// (without waiting) on conn, recording in have what conn holds. A key
+// another session holds stays out of have, to be tried again.
+func (n *namedLocks) sync(conn *sql.Conn, have map[string]bool, add, remove []string) error {
+	for _, name := range remove {
+		key, err := n.key(conn, name)
+		if err != nil {
+			return err
+		}
+		if _, err := conn.ExecContext(n.ctx, `DO RELEASE_LOCK(?)`, key); err != nil {
+			return err
+		}
+		delete(have, name)
+	}
+	for _, name := range add {
+		key, err := n.key(conn, name)
+		if err != nil {
+			return err
+		}
+		var got sql.NullInt64
+		if err := conn.QueryRowContext(n.ctx, `SELECT GET_LOCK(?, 0)`, key).Scan(&got); err != nil {
+			return err
+		}
+		if got.Int64 == 1 {
+			have[name] = true
+		}
+	}
+	return nil
+}
+
+// releaseConn returns conn to the pool, first releasing the named locks
+// it may hold; if that fails it discards conn, so that the server
+// releases them.
+func (n *namedLocks) releaseConn(conn *sql.Conn, locks bool) {
+	if locks {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		_, err := conn.ExecContext(ctx, `DO RELEASE_ALL_LOCKS()`)
+		cancel()
+		if err != nil {
+			_ = conn.Raw(func(any) error { return sqldriver.ErrBadConn })
+		}
+	}
+	_ = conn.Close()
+}
+
+// key returns the named lock of name: the prefix and a hash of the
+// database, the table and name, within MySQL's 64 characters.
+func (n *namedLocks) key(conn *sql.Conn, name string) (string, error) {
+	n.mu.Lock()
+	prefix := n.prefix
+	n.mu.Unlock()
+	if prefix == "" {
+		var db sql.NullString
+		if err := conn.QueryRowContext(n.ctx, `SELECT DATABASE()`).Scan(&db); err != nil {
+			return "", err
+		}
+		prefix = db.String + "\x00" + n.table + "\x00"
+		n.mu.Lock()
+		n.prefix = prefix
+		n.mu.Unlock()
+	}
+	sum := sha256.Sum256([]byte(prefix + name))
+	return namedLockPrefix + hex.EncodeToString(sum[:24]), nil
+}
+
+// watch subscribes to wake-ups for name, starting the name's watch if it
+// has none. It fails if the pool has no connection to lend.
+func (n *namedLocks) watch(name string) (<-chan struct{}, func(), error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, nil, errors.New("closed")
+	}
+	ws := n.watches[name]
+	if ws == nil {
+		ok, limit := n.budget()
+		if !ok || n.conns >= limit {
+			return nil, nil, errNoWatchConn
+		}
+		ctx, cancel := context.WithCancel(n.ctx)
+		ws = &watchSet{subs: make(map[chan struct{}]struct{}), cancel: cancel}
+		n.watches[name] = ws
+		n.conns++
+		n.wg.Add(1)
+		go n.run(ctx, name, ws) // exits when the last waiter stops or at close
+	}
+	w := make(chan struct{}, 1)
+	ws.subs[w] = struct{}{}
+	stop := func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		delete(ws.subs, w)
+		if len(ws.subs) == 0 && n.watches[name] == ws {
+			delete(n.watches, name)
+			ws.cancel()
+		}
+	}
+	return w, stop, nil
+}
+
+// run is name's watch goroutine.
+func (n *namedLocks) run(ctx context.Context, name string, ws *watchSet) {
+	defer n.wg.Done()
+	defer func() {
+		n.mu.Lock()
+		n.conns--
+		n.mu.Unlock()
+	}()
+	var (
+		conn    *sql.Conn
+		backoff time.Duration
+	)
+	defer func() {
+		if conn != nil {
+			_ = conn.Close()
+		}
+	}()
+	for ctx.Err() == nil {
+		if conn == nil {
+			c, err := n.db.Conn(ctx)
+			if err != nil {
+				n.wake(ws)
+				backoff = n.nextBackoff(backoff)
+				pause.For(ctx, backoff)
+				continue
+			}
+			conn = c
+		}
+		held, got, err := n.block(ctx, conn, name)
+		pauseFor := time.Duration(0)
+		switch {
+		case err != nil:
+			// The connection failed or was closed by ctx: discard it.
+			_ = conn.Raw(func(any) error { return sqldriver.ErrBadConn })
+			_ = conn.Close()
+			conn = nil
+			n.wake(ws)
+			backoff = n.nextBackoff(backoff)
+			pauseFor = backoff
+		case !got:
+			// Timed out: the holder still holds it. Wait again.
+			continue
+		case held:
+			// A holder released the key (or its session ended).
+			n.wake(ws)
+			backoff = 0
+			pauseFor = wakePause
+		default:
+			// The key was free: no holder here takes part. Poll.
+			n.wake(ws)
+			backoff = n.nextBackoff(backoff)
+			pauseFor = backoff
+		}
+		pause.For(ctx, pauseFor)
+	}
+}
+
+// nextBackoff doubles prev within [minWatchBackoff, n.maxRetry].
+func (n *namedLocks) nextBackoff(prev time.Duration) time.Duration {
+	return max(min(2*prev, n.maxRetry), minWatchBackoff)
+}
+
+// block waits in the server's queue for name's named lock, takes it and
+// releases it at once, in one statement. It reports whether another
+// session held the key when the statement began, and whether the
+// statement got it before watchTimeout.
+func (n *namedLocks) block(ctx context.Context, conn *sql.Conn, name string) (held, got bool, err error) {
+	key, err := n.key(conn, name)
+	if err != nil {
+		return false, false, err
+	}
+	var user, res sql.NullInt64
+	err = conn.QueryRowContext(ctx, `SELECT IS_USED_LOCK(?), IF(GET_LOCK(?, ?) = 1, RELEASE_LOCK(?), 0)`,
+		key, key, watchTimeout, key).Scan(&user, &res)
+	if err != nil {
+		return false, false, err
+	}
+	if !res.Valid {
+		return false, false, errors.New("get_lock failed")
+	}
+	return user.Valid, res.Int64 == 1, nil
+}
+
+// wake sends a wake-up to each of ws's waiters, without blocking.
+func (n *namedLocks) wake(ws *watchSet) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	wake(ws.subs)
+}
+
+// close stops the goroutines and releases the named locks.
+func (n *namedLocks) close() {
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
+	n.cancel()
+	n.wg.Wait()
+}
