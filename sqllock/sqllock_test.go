@@ -82,6 +82,7 @@ func newSQLite(t testing.TB) *sql.DB {
 func TestMariaDB(t *testing.T) {
 	m := testserver.StartMariaDB(t)
 	db := m.DB(t)
+	warmPool(t, db, 16)
 	t.Run("Conformance", func(t *testing.T) { dlocktest.Run(t, harness(db, sqllock.MySQL)) })
 	store := mysqlURL(t, m.DSN())
 	testProperties(t, db, sqllock.MySQL, store)

@@ -66,6 +66,10 @@ const (
 	// to maxTakeBackoff.
 	minTakeBackoff = time.Millisecond
 	maxTakeBackoff = 100 * time.Millisecond
+
+	// maxIdleConns bounds the idle connections a Locker keeps for its
+	// goroutines between uses.
+	maxIdleConns = 2
 )
 
 var errNoWatchConn = errors.New("no connection left for wake-ups")
@@ -125,17 +129,20 @@ var (
 // namedLocks holds a Locker's named locks and runs its waiters' watches.
 //
 // The holder goroutine, started when the Locker first holds a name, owns
-// one connection taken from the pool and makes the named locks it holds
-// match want; it returns the connection (holding nothing) when want is
-// empty, and exits then or when close cancels ctx. A connection that
-// failed, or that close found holding locks it could not release, is
-// discarded, which releases its locks on the server.
+// one connection and makes the named locks it holds match want; it puts
+// the connection back (holding nothing) when want is empty, and exits
+// then or when close cancels ctx. A connection that failed, or that
+// could not release its locks, is discarded, which releases its locks on
+// the server.
 //
-// Each name waited on has one watch goroutine, which owns one pooled
-// connection blocked in GET_LOCK and fans its wake-ups out to the
-// Locker's waiters of that name; it exits when the last of them stops or
-// close cancels ctx (ending a statement in flight by closing its
-// connection).
+// Each name waited on has one watch goroutine, which owns one connection
+// blocked in GET_LOCK and fans its wake-ups out to the Locker's waiters
+// of that name; it exits when the last of them stops or close cancels
+// ctx (ending a statement in flight by closing its connection).
+//
+// The goroutines take their connections from the pool and keep a few
+// idle ones for the next goroutine; close returns those to the pool. A
+// connection goes back to the pool only holding no named lock.
 type namedLocks struct {
 	db       *sql.DB
 	table    string
@@ -152,7 +159,8 @@ type namedLocks struct {
 	holding bool                           // the holder goroutine runs
 	kick    chan struct{}                  // wakes the holder goroutine; buffered
 	watches map[string]*watchSet
-	conns   int // connections owned by watch goroutines
+	conns   int         // connections owned by watch goroutines
+	idle    []*sql.Conn // connections kept for the next goroutine
 }
 
 // watchSet is one name's watch: its waiters' channels and how to stop it.
@@ -271,7 +279,7 @@ func (n *namedLocks) hold() {
 		n.mu.Unlock()
 
 		if conn == nil {
-			c, err := n.db.Conn(n.ctx)
+			c, err := n.conn(n.ctx)
 			if err != nil {
 				if !pause.For(n.ctx, maxTakeBackoff) {
 					return
@@ -356,18 +364,53 @@ func (n *namedLocks) sync(conn *sql.Conn, have map[string]bool, add, remove []st
 	return nil
 }
 
-// releaseConn returns conn to the pool, first releasing the named locks
-// it may hold; if that fails it discards conn, so that the server
-// releases them.
+// releaseConn puts conn back, first releasing the named locks it may
+// hold; if that fails it discards conn, so that the server releases them.
 func (n *namedLocks) releaseConn(conn *sql.Conn, locks bool) {
 	if locks {
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		_, err := conn.ExecContext(ctx, `DO RELEASE_ALL_LOCKS()`)
 		cancel()
 		if err != nil {
-			_ = conn.Raw(func(any) error { return sqldriver.ErrBadConn })
+			discard(conn)
+			return
 		}
 	}
+	n.put(conn)
+}
+
+// conn returns an idle connection of the Locker's, or a new one from the
+// pool.
+func (n *namedLocks) conn(ctx context.Context) (*sql.Conn, error) {
+	n.mu.Lock()
+	if k := len(n.idle); k > 0 {
+		c := n.idle[k-1]
+		n.idle = n.idle[:k-1]
+		n.mu.Unlock()
+		return c, nil
+	}
+	n.mu.Unlock()
+	return n.db.Conn(ctx)
+}
+
+// put keeps conn, which holds no named lock, for the next goroutine, or
+// discards it.
+func (n *namedLocks) put(conn *sql.Conn) {
+	n.mu.Lock()
+	if !n.closed && len(n.idle) < maxIdleConns {
+		n.idle = append(n.idle, conn)
+		conn = nil
+	}
+	n.mu.Unlock()
+	if conn != nil {
+		discard(conn)
+	}
+}
+
+// discard closes conn's connection to the server instead of returning it
+// to the pool.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return sqldriver.ErrBadConn })
 	_ = conn.Close()
 }
 
@@ -440,12 +483,12 @@ func (n *namedLocks) run(ctx context.Context, name string, ws *watchSet) {
 	)
 	defer func() {
 		if conn != nil {
-			_ = conn.Close()
+			n.put(conn)
 		}
 	}()
 	for ctx.Err() == nil {
 		if conn == nil {
-			c, err := n.db.Conn(ctx)
+			c, err := n.conn(ctx)
 			if err != nil {
 				n.wake(ws)
 				backoff = n.nextBackoff(backoff)
@@ -459,8 +502,7 @@ func (n *namedLocks) run(ctx context.Context, name string, ws *watchSet) {
 		switch {
 		case err != nil:
 			// The connection failed or was closed by ctx: discard it.
-			_ = conn.Raw(func(any) error { return sqldriver.ErrBadConn })
-			_ = conn.Close()
+			discard(conn)
 			conn = nil
 			n.wake(ws)
 			backoff = n.nextBackoff(backoff)
@@ -523,4 +565,11 @@ func (n *namedLocks) close() {
 	n.mu.Unlock()
 	n.cancel()
 	n.wg.Wait()
+	n.mu.Lock()
+	idle := n.idle
+	n.idle = nil
+	n.mu.Unlock()
+	for _, c := range idle {
+		_ = c.Close()
+	}
 }
