@@ -38,15 +38,13 @@ const (
 	// closing it) leaves the server's queue within it.
 	watchTimeout = 5
 
-	// maxWatchConns bounds the connections a Locker's waiters block on
-	// (one per name waited on) when the pool has no limit; waiters beyond
-	// it poll.
-	maxWatchConns = 16
-
-	// minPoolForWakeups is the smallest limit of open connections
-	// (sql.DB.SetMaxOpenConns) with which a Locker uses connections of its
-	// own for wake-ups; below it waiters poll.
-	minPoolForWakeups = 4
+	// maxLentConns bounds the connections of one pool that its Lockers
+	// keep for wake-ups (one per Locker holding names, one per name
+	// waited on in each Locker) when the pool has no limit; a pool with a
+	// limit (sql.DB.SetMaxOpenConns) lends a quarter of it, none below 4.
+	// Waiters beyond the bound poll, and so do waiters of a name whose
+	// holder got no connection.
+	maxLentConns = 32
 
 	// wakePause is how long a waiter's watch waits, after a wake-up from
 	// a holder's release, before it blocks again: long enough for the
@@ -159,8 +157,7 @@ type namedLocks struct {
 	holding bool                           // the holder goroutine runs
 	kick    chan struct{}                  // wakes the holder goroutine; buffered
 	watches map[string]*watchSet
-	conns   int         // connections owned by watch goroutines
-	idle    []*sql.Conn // connections kept for the next goroutine
+	idle    []*sql.Conn // connections kept for the next goroutine, with their slots
 }
 
 // watchSet is one name's watch: its waiters' channels and how to stop it.
@@ -179,19 +176,37 @@ func newNamedLocks(db *sql.DB, table string, maxRetry time.Duration) *namedLocks
 	}
 }
 
-// enabled reports whether the pool is large enough to lend connections
-// for wake-ups, and how many watch connections it may lend.
-func (n *namedLocks) budget() (enabled bool, watchConns int) {
-	limit := n.db.Stats().MaxOpenConnections
-	switch {
-	case limit == 0:
-		return true, maxWatchConns
-	case limit < minPoolForWakeups:
-		return false, 0
+// lent counts, per pool, the connections its Lockers keep out of it for
+// wake-ups, so that Lockers sharing a small pool leave it enough for
+// their steps.
+var lent = struct {
+	sync.Mutex
+	n map[*sql.DB]int
+}{n: make(map[*sql.DB]int)}
+
+// lend reserves one of db's connections for wake-ups if the pool can
+// spare it.
+func lend(db *sql.DB) bool {
+	capacity := maxLentConns
+	if limit := db.Stats().MaxOpenConnections; limit > 0 {
+		capacity = min(limit/4, maxLentConns)
 	}
-	// Leave most of the pool to the steps: one connection holds, a
-	// quarter of the pool waits.
-	return true, min(limit/4, maxWatchConns)
+	lent.Lock()
+	defer lent.Unlock()
+	if lent.n[db] >= capacity {
+		return false
+	}
+	lent.n[db]++
+	return true
+}
+
+// giveBack ends a reservation of lend.
+func giveBack(db *sql.DB) {
+	lent.Lock()
+	defer lent.Unlock()
+	if lent.n[db]--; lent.n[db] <= 0 {
+		delete(lent.n, db)
+	}
 }
 
 // take records that owner holds name, and has the holder goroutine take
@@ -199,7 +214,7 @@ func (n *namedLocks) budget() (enabled bool, watchConns int) {
 func (n *namedLocks) take(name, owner string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if ok, _ := n.budget(); n.closed || !ok {
+	if n.closed {
 		return
 	}
 	m := n.want[name]
@@ -231,13 +246,17 @@ func (n *namedLocks) drop(name, owner string) {
 	}
 }
 
-// startHolder starts the holder goroutine if it is not running, or kicks
-// it. n.mu is held.
+// startHolder starts the holder goroutine if it is not running and the
+// pool can lend it a connection, or kicks it. n.mu is held.
 func (n *namedLocks) startHolder() {
 	if !n.holding {
+		conn, ok := n.slot()
+		if !ok {
+			return
+		}
 		n.holding = true
 		n.wg.Add(1)
-		go n.hold() // exits when want is empty and its locks are released, or at close
+		go n.hold(conn) // exits when want is empty and its locks are released, or at close
 	}
 	select {
 	case n.kick <- struct{}{}:
@@ -245,19 +264,15 @@ func (n *namedLocks) startHolder() {
 	}
 }
 
-// hold is the holder goroutine.
-func (n *namedLocks) hold() {
+// hold is the holder goroutine. It owns a slot (see slot) and conn, if
+// not nil.
+func (n *namedLocks) hold(conn *sql.Conn) {
 	defer n.wg.Done()
 	var (
-		conn    *sql.Conn
 		have    = make(map[string]bool) // named locks held on conn
 		backoff time.Duration           // pause before retrying a key held elsewhere
 	)
-	defer func() {
-		if conn != nil {
-			n.releaseConn(conn, len(have) > 0)
-		}
-	}()
+	defer func() { n.releaseConn(conn, len(have) > 0) }()
 	for {
 		n.mu.Lock()
 		var add, remove []string
@@ -279,7 +294,7 @@ func (n *namedLocks) hold() {
 		n.mu.Unlock()
 
 		if conn == nil {
-			c, err := n.conn(n.ctx)
+			c, err := n.db.Conn(n.ctx)
 			if err != nil {
 				if !pause.For(n.ctx, maxTakeBackoff) {
 					return
@@ -292,7 +307,7 @@ func (n *namedLocks) hold() {
 		if err != nil {
 			// The connection failed: whatever it held, the server
 			// released when it ended, or will when we discard it.
-			n.releaseConn(conn, true)
+			discard(conn)
 			conn = nil
 			clear(have)
 		}
@@ -364,47 +379,48 @@ func (n *namedLocks) sync(conn *sql.Conn, have map[string]bool, add, remove []st
 	return nil
 }
 
-// releaseConn puts conn back, first releasing the named locks it may
-// hold; if that fails it discards conn, so that the server releases them.
+// A goroutine of namedLocks owns a slot: a reservation of lend, and the
+// connection it holds, if any. The idle connections kept for the next
+// goroutine keep their slots.
+
+// slot returns a slot for a new goroutine, with an idle connection if
+// there is one; ok is false if the pool can spare none. n.mu is held.
+func (n *namedLocks) slot() (conn *sql.Conn, ok bool) {
+	if k := len(n.idle); k > 0 {
+		conn = n.idle[k-1]
+		n.idle = n.idle[:k-1]
+		return conn, true
+	}
+	return nil, lend(n.db)
+}
+
+// releaseConn ends a goroutine's slot: it keeps conn, which may hold
+// named locks if locks is set, for the next goroutine, or returns it to
+// the pool. A connection that fails to release its locks is discarded,
+// so that the server releases them.
 func (n *namedLocks) releaseConn(conn *sql.Conn, locks bool) {
-	if locks {
+	if conn != nil && locks {
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		_, err := conn.ExecContext(ctx, `DO RELEASE_ALL_LOCKS()`)
 		cancel()
 		if err != nil {
 			discard(conn)
-			return
+			conn = nil
 		}
 	}
-	n.put(conn)
-}
-
-// conn returns an idle connection of the Locker's, or a new one from the
-// pool.
-func (n *namedLocks) conn(ctx context.Context) (*sql.Conn, error) {
-	n.mu.Lock()
-	if k := len(n.idle); k > 0 {
-		c := n.idle[k-1]
-		n.idle = n.idle[:k-1]
-		n.mu.Unlock()
-		return c, nil
-	}
-	n.mu.Unlock()
-	return n.db.Conn(ctx)
-}
-
-// put keeps conn, which holds no named lock, for the next goroutine, or
-// discards it.
-func (n *namedLocks) put(conn *sql.Conn) {
-	n.mu.Lock()
-	if !n.closed && len(n.idle) < maxIdleConns {
-		n.idle = append(n.idle, conn)
-		conn = nil
-	}
-	n.mu.Unlock()
 	if conn != nil {
-		discard(conn)
+		n.mu.Lock()
+		keep := !n.closed && len(n.idle) < maxIdleConns
+		if keep {
+			n.idle = append(n.idle, conn)
+		}
+		n.mu.Unlock()
+		if keep {
+			return
+		}
+		_ = conn.Close()
 	}
+	giveBack(n.db)
 }
 
 // discard closes conn's connection to the server instead of returning it
@@ -444,16 +460,15 @@ func (n *namedLocks) watch(name string) (<-chan struct{}, func(), error) {
 	}
 	ws := n.watches[name]
 	if ws == nil {
-		ok, limit := n.budget()
-		if !ok || n.conns >= limit {
+		conn, ok := n.slot()
+		if !ok {
 			return nil, nil, errNoWatchConn
 		}
 		ctx, cancel := context.WithCancel(n.ctx)
 		ws = &watchSet{subs: make(map[chan struct{}]struct{}), cancel: cancel}
 		n.watches[name] = ws
-		n.conns++
 		n.wg.Add(1)
-		go n.run(ctx, name, ws) // exits when the last waiter stops or at close
+		go n.run(ctx, name, ws, conn) // exits when the last waiter stops or at close
 	}
 	w := make(chan struct{}, 1)
 	ws.subs[w] = struct{}{}
@@ -469,26 +484,15 @@ func (n *namedLocks) watch(name string) (<-chan struct{}, func(), error) {
 	return w, stop, nil
 }
 
-// run is name's watch goroutine.
-func (n *namedLocks) run(ctx context.Context, name string, ws *watchSet) {
+// run is name's watch goroutine. It owns a slot (see slot) and conn, if
+// not nil.
+func (n *namedLocks) run(ctx context.Context, name string, ws *watchSet, conn *sql.Conn) {
 	defer n.wg.Done()
-	defer func() {
-		n.mu.Lock()
-		n.conns--
-		n.mu.Unlock()
-	}()
-	var (
-		conn    *sql.Conn
-		backoff time.Duration
-	)
-	defer func() {
-		if conn != nil {
-			n.put(conn)
-		}
-	}()
+	var backoff time.Duration
+	defer func() { n.releaseConn(conn, false) }()
 	for ctx.Err() == nil {
 		if conn == nil {
-			c, err := n.conn(ctx)
+			c, err := n.db.Conn(ctx)
 			if err != nil {
 				n.wake(ws)
 				backoff = n.nextBackoff(backoff)
@@ -571,5 +575,6 @@ func (n *namedLocks) close() {
 	n.mu.Unlock()
 	for _, c := range idle {
 		_ = c.Close()
+		giveBack(n.db)
 	}
 }
