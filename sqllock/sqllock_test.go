@@ -89,6 +89,7 @@ func TestMariaDB(t *testing.T) {
 	t.Run("OpenURL", func(t *testing.T) { testOpenURL(t, store, newLocker(t, db, sqllock.MySQL, nil)) })
 	t.Run("ServerPaused", func(t *testing.T) { testServerPaused(t, m, db, sqllock.MySQL) })
 	t.Run("ServerRestarted", func(t *testing.T) { testServerRestarted(t, m, db, sqllock.MySQL) })
+	t.Run("Wakeups", func(t *testing.T) { testMySQLWakeups(t, db, m.DSN()) })
 }
 
 func TestPostgres(t *testing.T) {
