@@ -120,6 +120,13 @@ func testCancelledWatch(t *testing.T, db *sql.DB) {
 		t.Fatalf("cancelled Acquire(%q) = %v, want context.Canceled", name, err)
 	}
 	waitFor(t, "end of the cancelled GET_LOCK on the server", func() bool { return userLockWaits(t, db) <= before })
+	// And it does not come back: the watch ended with the wait.
+	for range 5 {
+		time.Sleep(20 * time.Millisecond)
+		if n := userLockWaits(t, db); n > before {
+			t.Fatalf("sessions waiting in GET_LOCK after the cancelled wait ended = %d, want %d", n, before)
+		}
+	}
 }
 
 // testSmallPool: Lockers on a pool too small to lend connections for
