@@ -21,7 +21,8 @@ const (
 	DefaultTable = "dlock_locks"
 
 	// DefaultPollInterval is Options.MaxRetryInterval's default for MySQL
-	// and SQLite, whose waiters poll.
+	// and SQLite, whose waiters poll (on MySQL, when no named lock wakes
+	// them).
 	DefaultPollInterval = 250 * time.Millisecond
 
 	// DefaultIdleRetention is Options.IdleRetention's default.
