@@ -67,3 +67,23 @@ func BenchmarkLongHoldHandoff(b *testing.B) {
 	})
 	b.Run("SQLite", func(b *testing.B) { benchLongHoldHandoff(b, newSQLite(b), sqllock.SQLite) })
 }
+
+// BenchmarkUncontendedCycle measures an uncontended Acquire and Release on
+// one Locker: on MySQL, with the named lock its wake-ups add.
+func BenchmarkUncontendedCycle(b *testing.B) {
+	b.Run("MariaDB", func(b *testing.B) {
+		db := testserver.StartMariaDB(b).DB(b)
+		l := newLocker(b, db, sqllock.MySQL, nil)
+		name := uniqueName(b)
+		ctx := b.Context()
+		for b.Loop() {
+			k, err := l.Acquire(ctx, name)
+			if err != nil {
+				b.Fatalf("Acquire(%q) = %v", name, err)
+			}
+			if err := k.Release(ctx); err != nil {
+				b.Fatalf("Release(%q) = %v", name, err)
+			}
+		}
+	})
+}

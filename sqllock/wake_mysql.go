@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,6 +58,12 @@ const (
 	// free (no holder takes part: a holder not yet holding the key, or
 	// one of an older dlock); it doubles up to the Locker's retry bound.
 	minWatchBackoff = 5 * time.Millisecond
+
+	// takeDelay is how long a name is held before its named lock is
+	// taken: the short holds of an uncontended name cost the database no
+	// named lock, and their waiters, which find the key free, retry soon
+	// (see minWatchBackoff).
+	takeDelay = 2 * time.Millisecond
 
 	// minTakeBackoff is the first pause before a holder tries again to
 	// take a key another session holds (the previous holder not yet
@@ -152,12 +159,18 @@ type namedLocks struct {
 
 	mu      sync.Mutex
 	closed  bool
-	prefix  string                         // hash input before the name: database and table; "" until known
-	want    map[string]map[string]struct{} // name -> owners holding it here
-	holding bool                           // the holder goroutine runs
-	kick    chan struct{}                  // wakes the holder goroutine; buffered
+	prefix  string             // hash input before the name: database and table; "" until known
+	want    map[string]*wanted // names held here
+	holding bool               // the holder goroutine runs
+	kick    chan struct{}      // wakes the holder goroutine; buffered
 	watches map[string]*watchSet
 	idle    []*sql.Conn // connections kept for the next goroutine, with their slots
+}
+
+// wanted is a name held here: by which owners, since when.
+type wanted struct {
+	owners map[string]struct{}
+	since  time.Time // when the first of them took it
 }
 
 // watchSet is one name's watch: its waiters' channels and how to stop it.
@@ -170,7 +183,7 @@ func newNamedLocks(db *sql.DB, table string, maxRetry time.Duration) *namedLocks
 	ctx, cancel := context.WithCancel(context.Background())
 	return &namedLocks{
 		db: db, table: table, maxRetry: maxRetry, ctx: ctx, cancel: cancel,
-		want:    make(map[string]map[string]struct{}),
+		want:    make(map[string]*wanted),
 		kick:    make(chan struct{}, 1),
 		watches: make(map[string]*watchSet),
 	}
@@ -217,12 +230,12 @@ func (n *namedLocks) take(name, owner string) {
 	if n.closed {
 		return
 	}
-	m := n.want[name]
-	if m == nil {
-		m = make(map[string]struct{})
-		n.want[name] = m
+	w := n.want[name]
+	if w == nil {
+		w = &wanted{owners: make(map[string]struct{}), since: time.Now()}
+		n.want[name] = w
 	}
-	m[owner] = struct{}{}
+	w.owners[owner] = struct{}{}
 	n.startHolder()
 }
 
@@ -232,12 +245,12 @@ func (n *namedLocks) take(name, owner string) {
 func (n *namedLocks) drop(name, owner string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	m, ok := n.want[name]
+	w, ok := n.want[name]
 	if !ok {
 		return
 	}
-	delete(m, owner)
-	if len(m) == 0 {
+	delete(w.owners, owner)
+	if len(w.owners) == 0 {
 		delete(n.want, name)
 	}
 	select {
@@ -274,79 +287,78 @@ func (n *namedLocks) hold(conn *sql.Conn) {
 	)
 	defer func() { n.releaseConn(conn, len(have) > 0) }()
 	for {
-		n.mu.Lock()
-		var add, remove []string
-		for name := range n.want {
-			if !have[name] {
-				add = append(add, name)
-			}
-		}
-		for name := range have {
-			if _, ok := n.want[name]; !ok {
-				remove = append(remove, name)
-			}
-		}
-		if len(n.want) == 0 && len(have) == 0 || n.closed {
-			n.holding = false
-			n.mu.Unlock()
+		add, remove, due, done := n.plan(have)
+		if done {
 			return
 		}
-		n.mu.Unlock()
-
-		if conn == nil {
-			c, err := n.db.Conn(n.ctx)
-			if err != nil {
-				if !pause.For(n.ctx, maxTakeBackoff) {
-					return
-				}
-				continue
+		var err error
+		if len(add)+len(remove) > 0 {
+			if conn == nil {
+				conn, err = n.db.Conn(n.ctx)
 			}
-			conn = c
-		}
-		err := n.sync(conn, have, add, remove)
-		if err != nil {
-			// The connection failed: whatever it held, the server
-			// released when it ended, or will when we discard it.
-			discard(conn)
-			conn = nil
-			clear(have)
-		}
-		missing := false
-		n.mu.Lock()
-		for name := range n.want {
-			if !have[name] {
-				missing = true
+			if err == nil {
+				err = n.sync(conn, have, add, remove)
+			}
+			if err != nil && conn != nil {
+				// The connection failed: whatever it held, the server
+				// released when it ended, or will when we discard it.
+				discard(conn)
+				conn = nil
+				clear(have)
 			}
 		}
-		n.mu.Unlock()
-		wait := time.Duration(0)
-		if missing || err != nil {
+		wait := due
+		if missed := err != nil || slices.ContainsFunc(add, func(name string) bool { return !have[name] }); missed {
 			backoff = min(max(2*backoff, minTakeBackoff), maxTakeBackoff)
-			wait = backoff
+			wait = min(wait, backoff)
 		} else {
 			backoff = 0
 		}
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-n.kick:
-			case <-t.C:
-			case <-n.ctx.Done():
-			}
-			t.Stop()
-			continue
+		if wait == maxWait && len(add)+len(remove) > 0 {
+			continue // plan again: what changed meanwhile, or exit
 		}
-		n.mu.Lock()
-		idle := len(n.want) == 0 && len(have) == 0
-		n.mu.Unlock()
-		if idle {
-			continue // returns the connection and exits, unless a take came meanwhile
-		}
+		t := time.NewTimer(wait)
 		select {
 		case <-n.kick:
+		case <-t.C:
 		case <-n.ctx.Done():
 		}
+		t.Stop()
 	}
+}
+
+// maxWait stands for "no deadline" in hold.
+const maxWait = time.Duration(1<<63 - 1)
+
+// plan returns the named locks the holder goroutine should take (names
+// held for at least takeDelay) and release, given those it has, and how
+// long until the next name is due (maxWait if none). done is set (and
+// holding cleared) when the goroutine should exit: nothing to hold, or
+// close.
+func (n *namedLocks) plan(have map[string]bool) (add, remove []string, due time.Duration, done bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || len(n.want) == 0 && len(have) == 0 {
+		n.holding = false
+		return nil, nil, 0, true
+	}
+	due = maxWait
+	now := time.Now()
+	for name, w := range n.want {
+		switch age := now.Sub(w.since); {
+		case have[name]:
+		case age >= takeDelay:
+			add = append(add, name)
+		default:
+			due = min(due, takeDelay-age)
+		}
+	}
+	for name := range have {
+		if _, ok := n.want[name]; !ok {
+			remove = append(remove, name)
+		}
+	}
+	return add, remove, due, false
 }
 
 // sync releases the named locks of remove and tries to take those of add
