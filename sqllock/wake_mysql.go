@@ -532,7 +532,8 @@ func (n *namedLocks) run(ctx context.Context, name string, ws *watchSet, conn *s
 			backoff = 0
 			pauseFor = wakePause
 		default:
-			// The key was free: no holder here takes part. Poll.
+			// The key was free: the holder takes no part, or not yet
+			// (see takeDelay). Poll.
 			n.wake(ws)
 			backoff = n.nextBackoff(backoff)
 			pauseFor = backoff
