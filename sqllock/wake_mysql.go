@@ -177,6 +177,7 @@ type wanted struct {
 type watchSet struct {
 	subs   map[chan struct{}]struct{}
 	cancel context.CancelFunc
+	joined chan struct{} // buffered: a waiter joined, poll from the shortest backoff again
 }
 
 func newNamedLocks(db *sql.DB, table string, maxRetry time.Duration) *namedLocks {
@@ -477,13 +478,17 @@ func (n *namedLocks) watch(name string) (<-chan struct{}, func(), error) {
 			return nil, nil, errNoWatchConn
 		}
 		ctx, cancel := context.WithCancel(n.ctx)
-		ws = &watchSet{subs: make(map[chan struct{}]struct{}), cancel: cancel}
+		ws = &watchSet{subs: make(map[chan struct{}]struct{}), cancel: cancel, joined: make(chan struct{}, 1)}
 		n.watches[name] = ws
 		n.wg.Add(1)
 		go n.run(ctx, name, ws, conn) // exits when the last waiter stops or at close
 	}
 	w := make(chan struct{}, 1)
 	ws.subs[w] = struct{}{}
+	select {
+	case ws.joined <- struct{}{}:
+	default:
+	}
 	stop := func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
@@ -533,12 +538,26 @@ func (n *namedLocks) run(ctx context.Context, name string, ws *watchSet, conn *s
 			pauseFor = wakePause
 		default:
 			// The key was free: the holder takes no part, or not yet
-			// (see takeDelay). Poll.
+			// (see takeDelay). Poll, backing off as a polling waiter
+			// does from the start of its wait: a waiter that joins
+			// starts the backoff again.
 			n.wake(ws)
+			select {
+			case <-ws.joined:
+				backoff = 0
+			default:
+			}
 			backoff = n.nextBackoff(backoff)
 			pauseFor = backoff
 		}
-		pause.For(ctx, pauseFor)
+		t := time.NewTimer(pauseFor)
+		select {
+		case <-t.C:
+		case <-ws.joined:
+			backoff = 0
+		case <-ctx.Done():
+		}
+		t.Stop()
 	}
 }
 
