@@ -228,11 +228,27 @@
 // been lost; a waiter that begins to wait while the connection is down
 // is kept and woken the same way, not left to poll. Releasing a shared
 // hold or a permit notifies too (in its transaction, sent at commit), as
-// does a writer that gives up its intent. SQLite on Linux wakes waiters
-// through files next to the database (see SQLite below). MySQL, and
-// SQLite elsewhere, have no such mechanism: waiters poll with jittered
-// backoff, at most Options.MaxRetryInterval apart and never past the
-// holder's remaining lease, and waiters in the same Locker are woken
+// does a writer that gives up its intent.
+//
+// MySQL wakes waiters through its named locks (GET_LOCK, MySQL 5.7 or
+// MariaDB 10.0.2 and later): while a Locker holds a name exclusively it
+// also holds a named lock derived from it ("dlock:" and a hash of the
+// database, the table and the name), taken after the row and released
+// after the row is freed, on one connection; a waiter blocks in the
+// server's queue for that named lock, on one connection per name waited
+// on, and retries the table when it gets it (it releases it in the same
+// statement). The table stays the only source of truth: a lost or
+// spurious wake-up costs a wait or a retry, never safety. The connections
+// are borrowed from the *sql.DB's pool: at most 32 per pool, a quarter of
+// its SetMaxOpenConns limit if it has one, none below 4; waiters beyond
+// that, and waiters of names held in shared mode or as a semaphore (which
+// hold no named lock), poll.
+//
+// SQLite on Linux wakes waiters through files next to the database (see
+// SQLite below). SQLite elsewhere has no such mechanism: waiters poll with
+// jittered backoff, at most Options.MaxRetryInterval apart and never past
+// the holder's remaining lease. On every dialect, waiters in the same
+// Locker are woken
 // directly on release.
 //
 // # SQLite
@@ -276,7 +292,9 @@
 // on each connection of the pool that runs them), so that each step is one
 // round trip even with drivers that would prepare, execute and close every
 // parameterized query. On PostgreSQL a Locker also opens one connection
-// of its own for LISTEN, on its first wait, and keeps it until Close.
+// of its own for LISTEN, on its first wait, and keeps it until Close. On
+// MySQL a Locker borrows connections from the pool for wake-ups (see
+// Waiting) and keeps up to two idle between uses, until Close.
 //
 // # Compatibility
 //

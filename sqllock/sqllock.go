@@ -21,7 +21,8 @@ const (
 	DefaultTable = "dlock_locks"
 
 	// DefaultPollInterval is Options.MaxRetryInterval's default for MySQL
-	// and SQLite, whose waiters poll.
+	// and SQLite, whose waiters poll (on MySQL, when no named lock wakes
+	// them).
 	DefaultPollInterval = 250 * time.Millisecond
 
 	// DefaultIdleRetention is Options.IdleRetention's default.
@@ -102,6 +103,8 @@ func newLocker(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (*dlock.L
 		return backend.New(&pgDriver{sqlDriver: d, lis: newListener(db, o.Table)}, cfg), nil
 	case SQLite:
 		return backend.New(newSQLiteDriver(d), cfg), nil
+	case MySQL:
+		return backend.New(&mysqlDriver{sqlDriver: d, wk: newNamedLocks(db, o.Table, o.MaxRetryInterval)}, cfg), nil
 	}
 	return backend.New(d, cfg), nil
 }

@@ -82,12 +82,14 @@ func newSQLite(t testing.TB) *sql.DB {
 func TestMariaDB(t *testing.T) {
 	m := testserver.StartMariaDB(t)
 	db := m.DB(t)
+	warmPool(t, db, 16)
 	t.Run("Conformance", func(t *testing.T) { dlocktest.Run(t, harness(db, sqllock.MySQL)) })
 	store := mysqlURL(t, m.DSN())
 	testProperties(t, db, sqllock.MySQL, store)
 	t.Run("OpenURL", func(t *testing.T) { testOpenURL(t, store, newLocker(t, db, sqllock.MySQL, nil)) })
 	t.Run("ServerPaused", func(t *testing.T) { testServerPaused(t, m, db, sqllock.MySQL) })
 	t.Run("ServerRestarted", func(t *testing.T) { testServerRestarted(t, m, db, sqllock.MySQL) })
+	t.Run("Wakeups", func(t *testing.T) { testMySQLWakeups(t, db, m.DSN()) })
 }
 
 func TestPostgres(t *testing.T) {
