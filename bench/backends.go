@@ -94,5 +94,5 @@ func writeBackends(p func(string, ...any), list []backendBench, benchtime string
 		p("| %s | %s | %.1f | %s | %.0f ops/s | %s | %s |\n", b.name, us(u["ns/op"]), u["round-trips/op"], us(u["ping-ns"]), par["ops/s"],
 			us(h["release-to-acquired-p50-ns"]), us(h["release-to-acquired-p99-ns"]))
 	}
-	p("\nMySQL/MariaDB and SQLite have no notification: their waiters poll with a jittered backoff from 5 ms up to 250 ms (never past the holder's lease), so their handoff grows with how long the waiter has waited already (2 ms here; after a 300 ms hold about 130 ms, see `BenchmarkLongHoldHandoff` in sqllock). PostgreSQL (LISTEN/NOTIFY), ZooKeeper and etcd (watches) and Redis (the release script hands the lock over) wake the next waiter directly.\n\n")
+	p("\nEvery backend wakes the next waiter: PostgreSQL by LISTEN/NOTIFY, MySQL/MariaDB by the server's GET_LOCK queue on a named lock the holder keeps, SQLite (Linux) by inotify on a wake file next to the database, ZooKeeper and etcd by watches, Redis by the release script handing the lock over. Before those wake-ups, MySQL and SQLite waiters polled with a backoff up to 250 ms, so a handoff after a 300 ms hold took about 130 ms; section 7 measures that case with the waiter in another process.\n\n")
 }
