@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/fairness"
 )
 
 // hotJob is one process's half of a hot-name run: goroutines owners
@@ -191,7 +193,7 @@ func computeHot(halves []hotHalf, owners int, start, stop int64, cmds cmdStats) 
 	if pairs > 0 {
 		f.selfReacquire = float64(same) / float64(pairs)
 	}
-	f.jain = jain(counts)
+	f.jain = fairness.Jain(counts)
 	f.total = len(evs)
 	if len(evs) == 0 {
 		f.clientCPU = 0

@@ -27,20 +27,6 @@ func mean(xs []int64) float64 {
 	return s / float64(len(xs))
 }
 
-// jain returns Jain's fairness index of xs: (Σx)² / (n·Σx²), 1 when all
-// are equal, 1/n when one gets everything.
-func jain(xs []int) float64 {
-	var s, s2 float64
-	for _, x := range xs {
-		s += float64(x)
-		s2 += float64(x) * float64(x)
-	}
-	if s2 == 0 {
-		return 0
-	}
-	return s * s / (float64(len(xs)) * s2)
-}
-
 // spread is one figure across rounds.
 type spread struct {
 	med, lo, hi float64

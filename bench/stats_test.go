@@ -24,15 +24,6 @@ func TestPercentile(t *testing.T) {
 	}
 }
 
-func TestJain(t *testing.T) {
-	if got := jain([]int{5, 5, 5, 5}); math.Abs(got-1) > 1e-9 {
-		t.Errorf("jain(equal) = %v, want 1", got)
-	}
-	if got := jain([]int{8, 0, 0, 0}); math.Abs(got-0.25) > 1e-9 {
-		t.Errorf("jain(one takes all of 4) = %v, want 0.25", got)
-	}
-}
-
 func TestSpread(t *testing.T) {
 	s := spreadOf([]float64{3, 1, math.NaN(), 2, 10})
 	if s.med != 2.5 || s.lo != 1 || s.hi != 10 || s.n != 4 {

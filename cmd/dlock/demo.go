@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/fairness"
 	"github.com/spf13/cobra"
 )
 
@@ -326,7 +327,7 @@ func (r *demoResult) print(w io.Writer) {
 		per = append(per, fmt.Sprintf("w%d=%d", wk, r.perWorker[wk]))
 		counts = append(counts, r.perWorker[wk])
 	}
-	fmt.Fprintf(w, "  per worker   %s   (Jain's index %.3f; 1 is even)\n", strings.Join(per, " "), jain(counts))
+	fmt.Fprintf(w, "  per worker   %s   (Jain's index %.3f; 1 is even)\n", strings.Join(per, " "), fairness.Jain(counts))
 	fmt.Fprintf(w, "  throughput   %.0f orders/s (%v)\n", float64(r.sold)/r.elapsed.Seconds(), r.elapsed.Round(time.Millisecond))
 	if r.locked && len(r.handoffs) > 0 {
 		fmt.Fprintf(w, "  handoff      p50 %v  p99 %v\n", pct(r.handoffs, 0.50), pct(r.handoffs, 0.99))
@@ -334,20 +335,6 @@ func (r *demoResult) print(w io.Writer) {
 	if r.overlaps > 0 {
 		fmt.Fprintf(w, "  overlapping  %d purchases began before the previous one ended\n", r.overlaps)
 	}
-}
-
-// jain returns Jain's fairness index of counts: (Σx)² / (n·Σx²), 1 when
-// all are equal, 1/n when one has everything; 1 when all are zero.
-func jain(counts []int) float64 {
-	var sum, squares float64
-	for _, c := range counts {
-		sum += float64(c)
-		squares += float64(c) * float64(c)
-	}
-	if squares == 0 {
-		return 1
-	}
-	return sum * sum / (float64(len(counts)) * squares)
 }
 
 func pct(ds []time.Duration, p float64) time.Duration {

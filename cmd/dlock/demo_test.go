@@ -1,7 +1,6 @@
 package main
 
 import (
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -47,22 +46,6 @@ func testDemo(t *testing.T, store []string) {
 
 // demoJain matches the fairness figure on the per worker line.
 var demoJain = regexp.MustCompile(`(?m)^\s+per worker\s.*\(Jain's index ([0-9.]+)`)
-
-func TestJain(t *testing.T) {
-	for _, tc := range []struct {
-		counts []int
-		want   float64
-	}{
-		{[]int{5, 5, 5, 5}, 1},
-		{[]int{8, 0, 0, 0}, 0.25},
-		{[]int{3, 1}, 0.8},
-		{[]int{0, 0}, 1},
-	} {
-		if got := jain(tc.counts); math.Abs(got-tc.want) > 1e-9 {
-			t.Errorf("jain(%v) = %v, want %v", tc.counts, got, tc.want)
-		}
-	}
-}
 
 func TestDemoOnRedis(t *testing.T) {
 	testDemo(t, []string{"--store", redisStore(t)})
