@@ -21,3 +21,14 @@ bench-quick:
 verify:
 	DLOCK_REQUIRE_SERVERS=1 DLOCK_JEPSEN_DURATION=20s DLOCK_JEPSEN_REPORT=$(CURDIR)/verify/REPORT.md \
 		go test -race -count=1 -timeout 120m -run TestJepsen -v ./internal/jepsen/
+
+.PHONY: fuzz
+
+# fuzz runs each fuzz target for FUZZTIME (default 60s); ./scripts/test runs
+# them over their seed corpus and testdata/ as regular tests.
+FUZZTIME ?= 60s
+fuzz:
+	go test -run '^$$' -fuzz '^FuzzOpenHidesPassword$$' -fuzztime $(FUZZTIME) ./backend/
+	go test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $(FUZZTIME) ./redislock/
+	go test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $(FUZZTIME) ./zklock/
+	go test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $(FUZZTIME) ./etcdlock/
