@@ -239,6 +239,15 @@ type Options struct {
 // a *redis.ClusterClient, or a Sentinel failover client. The Locker does
 // not close client. A nil opts means defaults. A nil client or invalid
 // Options get an error wrapping dlock.ErrInvalid.
+//
+// Give client ContextTimeoutEnabled (a field of go-redis's options): without
+// it go-redis ignores context deadlines, so a renewal sent to a server that
+// stopped answering returns only after the client's ReadTimeout (3 s by
+// default), and no other renewal batch of the Locker starts meanwhile. A
+// lock is still given up on time (Done closes by its own deadline), but
+// hooks hear of the failed renewal late, and a TTL shorter than about
+// 3 × ReadTimeout may lose locks that a faster retry would have kept.
+// (Clients made by dlock.Open do not set it yet.)
 func New(client redis.UniversalClient, opts *Options) (*dlock.Locker, error) {
 	return newLocker(client, opts, false)
 }
