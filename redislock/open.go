@@ -66,7 +66,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 				return nil, fmt.Errorf("%w: database %q is not a number", dlock.ErrBadURL, path)
 			}
 		}
-		o := &redis.Options{Addr: hosts[0], Username: user, Password: pass, DB: db}
+		o := &redis.Options{Addr: hosts[0], Username: user, Password: pass, DB: db, ContextTimeoutEnabled: true}
 		if u.Scheme == "rediss" {
 			o.TLSConfig = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}
 		}
@@ -77,12 +77,13 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		}
 		client = redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: path, SentinelAddrs: hosts, Username: user, Password: pass,
+			ContextTimeoutEnabled: true,
 		})
 	case "redis+cluster":
 		if path != "" {
 			return nil, fmt.Errorf("%w: redis+cluster:// takes no path (a cluster has one database)", dlock.ErrBadURL)
 		}
-		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: hosts, Username: user, Password: pass})
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: hosts, Username: user, Password: pass, ContextTimeoutEnabled: true})
 		// WaitReplicas runs scripts on the node clients, which do not
 		// share the cluster client's hooks.
 		cc.OnNewNode(func(n *redis.Client) { n.AddHook(redisquiet.Hook{}) })

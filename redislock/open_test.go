@@ -92,3 +92,38 @@ func TestOpenDoesNotLog(t *testing.T) {
 		t.Errorf("dlock.Open of an unreachable server: exit %v, stderr %q; want nothing on stderr", err, open.Stderr())
 	}
 }
+
+// TestOpenHonoursRenewalDeadline: a Locker from dlock.Open sets go-redis's
+// ContextTimeoutEnabled, so a renewal sent to a server that stopped
+// answering ends at its deadline (the lock's loss deadline, 0.9 s after
+// the last renewal for a 1 s lease), not after the client's 3 s
+// ReadTimeout, which go-redis waits out otherwise.
+func TestOpenHonoursRenewalDeadline(t *testing.T) {
+	r := testserver.StartRedis(t)
+	l, err := dlock.Open(t.Context(), "redis://"+r.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	failed := make(chan dlock.RenewalEvent, 16)
+	l.AddHook(dlock.Hook{Renewed: func(e dlock.RenewalEvent) {
+		if e.Failed > 0 {
+			failed <- e
+		}
+	}})
+	k, err := l.Acquire(t.Context(), "deadline", dlock.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Pause(t)
+	defer r.Resume(t)
+	select {
+	case e := <-failed:
+		if e.Duration >= 2500*time.Millisecond {
+			t.Errorf("a renewal to the paused server took %v, want it to end by its deadline (under 1 s), not after ReadTimeout (3 s)", e.Duration)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no failed renewal batch within 30s of pausing the server")
+	}
+	<-k.Done()
+}

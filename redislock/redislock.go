@@ -247,7 +247,7 @@ type Options struct {
 // lock is still given up on time (Done closes by its own deadline), but
 // hooks hear of the failed renewal late, and a TTL shorter than about
 // 3 × ReadTimeout may lose locks that a faster retry would have kept.
-// (Clients made by dlock.Open do not set it yet.)
+// Clients made by dlock.Open set it.
 func New(client redis.UniversalClient, opts *Options) (*dlock.Locker, error) {
 	return newLocker(client, opts, false)
 }
