@@ -143,12 +143,7 @@ func (l *Locker) released(hs []Hook, ctx context.Context, h *held, start time.Ti
 func (l *Locker) renewed(hs []Hook, r refreshResult) {
 	e := RenewalEvent{Backend: l.backend, Size: len(r.batch), Duration: r.took}
 	for i := range r.batch {
-		var err error
-		if len(r.errs) == len(r.batch) {
-			err = r.errs[i]
-		} else {
-			err = errors.New("driver returned a result per lease of another batch size")
-		}
+		err := r.err(i)
 		switch {
 		case err == nil:
 			e.Renewed++

@@ -86,6 +86,16 @@ type refreshResult struct {
 	took  time.Duration
 }
 
+// err returns the outcome of the batch's i-th lease: the driver's, or an
+// unknown outcome if the driver returned a result count that does not
+// match the batch.
+func (r refreshResult) err(i int) error {
+	if len(r.errs) != len(r.batch) {
+		return fmt.Errorf("driver returned %d results for %d leases", len(r.errs), len(r.batch))
+	}
+	return r.errs[i]
+}
+
 // refresh renews batch with one driver call, bounded by the earliest
 // deadline in it (past that the renewal is useless), and sends the outcome.
 func (l *Locker) refresh(ctx context.Context, batch []*held, results chan<- refreshResult) {
@@ -123,12 +133,7 @@ func (l *Locker) applyRefresh(r refreshResult) {
 	l.mu.Lock()
 	defer l.unlock()
 	for i, h := range r.batch {
-		var err error
-		if len(r.errs) != len(r.batch) {
-			err = fmt.Errorf("driver returned %d results for %d leases", len(r.errs), len(r.batch))
-		} else {
-			err = r.errs[i]
-		}
+		err := r.err(i)
 		switch {
 		case h.state != active:
 			// Released or lost while the batch was out.
