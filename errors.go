@@ -29,6 +29,13 @@ var (
 
 	// ErrReleased is the context.Cause of a Lock's Context after Release.
 	ErrReleased = errors.New("dlock: lock released")
+
+	// ErrDenied is wrapped by the errors of a store that refuses the
+	// Locker's credentials, or a step they are not granted: a wrong
+	// password or certificate, a missing GRANT, ACL or role. Backends wrap
+	// it together with the store's own error, which names what was
+	// refused; retrying does not help.
+	ErrDenied = errors.New("dlock: denied by the store")
 )
 
 // ctxErr returns the error for an ended ctx: it wraps both ctx.Err(), so
