@@ -32,3 +32,5 @@ fuzz:
 	go test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $(FUZZTIME) ./redislock/
 	go test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $(FUZZTIME) ./zklock/
 	go test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $(FUZZTIME) ./etcdlock/
+	go test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./memlock/
+	DLOCK_REQUIRE_SERVERS=1 go test -run '^$$' -fuzz '^FuzzRows$$' -fuzztime $(FUZZTIME) ./sqllock/

@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -74,8 +75,9 @@ const MaxMetadataLen = 1024
 
 // WithMetadata stores a short description of the holder with the lock
 // (for example "host=web1 pid=4242"), which Inspect and "dlock status"
-// show, on backends that can store it. It must be valid UTF-8 of at most
-// MaxMetadataLen bytes. Default: none.
+// show, on backends that can store it. It must be valid UTF-8 without NUL
+// bytes (PostgreSQL's text cannot hold them), of at most MaxMetadataLen
+// bytes. Default: none.
 func WithMetadata(s string) Option {
 	return func(o *acquireOptions) { o.metadata = s }
 }
@@ -104,8 +106,8 @@ func buildOptions(opts []Option) (acquireOptions, error) {
 	if o.ttl < MinTTL || o.ttl > MaxTTL {
 		return o, fmt.Errorf("ttl %v out of range [%v, %v]: %w", o.ttl, MinTTL, MaxTTL, ErrInvalid)
 	}
-	if len(o.metadata) > MaxMetadataLen || !utf8.ValidString(o.metadata) {
-		return o, fmt.Errorf("metadata must be valid UTF-8 of at most %d bytes: %w", MaxMetadataLen, ErrInvalid)
+	if len(o.metadata) > MaxMetadataLen || !utf8.ValidString(o.metadata) || strings.IndexByte(o.metadata, 0) >= 0 {
+		return o, fmt.Errorf("metadata must be valid UTF-8 without NUL bytes, of at most %d bytes: %w", MaxMetadataLen, ErrInvalid)
 	}
 	if o.limitSet && o.limit < 1 {
 		return o, fmt.Errorf("semaphore limit %d: want at least 1: %w", o.limit, ErrInvalid)

@@ -107,6 +107,7 @@ var properties = []property{
 	{"LateReleaseIsSafe", "a Release after the lease expired and another owner took the name returns ErrNotHeld and does not free the new owner's lock", testLateRelease},
 	{"BadInput", "bad names, TTLs and contexts get errors wrapping ErrInvalid, never a panic; odd but valid names work", testBadInput},
 	{"Inspect", "Inspect reports a held name's owner, fencing token, lease and metadata, and nothing for free names (skipped if the backend cannot)", testInspect},
+	{"MetadataRoundTrip", "metadata with separators, quotes, SQL, escapes, multi-byte text and the maximum length comes back from Inspect byte for byte; NUL bytes, invalid UTF-8 and oversized metadata get ErrInvalid and take nothing", testMetadataRoundTrip},
 	{"ForceRelease", "ForceRelease frees a name whatever its owner, wakes waiters and closes the holder's Done (skipped if the backend cannot)", testForceRelease},
 	{"ReleaseEndedContext", "Release with an ended ctx still frees the name on the server, and a waiter gets it", testReleaseEndedContext},
 	{"DoAndAcquireAll", "Do runs fn under the lock and frees it; AcquireAll from two Lockers in opposite orders does not deadlock", testDoAndAcquireAll},
