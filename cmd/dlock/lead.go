@@ -37,6 +37,8 @@ Exit status:
   74              the store could not be reached at the start (--connect-timeout);
                   once connected, a store that fails while lead campaigns is
                   asked again after a pause (1 s, doubling up to 15 s)
+  77              the store denied access (credentials, grants): lead stops,
+                  since asking again would not help
   65              NAME is held in another mode (a semaphore: see "dlock run")
   64              usage error: bad flag, name, duration or store URL; nothing contacted
   126, 127        the command could not be run, or was not found

@@ -16,7 +16,8 @@
 // --conflict-exit-code) when a lock was not acquired (--try, or --wait
 // elapsed); 69 when the lock was lost while the command ran (the command
 // is stopped; lead campaigns again instead); 74 when the store cannot be
-// reached; 65 when the name is held in another mode (a lock against a
+// reached; 77 when it refuses the credentials or a step they are not
+// granted; 65 when the name is held in another mode (a lock against a
 // semaphore, or another --limit); 64 for usage errors; 128+N when stopped
 // by signal N while waiting; 1 for other errors.
 package main
@@ -38,6 +39,7 @@ const (
 	exitLost        = 69 // EX_UNAVAILABLE: the lock went away under the command
 	exitStore       = 74 // EX_IOERR: the store could not be reached or failed
 	exitNotAcquired = 75 // EX_TEMPFAIL: try again later
+	exitDenied      = 77 // EX_NOPERM: the store refused the credentials or a step (dlock.ErrDenied)
 )
 
 // exitStatus carries an exit status and a message for main to print.

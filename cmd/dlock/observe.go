@@ -77,7 +77,7 @@ func observe(out io.Writer, s store, name string, timeout time.Duration, asJSON 
 		if errors.Is(err, dlock.ErrUnsupported) {
 			return fail(exitError, "store %s cannot observe %q: %s", s.shown, name, plain(err.Error()))
 		}
-		return fail(exitStore, "store %s failed: %s", s.shown, plain(err.Error()))
+		return storeFailed(s, err)
 	}
 	go checkStore(ctx, stop, l, s, name, timeout) // exits when ctx ends
 	for infos := range changes {

@@ -37,7 +37,7 @@ nothing is done: a lock belongs to its holder, which releases it itself.`,
 			defer l.Close()
 			held, err := l.ForceRelease(cmd.Context(), name)
 			if err != nil {
-				return fail(exitStore, "store %s failed: %s", s.shown, plain(err.Error()))
+				return storeFailed(s, err)
 			}
 			if held {
 				fmt.Fprintf(cmd.OutOrStdout(), "released %q on %s (forced)\n", name, s.shown)

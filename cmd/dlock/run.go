@@ -67,6 +67,9 @@ Exit status:
                   semaphore, or a semaphore with another --limit)
   69              the lock was lost, or may have run out, while the command ran
   74              the store could not be reached (--connect-timeout) or failed
+  77              the store denied access: wrong password or certificate, or a
+                  missing grant, ACL or role (see the README's least-privilege
+                  grants)
   64              usage error: bad flag, name, duration or store URL; nothing contacted
   126, 127        the command could not be run, or was not found
   128+N           signal N arrived while waiting for the lock

@@ -280,7 +280,7 @@ func (r *runner) acquire(ctx context.Context, l *dlock.Locker, argv []string, be
 			if errors.Is(err, dlock.ErrNotHeld) {
 				return nil, nil, lostStatus("lost the lock %q on %s before the command started: %s", r.name, r.store.shown, plain(err.Error()))
 			}
-			return nil, nil, fail(exitStore, "store %s failed: %s", r.store.shown, plain(err.Error()))
+			return nil, nil, storeFailed(r.store, err)
 		}
 		v.good.Store(int64(start))
 	}
@@ -323,7 +323,7 @@ func (r *runner) acquireError(ctx context.Context, l *dlock.Locker, err error) e
 	case errors.Is(err, context.DeadlineExceeded):
 		return storeError(r.store, fmt.Errorf("no answer within %v", r.o.connectTimeout))
 	}
-	return fail(exitStore, "store %s failed: %s", r.store.shown, plain(err.Error()))
+	return storeFailed(r.store, err)
 }
 
 // mode describes the hold the flags ask for.

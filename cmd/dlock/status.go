@@ -131,7 +131,7 @@ func inspect(cmd *cobra.Command, s store, names []string) ([]dlock.LockInfo, err
 	defer l.Close()
 	infos, err := l.Inspect(cmd.Context(), names...)
 	if err != nil {
-		return nil, fail(exitStore, "store %s failed: %s", s.shown, plain(err.Error()))
+		return nil, storeFailed(s, err)
 	}
 	return infos, nil
 }

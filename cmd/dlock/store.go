@@ -161,9 +161,21 @@ func openCause(err error) error {
 }
 
 // storeError is the one line and exit status 74 for a store that cannot
-// be reached or failed.
+// be reached, or 77 for one that refused the credentials.
 func storeError(s store, err error) error {
+	if errors.Is(err, dlock.ErrDenied) {
+		return fail(exitDenied, "store %s denied access: %s", s.shown, plain(err.Error()))
+	}
 	return fail(exitStore, "cannot reach store %s: %s", s.shown, plain(err.Error()))
+}
+
+// storeFailed is the one line and exit status 74 for a store that failed
+// a step, or 77 for one that refused it (a missing grant or ACL).
+func storeFailed(s store, err error) error {
+	if errors.Is(err, dlock.ErrDenied) {
+		return fail(exitDenied, "store %s denied access: %s", s.shown, plain(err.Error()))
+	}
+	return fail(exitStore, "store %s failed: %s", s.shown, plain(err.Error()))
 }
 
 // childEnv returns the environment for a command dlock starts: this
