@@ -58,4 +58,3 @@ func openPostgres(u *url.URL, q url.Values) (*sql.DB, error) {
 	cfg.TLSConfig, cfg.Fallbacks = tlsConfig, nil
 	return stdlib.OpenDB(*cfg), nil
 }
-
