@@ -89,6 +89,7 @@ func TestPostgresSecurity(t *testing.T) {
 	}
 	t.Run("Password", func(t *testing.T) { testPostgresPassword(t, s) })
 	t.Run("TLS", func(t *testing.T) { testPostgresTLS(t, s) })
+	t.Run("ListenerTLS", func(t *testing.T) { testPostgresListenerTLS(t, s) })
 	t.Run("WrongServerName", testPostgresWrongServerName)
 	t.Run("NoGrant", func(t *testing.T) { testPostgresNoGrant(t, s) })
 	t.Run("EachGrant", func(t *testing.T) { testPostgresEachGrant(t, s) })
@@ -199,6 +200,24 @@ func testPostgresTLS(t *testing.T, s *pgServer) {
 			}
 			wantOpenError(t, c.url, c.want, c.text)
 		})
+	}
+}
+
+// testPostgresListenerTLS checks that a Locker's LISTEN connection, which
+// is its own, not the pool's, logs in as the pool does: over TLS, which
+// role dlock_tls cannot do without.
+func testPostgresListenerTLS(t *testing.T, s *pgServer) {
+	store := s.url("dlock_tls", s.ca("tls_ca"))
+	holder, waiter := openPG(t, store), openPG(t, store)
+	name := uniqueName(t)
+	k := mustAcquire(t, holder, name)
+	got := acquireAsync(t, waiter, name)
+	waitFor(t, "LISTEN backend of dlock_tls", func() bool { return listening(t, s.admin, "dlock_tls") > 0 })
+	if err := k.Release(t.Context()); err != nil {
+		t.Fatalf("Release(%q) = %v", name, err)
+	}
+	if a := <-got; a.err != nil {
+		t.Fatalf("Acquire(%q) by the waiter = %v, want a lock", name, a.err)
 	}
 }
 
