@@ -342,8 +342,8 @@ func testPostgresMigrateGrant(t *testing.T, s *pgServer) {
 	}
 	migrating := strings.Replace(s.url("dlock_app", ""), "migrate=false", "migrate=true", 1)
 	l := openPG(t, migrating)
-	if _, err := l.TryAcquire(t.Context(), uniqueName(t)); !errors.Is(err, dlock.ErrDenied) {
-		t.Errorf("TryAcquire through %q = %v, want an error wrapping ErrDenied", migrating, err)
+	if _, err := l.TryAcquire(t.Context(), uniqueName(t)); !errors.Is(err, dlock.ErrDenied) || !strings.Contains(err.Error(), "migrate=false") {
+		t.Errorf("TryAcquire through %q = %v, want an error wrapping ErrDenied that points to migrate=false", migrating, err)
 	}
 	if err := sqllock.Migrate(t.Context(), s.sqlDB(t, "dlock_migrator"), sqllock.PostgreSQL, "other_locks"); err != nil {
 		t.Errorf("Migrate as a role with CREATE on the schema = %v, want nil", err)

@@ -157,7 +157,8 @@ type sqlDriver struct {
 }
 
 // ensure creates the table once per Locker, unless Options.NoMigrate is
-// set; a failure is retried on the next call.
+// set; a failure is retried on the next call. A refusal says that a lock
+// user without the right to create tables needs NoMigrate.
 func (d *sqlDriver) ensure(ctx context.Context) error {
 	if d.noMigrate {
 		return nil
@@ -169,6 +170,9 @@ func (d *sqlDriver) ensure(ctx context.Context) error {
 		return nil
 	}
 	if err := retryErr(ctx, func() error { return d.q.migrate(ctx, d.db) }); err != nil {
+		if err := denied(err); errors.Is(err, dlock.ErrDenied) {
+			return fmt.Errorf("a user without the right to create tables opens with migrate=false (Options.NoMigrate) once Migrate has made them: %w", err)
+		}
 		return err
 	}
 	d.mu.Lock()
