@@ -337,8 +337,8 @@
 // release a lock it does not hold, nor free the name with a stale handle
 // of its own. But the grant lets it read the owner column and UPDATE or
 // DELETE any row, as Locker.ForceRelease does, which frees the name: the
-// holder then learns of the loss at its next renewal (Lock.Done closes
-// within TTL/3), and the next holder's fencing token is larger, so
+// holder's Lock.Done closes at its next renewal (they run every TTL/3),
+// and the next holder's fencing token is larger, so
 // fenced writes stay safe. Services that must not free each other's
 // locks get tables of their own (Options.Table) and grants on those.
 //
