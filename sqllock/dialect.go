@@ -5,12 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -203,6 +205,23 @@ func oldSchema(err error, table string) bool {
 	}
 	var ce interface{ Code() int }
 	return errors.As(err, &ce) && ce.Code()&0xff == 1 && strings.Contains(err.Error(), "no such column")
+}
+
+// denied returns err wrapped with dlock.ErrDenied if it says the database
+// refused the credentials or a privilege: on PostgreSQL the SQLSTATEs
+// invalid_password (28P01), invalid_authorization_specification (28000,
+// as when pg_hba.conf rejects a connection or a client certificate) and
+// insufficient_privilege (42501, a missing GRANT). Other errors are
+// returned as they are.
+func denied(err error) error {
+	if err == nil || errors.Is(err, dlock.ErrDenied) {
+		return err
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && slices.Contains([]string{"28P01", "28000", "42501"}, pe.Code) {
+		return fmt.Errorf("%w: %w", dlock.ErrDenied, err)
+	}
+	return err
 }
 
 // sqliteBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED

@@ -296,6 +296,52 @@
 // MySQL a Locker borrows connections from the pool for wake-ups (see
 // Waiting) and keeps up to two idle between uses, until Close.
 //
+// # PostgreSQL: passwords, TLS and privileges
+//
+// A postgres:// URL carries the password as libpq's does
+// (postgres://user:pass@host/db; the dlock command also reads
+// $DLOCK_PASSWORD), and Open's errors never quote it. A wrong password, a
+// connection pg_hba.conf rejects (or a missing client certificate), and a
+// missing privilege are errors wrapping dlock.ErrDenied (SQLSTATE 28P01,
+// 28000, 42501), at once: not a retry, not "not acquired".
+//
+// TLS is asked for in one of two ways, not both. libpq's sslmode,
+// sslrootcert, sslcert and sslkey go to pgx as they are:
+// sslmode=verify-full&sslrootcert=ca.pem checks the certificate's chain
+// and the host's name, verify-ca the chain only, require encrypts without
+// checking. Or the tls_ca, tls_cert, tls_key, tls_server_name and
+// tls_insecure_skip_verify parameters that every dlock backend takes
+// make TLS mandatory, with no fallback to a connection without it, and
+// verified like verify-full (against tls_ca, or the system's authorities;
+// the name tls_server_name, or the host); they need a TCP host, since
+// PostgreSQL speaks no TLS on Unix sockets. Either way the LISTEN
+// connection logs in like the pool's.
+//
+// A lock user needs, on the lease table and its holders table only:
+//
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_locks, dlock_locks_holders TO app;
+//
+// and USAGE on their schema (PUBLIC has it on public), with migrate=false
+// in its URL (Options.NoMigrate), since it cannot create tables. Nothing
+// else: no sequence (tokens come from the clock), no function beyond
+// PUBLIC's (pg_notify), and LISTEN needs no privilege. DELETE on the lease
+// table serves only the cleanup of idle rows: without it they stay.
+// Migrate (or a Locker without NoMigrate) needs CREATE on the schema, and
+// the tables' ownership to add the columns of a newer release, which the
+// role that created them has:
+//
+//	GRANT CREATE ON SCHEMA public TO migrator;
+//
+// The grant is the trust boundary. Every step is owner-checked, so a
+// neighbour with the same grant cannot, through dlock, take, refresh or
+// release a lock it does not hold, nor free the name with a stale handle
+// of its own. But the grant lets it read the owner column and UPDATE or
+// DELETE any row, as Locker.ForceRelease does, which frees the name: the
+// holder's Lock.Done closes at its next renewal (they run every TTL/3),
+// and the next holder's fencing token is larger, so
+// fenced writes stay safe. Services that must not free each other's
+// locks get tables of their own (Options.Table) and grants on those.
+//
 // # Compatibility
 //
 // The MySQL dialect is tested on MariaDB; it uses VALUES() in ON DUPLICATE

@@ -56,7 +56,7 @@ var postgresParams = []string{"host", "port", "sslmode", "sslrootcert", "sslcert
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	known := []string{"table", "migrate"}
 	if u.Scheme == "postgres" || u.Scheme == "postgresql" {
-		known = append(known, postgresParams...)
+		known = append(append(known, postgresParams...), backend.TLSParams...)
 	}
 	q, err := backend.URLParams(u, known...)
 	if err != nil {
@@ -83,6 +83,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	var (
 		dsn     string
 		dialect Dialect
+		db      *sql.DB // opened by the scheme's case, or else from dsn below
 	)
 	switch u.Scheme {
 	case "mysql":
@@ -97,7 +98,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		}
 		dsn, dialect = c.FormatDSN(), MySQL
 	case "postgres", "postgresql":
-		if dsn, err = postgresDSN(u, q); err != nil {
+		if db, err = openPostgres(u, q); err != nil {
 			return nil, err
 		}
 		dialect = PostgreSQL
@@ -120,18 +121,19 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		}
 		dialect = SQLite
 	}
-	db, err := sql.Open(drv.name, dsn)
-	if err != nil {
-		return nil, fmt.Errorf("sqllock: open: %w", err)
+	if db == nil {
+		if db, err = sql.Open(drv.name, dsn); err != nil {
+			return nil, fmt.Errorf("sqllock: open: %w", err)
+		}
 	}
 	// A new SQLite file switching to WAL mode can refuse a second process
 	// that opens it at the same moment, without waiting; try again.
 	if err := retryErr(ctx, func() error { return db.PingContext(ctx) }); err != nil {
 		db.Close()
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-			return nil, fmt.Errorf("sqllock: connect: %w: %w", ctx.Err(), err)
+			return nil, fmt.Errorf("sqllock: connect: %w: %w", ctx.Err(), denied(err))
 		}
-		return nil, fmt.Errorf("sqllock: connect: %w", err)
+		return nil, fmt.Errorf("sqllock: connect: %w", denied(err))
 	}
 	l, err := newLocker(db, dialect, opts, true)
 	if err != nil {

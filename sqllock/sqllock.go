@@ -157,7 +157,8 @@ type sqlDriver struct {
 }
 
 // ensure creates the table once per Locker, unless Options.NoMigrate is
-// set; a failure is retried on the next call.
+// set; a failure is retried on the next call. A refusal says that a lock
+// user without the right to create tables needs NoMigrate.
 func (d *sqlDriver) ensure(ctx context.Context) error {
 	if d.noMigrate {
 		return nil
@@ -169,6 +170,9 @@ func (d *sqlDriver) ensure(ctx context.Context) error {
 		return nil
 	}
 	if err := retryErr(ctx, func() error { return d.q.migrate(ctx, d.db) }); err != nil {
+		if err := denied(err); errors.Is(err, dlock.ErrDenied) {
+			return fmt.Errorf("a user without the right to create tables opens with migrate=false (Options.NoMigrate) once Migrate has made them: %w", err)
+		}
 		return err
 	}
 	d.mu.Lock()
@@ -179,7 +183,7 @@ func (d *sqlDriver) ensure(ctx context.Context) error {
 
 func (d *sqlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
 	if err := d.ensure(ctx); err != nil {
-		return driver.Result{}, fmt.Errorf("sqllock: acquire %q: %w", l.Name, err)
+		return driver.Result{}, fmt.Errorf("sqllock: acquire %q: %w", l.Name, denied(err))
 	}
 	var (
 		res driver.Result
@@ -263,7 +267,7 @@ func (d *sqlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 func refreshError(l driver.Lease, held bool, err error) error {
 	switch {
 	case err != nil:
-		return fmt.Errorf("sqllock: refresh %q: %w", l.Name, err)
+		return fmt.Errorf("sqllock: refresh %q: %w", l.Name, denied(err))
 	case !held:
 		return fmt.Errorf("sqllock: refresh %q: %w", l.Name, driver.ErrNotHeld)
 	}
@@ -288,7 +292,7 @@ func (d *sqlDriver) Release(ctx context.Context, l driver.Lease) error {
 	}
 	switch {
 	case err != nil:
-		return fmt.Errorf("sqllock: release %q: %w", l.Name, err)
+		return fmt.Errorf("sqllock: release %q: %w", l.Name, denied(err))
 	case !ok:
 		return fmt.Errorf("sqllock: release %q: %w", l.Name, driver.ErrNotHeld)
 	}
@@ -352,8 +356,6 @@ func retryBackoff(attempt int) time.Duration {
 	return d/2 + rand.N(d)
 }
 
-// explain adds to err, when it says the table is missing and this Locker
-// does not create it, what to do about it.
 // oldTable reports whether err comes from a lease table created by an
 // older dlock (see oldSchema): a missing holders table counts only if the
 // lease table itself exists.
@@ -368,6 +370,9 @@ func (d *sqlDriver) oldTable(ctx context.Context, err error) bool {
 	return probe == nil
 }
 
+// explain adds to err, when it says the table is missing and this Locker
+// does not create it or that it is an older dlock's, what to do about it,
+// and marks a refusal by the database with dlock.ErrDenied (see denied).
 func (d *sqlDriver) explain(err error) error {
 	if oldSchema(err, d.table) {
 		return fmt.Errorf("table %s was created by an older dlock, without the columns and the table (%s) of shared locks and semaphores; add them with Migrate (or open once without migrate=false): %w", d.table, holdersTable(d.table), err)
@@ -375,7 +380,7 @@ func (d *sqlDriver) explain(err error) error {
 	if d.noMigrate && missingTable(err) {
 		return fmt.Errorf("table %s does not exist and is not created with migrate=false (Options.NoMigrate); create it with Migrate: %w", d.table, err)
 	}
-	return err
+	return denied(err)
 }
 
 var (

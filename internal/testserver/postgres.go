@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -23,10 +24,11 @@ import (
 // are meant to be called from the test goroutine, but they are safe for
 // concurrent use.
 type Postgres struct {
-	bin    string   // path of postgres
-	prefix []string // runs a command as user postgres when the test runs as root
-	dir    string   // holds data/, the socket and server.log; kept across restarts
-	port   int      // kept across restarts
+	bin    string           // path of postgres
+	prefix []string         // runs a command as user postgres when the test runs as root
+	dir    string           // holds data/, the socket and server.log; kept across restarts
+	port   int              // kept across restarts
+	opts   *PostgresOptions // nil for StartPostgres: trust over TCP, no TLS
 
 	mu   sync.Mutex
 	proc *process // the postmaster; its backends are its children
@@ -41,7 +43,53 @@ type Postgres struct {
 // not installed, StartPostgres skips the test (see Need).
 func StartPostgres(t testing.TB) *Postgres {
 	t.Helper()
-	p := &Postgres{bin: postgresBin(t, "postgres")}
+	return startPostgres(t, nil)
+}
+
+// PostgresOptions secures a server started by StartPostgresWith. The zero
+// value asks for passwords on TCP and no TLS.
+type PostgresOptions struct {
+	// CertFile and KeyFile, if set, turn ssl on with this server
+	// certificate and key (PEM files, such as a PKI's ServerCert and
+	// ServerKey). The server gets its own copies, the key private to the
+	// server's user, as PostgreSQL demands.
+	CertFile, KeyFile string
+
+	// CAFile, if set, holds the authorities whose client certificates
+	// the server accepts (ssl_ca_file), for CertUsers.
+	CAFile string
+
+	// CertUsers are roles that log in over TLS with a client certificate
+	// whose common name is the role's name (pg_hba "cert"), instead of a
+	// password.
+	CertUsers []string
+
+	// SSLUsers are roles that must log in over TLS: their connections
+	// without it are rejected (pg_hba "hostnossl ... reject").
+	SSLUsers []string
+}
+
+// StartPostgresWith is StartPostgres for a server that authenticates TCP
+// clients: every role logs in over TCP with a scram-sha-256 password (set
+// with CREATE ROLE ... PASSWORD through DB), except opts.CertUsers, who
+// present a client certificate over TLS; opts.SSLUsers may not log in
+// without TLS; and with opts.CertFile the server speaks TLS. The
+// superuser postgres logs in without a password on the server's Unix
+// socket only, which DSN and DB use. The pg_hba.conf written reads:
+//
+//	local     all  all                      trust
+//	hostnossl all  <SSLUsers>  127.0.0.1/32 reject
+//	hostssl   all  <CertUsers> 127.0.0.1/32 cert
+//	host      all  all         127.0.0.1/32 scram-sha-256
+func StartPostgresWith(t testing.TB, opts PostgresOptions) *Postgres {
+	t.Helper()
+	return startPostgres(t, &opts)
+}
+
+// startPostgres is StartPostgres, or StartPostgresWith when opts is set.
+func startPostgres(t testing.TB, opts *PostgresOptions) *Postgres {
+	t.Helper()
+	p := &Postgres{bin: postgresBin(t, "postgres"), opts: opts}
 	initdb := postgresBin(t, "initdb")
 	// Not t.TempDir: its parents are private to root, and the socket path
 	// must stay short.
@@ -51,13 +99,14 @@ func StartPostgres(t testing.TB) *Postgres {
 	}
 	p.dir = dir
 	t.Cleanup(func() { os.RemoveAll(dir) }) // runs after the kill below
+	uid, gid := -1, -1                      // the server's user, when it is not the test's
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
 			t.Fatalf("PostgreSQL refuses to run as root and there is no user postgres: %v", err)
 		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
+		uid, _ = strconv.Atoi(u.Uid)
+		gid, _ = strconv.Atoi(u.Gid)
 		if err := os.Chown(dir, uid, gid); err != nil {
 			t.Fatalf("chown %s: %v", dir, err)
 		}
@@ -68,6 +117,9 @@ func StartPostgres(t testing.TB) *Postgres {
 	out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	if opts != nil {
+		p.secure(t, uid, gid)
 	}
 	p.mu.Lock()
 	p.startLocked(t)
@@ -108,7 +160,7 @@ func (p *Postgres) startLocked(t testing.TB) {
 	t.Helper()
 	data := filepath.Join(p.dir, "data")
 	args := func(port int) []string {
-		return append(slices.Clone(p.prefix[min(1, len(p.prefix)):]), p.bin,
+		a := append(slices.Clone(p.prefix[min(1, len(p.prefix)):]), p.bin,
 			"-D", data,
 			"-p", strconv.Itoa(port),
 			"-k", p.dir,
@@ -117,19 +169,31 @@ func (p *Postgres) startLocked(t testing.TB) {
 			"-c", "full_page_writes=off",
 			"-c", "max_connections=300",
 		)
+		if p.opts != nil {
+			a = append(a, "-c", "password_encryption=scram-sha-256")
+		}
+		if p.opts != nil && p.opts.CertFile != "" {
+			a = append(a, "-c", "ssl=on",
+				"-c", "ssl_cert_file="+filepath.Join(p.dir, "server.crt"),
+				"-c", "ssl_key_file="+filepath.Join(p.dir, "server.key"))
+		}
+		if p.opts != nil && p.opts.CAFile != "" {
+			a = append(a, "-c", "ssl_ca_file="+filepath.Join(p.dir, "ca.crt"))
+		}
+		return a
 	}
 	bin := p.bin
 	if len(p.prefix) > 0 {
 		bin = p.prefix[0]
 	}
-	probe := func(port, pid int) error { return probePostgres(port, data) }
+	probe := func(port, pid int) error { return probePostgres(p.dsn(port), port, data) }
 	p.proc, p.port = launch(t, bin, p.dir, p.port, false, args, probe)
 }
 
-// probePostgres connects to 127.0.0.1:port and checks that the server is
-// the one serving data.
-func probePostgres(port int, data string) error {
-	db, err := sql.Open("pgx", postgresDSN(port)+"&connect_timeout=1")
+// probePostgres connects to dsn and checks that the server on port is the
+// one serving data.
+func probePostgres(dsn string, port int, data string) error {
+	db, err := sql.Open("pgx", dsn+"&connect_timeout=1")
 	if err != nil {
 		return err
 	}
@@ -146,17 +210,31 @@ func probePostgres(port int, data string) error {
 	return nil
 }
 
-func postgresDSN(port int) string {
+// dsn returns DSN for the server on port: over TCP, or for a server
+// started by StartPostgresWith over its Unix socket, the one way the
+// superuser logs in there without a password.
+func (p *Postgres) dsn(port int) string {
+	if p.opts != nil {
+		return "postgres://postgres@/postgres?host=" + url.QueryEscape(p.dir) + "&port=" + strconv.Itoa(port) + "&sslmode=disable"
+	}
 	return "postgres://postgres@" + redisAddr(port) + "/postgres?sslmode=disable"
 }
 
 // DSN returns a github.com/jackc/pgx/v5/stdlib data source name (a URL)
-// for the database "postgres" as user postgres. It stays the same across
-// Restart.
+// for the database "postgres" as user postgres: over TCP, or for a
+// server started by StartPostgresWith over its Unix socket. It stays the
+// same across Restart.
 func (p *Postgres) DSN() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return postgresDSN(p.port)
+	return p.dsn(p.port)
+}
+
+// Addr returns the server's TCP address, 127.0.0.1:port.
+func (p *Postgres) Addr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return redisAddr(p.port)
 }
 
 // SocketDir returns the directory of the server's Unix socket
@@ -180,6 +258,50 @@ func (p *Postgres) DB(t testing.TB) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// secure writes the pg_hba.conf of StartPostgresWith and copies the TLS
+// files into the server's directory, owned by the server's user uid:gid
+// (-1 for the test's own), the key readable by that user only.
+func (p *Postgres) secure(t testing.TB, uid, gid int) {
+	t.Helper()
+	hba := "local all all trust\n"
+	if len(p.opts.SSLUsers) > 0 {
+		hba += "hostnossl all " + strings.Join(p.opts.SSLUsers, ",") + " 127.0.0.1/32 reject\n"
+	}
+	if len(p.opts.CertUsers) > 0 {
+		hba += "hostssl all " + strings.Join(p.opts.CertUsers, ",") + " 127.0.0.1/32 cert\n"
+	}
+	hba += "host all all 127.0.0.1/32 scram-sha-256\n"
+	write := func(name string, data []byte, mode os.FileMode) {
+		path := filepath.Join(p.dir, name)
+		if name == "pg_hba.conf" {
+			path = filepath.Join(p.dir, "data", name)
+		}
+		if err := os.WriteFile(path, data, mode); err != nil {
+			t.Fatalf("write %s: %v", path, err)
+		}
+		if err := os.Chmod(path, mode); err != nil { // WriteFile keeps an existing file's mode
+			t.Fatalf("chmod %s: %v", path, err)
+		}
+		if err := os.Chown(path, uid, gid); err != nil {
+			t.Fatalf("chown %s: %v", path, err)
+		}
+	}
+	write("pg_hba.conf", []byte(hba), 0o600)
+	copyFile := func(from, to string, mode os.FileMode) {
+		if from == "" {
+			return
+		}
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatalf("read %s: %v", from, err)
+		}
+		write(to, data, mode)
+	}
+	copyFile(p.opts.CertFile, "server.crt", 0o644)
+	copyFile(p.opts.KeyFile, "server.key", 0o600)
+	copyFile(p.opts.CAFile, "ca.crt", 0o644)
 }
 
 // Kill kills the postmaster and its backends with SIGKILL and waits until
