@@ -196,3 +196,25 @@ func TestParentRemovedWhenEmpty(t *testing.T) {
 		t.Errorf("Exists(%s) = %v, %v; want the administrator's root kept", zklock.DefaultPrefix, ok, err)
 	}
 }
+
+// The least-privilege ACL on the prefix's root is enough even when the
+// znodes above it grant the lock user nothing.
+func TestPrefixUnderClosedZnode(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	admin := authConn(t, z, "admin:adminpw")
+	if _, err := admin.Create("/apps", nil, 0, zk.DigestACL(zk.PermAll, "admin", "adminpw")); err != nil {
+		t.Fatalf("Create(/apps) = %v", err)
+	}
+	if _, err := admin.Create("/apps/locks", nil, 0, leastPrivilege); err != nil {
+		t.Fatalf("Create(/apps/locks) = %v", err)
+	}
+	l := openURL(t, "zk://"+user+":"+password+"@"+z.Addr()+"/apps/locks")
+	defer l.Close()
+	k, err := l.TryAcquire(t.Context(), "n")
+	if err != nil {
+		t.Fatalf("TryAcquire(n) under /apps/locks = %v, want the lock", err)
+	}
+	if err := k.Release(t.Context()); err != nil {
+		t.Fatalf("Release(n) = %v", err)
+	}
+}
