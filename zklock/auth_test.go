@@ -143,17 +143,11 @@ func TestDigestAuthAfterReconnect(t *testing.T) {
 	makeRoot(t, z.Conn(t, sessionTimeout), leastPrivilege)
 	l := openURL(t, "zk://"+user+":"+password+"@"+z.Addr()+"?session_timeout=4s")
 	defer l.Close()
-	k, err := l.TryAcquire(t.Context(), "before")
-	if err != nil {
-		t.Fatalf("TryAcquire(before) = %v", err)
-	}
-	if err := k.Release(t.Context()); err != nil {
-		t.Fatalf("Release(before) = %v", err)
-	}
+	cycle(t, l, "before")
 	z.Restart(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	k, err = l.Acquire(ctx, "after")
+	k, err := l.Acquire(ctx, "after")
 	if err != nil {
 		t.Fatalf("Acquire(after) after a restart = %v, want the lock", err)
 	}
@@ -170,15 +164,8 @@ func TestParentRemovedWhenEmpty(t *testing.T) {
 	makeRoot(t, reader, leastPrivilege)
 	l := openURL(t, "zk://"+user+":"+password+"@"+z.Addr())
 	defer l.Close()
-	for _, opts := range [][]dlock.Option{nil, {dlock.Shared()}} {
-		k, err := l.TryAcquire(t.Context(), "c", opts...)
-		if err != nil {
-			t.Fatalf("TryAcquire(c) = %v", err)
-		}
-		if err := k.Release(t.Context()); err != nil {
-			t.Fatalf("Release(c) = %v", err)
-		}
-	}
+	cycle(t, l, "c")
+	cycle(t, l, "c", dlock.Shared())
 	parent := zklock.Key("", "c")
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		ok, _, err := reader.Exists(parent)
@@ -210,11 +197,17 @@ func TestPrefixUnderClosedZnode(t *testing.T) {
 	}
 	l := openURL(t, "zk://"+user+":"+password+"@"+z.Addr()+"/apps/locks")
 	defer l.Close()
-	k, err := l.TryAcquire(t.Context(), "n")
+	cycle(t, l, "n")
+}
+
+// cycle takes and releases name through l.
+func cycle(t *testing.T, l *dlock.Locker, name string, opts ...dlock.Option) {
+	t.Helper()
+	k, err := l.TryAcquire(t.Context(), name, opts...)
 	if err != nil {
-		t.Fatalf("TryAcquire(n) under /apps/locks = %v, want the lock", err)
+		t.Fatalf("TryAcquire(%q) = %v, want the lock", name, err)
 	}
 	if err := k.Release(t.Context()); err != nil {
-		t.Fatalf("Release(n) = %v", err)
+		t.Fatalf("Release(%q) = %v", name, err)
 	}
 }
