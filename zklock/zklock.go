@@ -131,8 +131,8 @@ type Options struct {
 
 	// ACL is the ACL of every znode dlock creates. It must give the
 	// identities of the Lockers that share a name CREATE, DELETE and READ
-	// on the name's parent znode (and WRITE, or each acquisition costs one
-	// more round trip), and CREATE on the prefix's znodes that dlock
+	// on the name's parent znode (and WRITE: without it each acquisition costs
+	// two more round trips), and CREATE on the prefix's znodes that dlock
 	// creates. Default: zk.WorldACL(zk.PermAll).
 	ACL []zk.ACL
 
