@@ -30,11 +30,49 @@ func (w *countingConn) Write(b []byte) (int, error) {
 	return w.Conn.Write(b)
 }
 
-// An uncontended TryAcquire+Release costs four requests in three round
-// trips: the create of the child (op 1), the read of the queue (op 12)
-// and of the child's stat (op 3), pipelined, the delete (op 2); in every
-// mode.
+// An uncontended TryAcquire+Release costs two requests in two round
+// trips: the create of the child with the write of its parent's data, in
+// one transaction (a multi, op 14), whose reply shows the child alone and
+// its czxid; then the delete (op 2). In every mode.
 func TestRequestsPerAcquire(t *testing.T) {
+	conn, counter := countingConnection(t)
+	// The name's parent is made a plain znode, which the server never
+	// removes, rather than a container it may remove while the test
+	// counts (then the next create would cost more).
+	persist := func(t *testing.T, name string) {
+		path := zklock.Key("", name)
+		if err := conn.Delete(path, -1); err != nil {
+			t.Fatalf("Delete(%s) = %v", path, err)
+		}
+		if _, err := conn.Create(path, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatalf("Create(%s) = %v", path, err)
+		}
+	}
+	sessionlocktest.TestRequestsPerAcquire(t, newLocker(t, conn), counter, 2, persist)
+}
+
+// When the child is not alone under its parent, the create's reply does
+// not say whether it holds: a read of the queue and of the child's stat,
+// pipelined, follow it, so the cycle costs four requests in three round
+// trips.
+func TestRequestsPerAcquireNotAlone(t *testing.T) {
+	conn, counter := countingConnection(t)
+	// A znode that is not a queue entry keeps the server from removing
+	// the empty parent while the test counts.
+	keep := func(t *testing.T, name string) {
+		path := zklock.Key("", name) + "/keep"
+		if _, err := conn.Create(path, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatalf("Create(%s) = %v", path, err)
+		}
+		t.Cleanup(func() { conn.Delete(path, -1) })
+	}
+	sessionlocktest.TestRequestsPerAcquire(t, newLocker(t, conn), counter, 4, keep)
+}
+
+// countingConnection starts a server and returns a connection to it whose
+// requests counter counts.
+func countingConnection(t *testing.T) (*zk.Conn, *sessionlocktest.RequestCounter) {
+	t.Helper()
 	z := testserver.StartZooKeeper(t)
 	counter := &sessionlocktest.RequestCounter{}
 	dial := func(network, addr string, timeout time.Duration) (net.Conn, error) {
@@ -48,20 +86,11 @@ func TestRequestsPerAcquire(t *testing.T) {
 	if err != nil {
 		t.Fatalf("zk.Connect = %v", err)
 	}
-	defer conn.Close()
+	t.Cleanup(conn.Close)
 	for ev := range events {
 		if ev.State == zk.StateHasSession {
 			break
 		}
 	}
-	// A znode that is not a queue entry keeps the server from removing
-	// the empty parent while the test counts.
-	keep := func(t *testing.T, name string) {
-		path := zklock.Key("", name) + "/keep"
-		if _, err := conn.Create(path, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
-			t.Fatalf("Create(%s) = %v", path, err)
-		}
-		t.Cleanup(func() { conn.Delete(path, -1) })
-	}
-	sessionlocktest.TestRequestsPerAcquire(t, newLocker(t, conn), counter, 4, keep)
+	return conn, counter
 }

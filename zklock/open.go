@@ -22,11 +22,16 @@ const defaultSessionTimeout = 10 * time.Second
 
 func init() { backend.Register("zk", open) }
 
-// open serves store URLs zk://host[:port][,host[:port]][/prefix] with the
-// query parameters session_timeout (a Go duration; default 10s) and
-// suspend_timeout (Options.SuspendTimeout). It resolves the hosts,
+// open serves store URLs zk://[user:password@]host[:port][,host[:port]][/prefix]
+// with the query parameters session_timeout (a Go duration; default 10s)
+// and suspend_timeout (Options.SuspendTimeout). It resolves the hosts,
 // connects and waits for a session, giving up when ctx ends, and makes a
 // Locker that closes the connection. The connection never logs.
+//
+// With user and password, the connection authenticates with the digest
+// scheme as user:password (the zk client sends it again on every new
+// connection and session), and every znode the Locker creates gets the
+// ACL digestACL gives: everything for that identity, READ for anyone.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	q, err := backend.URLParams(u, "session_timeout", "suspend_timeout")
 	if err != nil {
@@ -47,16 +52,52 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if _, err := cleanPrefix(u.Path); err != nil {
 		return nil, fmt.Errorf("%w: %w", dlock.ErrBadURL, err)
 	}
+	user, pass := u.User.Username(), backend.URLPassword(u)
+	switch {
+	case user == "" && pass != "":
+		return nil, fmt.Errorf("%w: zk:// URL has a password but no user", dlock.ErrBadURL)
+	case user != "" && pass == "":
+		return nil, fmt.Errorf("%w: zk:// URL has user %q but no password (digest auth needs both)", dlock.ErrBadURL, user)
+	}
 	conn, err := connect(ctx, hosts, timeout)
 	if err != nil {
 		return nil, err
 	}
-	l, err := newLocker(conn, &Options{Prefix: u.Path, SuspendTimeout: suspend}, true)
+	opts := &Options{Prefix: u.Path, SuspendTimeout: suspend}
+	if user != "" {
+		if err := addDigestAuth(ctx, conn, user, pass); err != nil {
+			conn.Close()
+			return nil, sessionlock.ConnectError(ctx, "zklock", hosts, err)
+		}
+		opts.ACL = digestACL(user, pass)
+	}
+	l, err := newLocker(conn, opts, true)
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
 	return l, nil
+}
+
+// addDigestAuth authenticates conn as user:pass with the digest scheme,
+// giving up when ctx ends. The zk client re-sends the credentials on
+// every new connection. ZooKeeper accepts any user:pass: a wrong password
+// is another identity, which the ACLs of the owner's znodes keep out.
+func addDigestAuth(ctx context.Context, conn *zk.Conn, user, pass string) error {
+	_, err := sessionlock.Call(ctx, func() (struct{}, error) {
+		return struct{}{}, conn.AddAuth("digest", []byte(user+":"+pass))
+	})
+	if err != nil {
+		return fmt.Errorf("digest auth as %q: %w", user, err)
+	}
+	return nil
+}
+
+// digestACL is the ACL of the znodes a Locker opened with user:pass
+// creates: every permission for the digest identity user:pass (so only
+// it can create, delete or write their children), READ for anyone.
+func digestACL(user, pass string) []zk.ACL {
+	return append(zk.DigestACL(zk.PermAll, user, pass), zk.WorldACL(zk.PermRead)...)
 }
 
 // connect resolves hosts and connects to them, and returns the connection

@@ -49,6 +49,8 @@ func TestOpenURLErrors(t *testing.T) {
 		{"zk://h?session_timeout=soon", `"soon" is not a duration`},
 		{"zk://h?root=/x", `unknown parameter "root" for zk://`},
 		{"zk://h/a//b", `prefix "/a//b" is not a valid znode path`},
+		{"zk://alice@h", `user "alice" but no password`},
+		{"zk://:pw@h", "a password but no user"},
 	} {
 		_, err := dlock.Open(t.Context(), tc.url)
 		if !errors.Is(err, dlock.ErrBadURL) || !strings.Contains(err.Error(), tc.want) {

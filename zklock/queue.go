@@ -69,22 +69,24 @@ func (d *zkDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Re
 type queue struct{ d *zkDriver }
 
 // Join creates l's child (or finds the one an attempt whose reply was
-// lost created) and reads its place in the queue. The read cannot share
-// the create's round trip: it needs the child's stat (its czxid is the
-// fencing token), which needs the child's path, which the create's reply
-// brings; and the zk client has no request that creates a node and
-// returns its stat.
+// lost created) and, unless the create found the child alone under its
+// parent (then it holds, see create), reads its place in the queue.
 func (q queue) Join(ctx context.Context, l driver.Lease) (string, driver.Result, []string, error) {
 	parent := q.d.parent(l.Name)
-	path, err := q.d.enqueue(l, parent)
+	start := time.Now()
+	c, err := q.d.enqueue(l, parent)
 	if err != nil {
 		return "", driver.Result{}, nil, err
 	}
-	res, preds, err := q.d.position(ctx, l, parent, path)
+	if c.alone {
+		res, err := q.d.hold(l, c.path, c.session, c.fence, start)
+		return c.path, res, nil, err
+	}
+	res, preds, err := q.d.position(ctx, l, parent, c.path)
 	if err != nil && transient(err) {
 		q.d.setUnsure(l.Owner, true) // so that the next Join finds path
 	}
-	return path, res, preds, err
+	return c.path, res, preds, err
 }
 
 func (q queue) Position(ctx context.Context, l driver.Lease, path string) (driver.Result, []string, error) {
@@ -150,11 +152,22 @@ func (q queue) Leave(path string) {
 
 func (q queue) Transient(_ context.Context, err error) bool { return transient(err) }
 
+// created is what enqueue learned of the child it created or found.
+type created struct {
+	path string
+	// alone is set if the child was the only child of its parent when
+	// it was created, by the connection's current session: it holds
+	// then, with fence its czxid and session its ephemeral owner.
+	alone   bool
+	fence   uint64
+	session int64
+}
+
 // enqueue creates the owner's ephemeral sequential child under parent, or
-// finds the one an attempt whose reply was lost created, and returns its
-// path. It is not cancellable: the zk client bounds it, and the caller
-// must learn the path to delete the child.
-func (d *zkDriver) enqueue(l driver.Lease, parent string) (string, error) {
+// finds the one an attempt whose reply was lost created. It is not
+// cancellable: the zk client bounds it, and the caller must learn the
+// path to delete the child.
+func (d *zkDriver) enqueue(l driver.Lease, parent string) (created, error) {
 	prefix := parent + "/" + childPrefix(l)
 	d.mu.Lock()
 	unsure := d.unsure[l.Owner]
@@ -165,17 +178,25 @@ func (d *zkDriver) enqueue(l driver.Lease, parent string) (string, error) {
 			// applied.
 			if path, ok := d.find(parent, l.Owner); ok {
 				d.setUnsure(l.Owner, false)
-				return path, nil
+				return created{path: path}, nil
 			}
 		}
-		path, err := d.conn.Create(prefix, []byte(l.Metadata), zk.FlagEphemeralSequential, d.acl)
+		session := d.conn.SessionID()
+		path, st, err := d.create(prefix, parent, []byte(l.Metadata))
 		switch {
 		case err == nil:
 			d.setUnsure(l.Owner, false)
-			return path, nil
+			c := created{path: path}
+			if st != nil && st.NumChildren == 1 && session != 0 &&
+				d.conn.SessionID() == session && d.conn.State() == zk.StateHasSession {
+				// Session ids are never reused, so the request went out
+				// on session: the child's ephemeral owner.
+				c.alone, c.fence, c.session = true, uint64(st.Mzxid), session
+			}
+			return c, nil
 		case errors.Is(err, zk.ErrNoNode) && attempt < 3:
 			if err := d.makeParents(parent); err != nil {
-				return "", err
+				return created{}, err
 			}
 		case transient(err):
 			unsure = true
@@ -183,11 +204,47 @@ func (d *zkDriver) enqueue(l driver.Lease, parent string) (string, error) {
 				continue
 			}
 			d.setUnsure(l.Owner, true) // for the caller's next attempt
-			return "", err
+			return created{}, err
+		case errors.Is(err, zk.ErrNoAuth):
+			return created{}, fmt.Errorf("create a child of %s: the connection's identity needs CREATE and DELETE on it: %w", parent, err)
 		default:
-			return "", err
+			return created{}, err
 		}
 	}
+}
+
+// above returns the path of the znode above path ("/" for a top one).
+func above(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i > 0 {
+		return path[:i]
+	}
+	return "/"
+}
+
+// create creates an ephemeral sequential child named prefix + sequence
+// number, and in the same transaction writes the (always empty) data of
+// its parent: the parent's new stat then tells, at no extra round trip,
+// how many children the parent has right after the create (NumChildren)
+// and the transaction's zxid, which is the child's czxid (Mzxid). The
+// zk client has no create that returns the created node's stat. If the
+// ACL of parent denies WRITE (a parent dlock did not create), create
+// creates the child alone and returns a nil stat.
+func (d *zkDriver) create(prefix, parent string, data []byte) (string, *zk.Stat, error) {
+	rs, err := d.conn.Multi(
+		&zk.CreateRequest{Path: prefix, Data: data, Acl: d.acl, Flags: zk.FlagEphemeralSequential},
+		&zk.SetDataRequest{Path: parent, Data: nil, Version: -1},
+	)
+	if len(rs) == 2 && rs[0].Error == nil && errors.Is(rs[1].Error, zk.ErrNoAuth) {
+		path, err := d.conn.Create(prefix, data, zk.FlagEphemeralSequential, d.acl)
+		return path, nil, err
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	if len(rs) != 2 || rs[1].Stat == nil {
+		return "", nil, fmt.Errorf("create %s: multi returned %d results", prefix, len(rs))
+	}
+	return rs[0].String, rs[1].Stat, nil
 }
 
 // find returns the path of owner's child under parent, if it has one.
@@ -222,9 +279,19 @@ func (d *zkDriver) makeParents(path string) error {
 		if i < len(path) && path[i] != '/' {
 			continue
 		}
-		_, err := d.conn.CreateContainer(path[:i], nil, zk.FlagContainer, d.acl)
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return fmt.Errorf("create %s: %w", path[:i], err)
+		p := path[:i]
+		_, err := d.conn.CreateContainer(p, nil, zk.FlagContainer, d.acl)
+		switch {
+		case err == nil, errors.Is(err, zk.ErrNodeExists):
+		case errors.Is(err, zk.ErrNoAuth):
+			// ZooKeeper checks CREATE on the znode above p before it
+			// looks for p: an existing p may say NoAuth.
+			if ok, _, err := d.conn.Exists(p); err == nil && ok {
+				continue
+			}
+			return fmt.Errorf("create %s: the connection's identity needs CREATE on %s: %w", p, above(p), err)
+		default:
+			return fmt.Errorf("create %s: %w", p, err)
 		}
 	}
 	return nil
@@ -294,12 +361,20 @@ func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path st
 		}
 		return driver.Result{}, nil, sessionlock.ErrGone
 	}
-	res, err := d.leases.Hold(l.Owner, entry{path, st.EphemeralOwner}, uint64(st.Czxid), l.TTL, start)
+	res, err := d.hold(l, path, st.EphemeralOwner, uint64(st.Czxid), start)
+	res.Ahead = idx
+	return res, nil, err
+}
+
+// hold takes the lock for l's child at path, which holds by the queue's
+// rule and belongs to session; start is the send time of the request
+// that found it so.
+func (d *zkDriver) hold(l driver.Lease, path string, session int64, fence uint64, start time.Time) (driver.Result, error) {
+	res, err := d.leases.Hold(l.Owner, entry{path, session}, fence, l.TTL, start)
 	if err != nil {
 		d.leave(path)
 	}
-	res.Ahead = idx
-	return res, nil, err
+	return res, err
 }
 
 // watch sets a watch on the existence of path and returns its channel, or

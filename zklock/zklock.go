@@ -31,14 +31,22 @@
 // duplicated, and release deletes the child by its exact path: a late or
 // retried release can never delete another owner's child.
 //
-// Before a waiter that reached the head of the queue returns, it reads its
-// child again and checks that it is still owned by the connection's
-// current session.
+// The create of a child is one transaction (a multi) with a write of the
+// parent's data, which dlock keeps empty: the parent's new stat, in the
+// reply, says whether the child is its only child, and then it holds at
+// once (an uncontended acquisition and release cost two requests).
+// Otherwise the queue is read. Before a waiter that reached the head of
+// the queue returns, it reads its child again and checks that it is still
+// owned by the connection's current session; a child that holds at its
+// create was made on the session the connection had before and after it.
+// If the parent's ACL denies WRITE, the child is created alone and the
+// queue read.
 //
 // # Fencing tokens
 //
 // The token is the czxid of the holder's child: the zxid of the
-// transaction that created it. Zxids are global to the ensemble and
+// transaction that created it (for a child that holds at its create, the
+// mzxid the transaction gave its parent: the same zxid). Zxids are global to the ensemble and
 // strictly increase, and a child holds only once every child created
 // before it holds or is gone, so tokens strictly increase in the order
 // holds become possible, shared holds and permits included: a writer's
@@ -78,6 +86,20 @@
 // it holds locks, since the connection's event
 // channel belongs to the caller. The child of a lock lost this way is
 // deleted as soon as the connection is back (or goes with the session).
+//
+// # Authentication and ACLs
+//
+// New uses conn as it is: a user who authenticates conn (conn.AddAuth)
+// sets Options.ACL for the znodes dlock creates. A zk://user:password@host
+// URL (dlock.Open) authenticates with the digest scheme, which the zk
+// client repeats on every new connection, and creates every znode with
+// all permissions for that identity and READ for anyone: other clients
+// can list and read the queue (Inspect, Observe) but not delete or write
+// its children or parent, nor join the queue of a name whose parent that
+// identity created. ZooKeeper checks DELETE on a child's parent, so the
+// parent's ACL is what protects a holder's child. The least an
+// administrator grants that identity on the prefix's root, when it
+// exists, is CREATE and READ; nothing is needed on the znodes above it.
 package zklock
 
 import (
@@ -107,8 +129,11 @@ type Options struct {
 	// the path are created as container nodes. Default: DefaultPrefix.
 	Prefix string
 
-	// ACL is the ACL of every znode dlock creates.
-	// Default: zk.WorldACL(zk.PermAll).
+	// ACL is the ACL of every znode dlock creates. It must give the
+	// identities of the Lockers that share a name CREATE, DELETE and READ
+	// on the name's parent znode (and WRITE: without it each acquisition costs
+	// two more round trips), and CREATE on the prefix's znodes that dlock
+	// creates. Default: zk.WorldACL(zk.PermAll).
 	ACL []zk.ACL
 
 	// SuspendTimeout is how long the connection may stay lost before every

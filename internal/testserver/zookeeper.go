@@ -28,20 +28,36 @@ type ZooKeeper struct {
 	java string
 	dir  string // holds zoo.cfg, data/ and server.log; kept across restarts
 	port int    // kept across restarts
+	opts zooKeeperOptions
 
 	server
+}
+
+// ZooKeeperOption configures a server started by StartZooKeeper.
+type ZooKeeperOption func(*zooKeeperOptions)
+
+type zooKeeperOptions struct {
+	containerCheck time.Duration
+}
+
+// ContainerCheck makes the server look for empty container znodes to
+// delete every d (ZooKeeper's znode.container.checkIntervalMs) instead of
+// every minute.
+func ContainerCheck(d time.Duration) ZooKeeperOption {
+	return func(o *zooKeeperOptions) { o.containerCheck = d }
 }
 
 // StartZooKeeper starts a standalone ZooKeeper server (Debian's zookeeper
 // package, run with java) on a free loopback port, with its data in a
 // temporary directory, tickTime ZooKeeperTick, the admin server disabled and
-// the four-letter words ruok, conf, srvr and wchs allowed. It returns once the
-// server answers. The server is killed when the test ends. If java or the
+// the four-letter words ruok, conf, srvr and wchs allowed (digest auth needs
+// no configuration: any client may authenticate as any user:password, and
+// ACLs are enforced). It returns once the server answers. The server is killed when the test ends. If java or the
 // ZooKeeper jars are missing, StartZooKeeper skips the test (see Need).
 //
 // A JVM takes a few seconds to start: share one server between the subtests
 // of a test function.
-func StartZooKeeper(t testing.TB) *ZooKeeper {
+func StartZooKeeper(t testing.TB, opts ...ZooKeeperOption) *ZooKeeper {
 	t.Helper()
 	java := Need(t, "java", "zookeeper")
 	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
@@ -51,6 +67,9 @@ func StartZooKeeper(t testing.TB) *ZooKeeper {
 		t.Skipf("ZooKeeper jars not found (%v); run ./scripts/test (installs servers) or set DLOCK_REQUIRE_SERVERS=1", err)
 	}
 	z := &ZooKeeper{java: java, dir: t.TempDir()}
+	for _, o := range opts {
+		o(&z.opts)
+	}
 	z.server = server{name: "zookeeper", where: z.addr, start: z.startLocked}
 	z.mu.Lock()
 	defer z.mu.Unlock()
@@ -86,13 +105,15 @@ maxClientCnxns=0
 		if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 			t.Fatalf("write zoo.cfg: %v", err)
 		}
-		return []string{
+		a := []string{
 			"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
 			"-Dzookeeper.root.logger=INFO,CONSOLE",
 			"-Dzookeeper.log.dir=" + z.dir,
-			"-cp", zkClasspath,
-			"org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg,
 		}
+		if d := z.opts.containerCheck; d > 0 {
+			a = append(a, fmt.Sprintf("-Dznode.container.checkIntervalMs=%d", max(d.Milliseconds(), 1)))
+		}
+		return append(a, "-cp", zkClasspath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg)
 	}
 	probe := func(port, pid int) error { return probeZooKeeper(port, data) }
 	z.proc, z.port = launch(t, z.java, z.dir, z.port, false, args, probe)

@@ -55,3 +55,30 @@ func TestZooKeeper(t *testing.T) {
 type quiet struct{}
 
 func (quiet) Printf(string, ...any) {}
+
+// With ContainerCheck, an emptied container znode goes within seconds.
+func TestZooKeeperContainerCheck(t *testing.T) {
+	z := testserver.StartZooKeeper(t, testserver.ContainerCheck(100*time.Millisecond))
+	c := z.Conn(t, 2*time.Second)
+	if _, err := c.CreateContainer("/c", nil, zk.FlagContainer, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatalf("CreateContainer(/c) = %v", err)
+	}
+	if _, err := c.Create("/c/k", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatalf("Create(/c/k) = %v", err)
+	}
+	if err := c.Delete("/c/k", -1); err != nil {
+		t.Fatalf("Delete(/c/k) = %v", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ok, _, err := c.Exists("/c")
+		if err != nil {
+			t.Fatalf("Exists(/c) = %v", err)
+		}
+		if !ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Exists(/c) = true 30 s after its last child went, want the server to delete the empty container")
+		}
+	}
+}
