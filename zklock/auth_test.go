@@ -102,8 +102,8 @@ func TestNeighbourCannotFreeLock(t *testing.T) {
 		if _, err := conn.Create(parent+"/x", nil, 0, zk.WorldACL(zk.PermAll)); !errors.Is(err, zk.ErrNoAuth) {
 			t.Errorf("Create(parent/x) as %q = %v, want ErrNoAuth", who, err)
 		}
-		if _, err := newLocker(t, conn).TryAcquire(t.Context(), "n"); !errors.Is(err, zk.ErrNoAuth) {
-			t.Errorf("TryAcquire(n) as %q = %v, want ErrNoAuth", who, err)
+		if _, err := newLocker(t, conn).TryAcquire(t.Context(), "n"); !errors.Is(err, zk.ErrNoAuth) || !errors.Is(err, dlock.ErrDenied) {
+			t.Errorf("TryAcquire(n) as %q = %v, want ErrNoAuth and dlock.ErrDenied", who, err)
 		}
 	}
 	if ok, _, err := reader.Exists(child); !ok || err != nil {
@@ -125,12 +125,12 @@ func TestPrefixWithoutCreate(t *testing.T) {
 	makeRoot(t, z.Conn(t, sessionTimeout), zk.DigestACL(zk.PermRead, user, password))
 	l := openURL(t, "zk://"+user+":"+password+"@"+z.Addr())
 	defer l.Close()
-	if _, err := l.TryAcquire(t.Context(), "n"); !errors.Is(err, zk.ErrNoAuth) || !strings.Contains(err.Error(), "needs CREATE on /dlock") {
-		t.Errorf("TryAcquire(n) = %v, want ErrNoAuth saying it needs CREATE on /dlock", err)
+	if _, err := l.TryAcquire(t.Context(), "n"); !errors.Is(err, zk.ErrNoAuth) || !errors.Is(err, dlock.ErrDenied) || !strings.Contains(err.Error(), "needs CREATE on /dlock") {
+		t.Errorf("TryAcquire(n) = %v, want ErrNoAuth and dlock.ErrDenied saying it needs CREATE on /dlock", err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	if _, err := l.Acquire(ctx, "n"); !errors.Is(err, zk.ErrNoAuth) || ctx.Err() != nil {
+	if _, err := l.Acquire(ctx, "n"); !errors.Is(err, dlock.ErrDenied) || ctx.Err() != nil {
 		t.Errorf("Acquire(n) = %v (context: %v), want ErrNoAuth before the context ends", err, ctx.Err())
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/sessionlock"
 )
@@ -206,7 +207,7 @@ func (d *zkDriver) enqueue(l driver.Lease, parent string) (created, error) {
 			d.setUnsure(l.Owner, true) // for the caller's next attempt
 			return created{}, err
 		case errors.Is(err, zk.ErrNoAuth):
-			return created{}, fmt.Errorf("create a child of %s: the connection's identity needs CREATE and DELETE on it: %w", parent, err)
+			return created{}, fmt.Errorf("create a child of %s: the connection's identity needs CREATE and DELETE on it: %w: %w", parent, dlock.ErrDenied, err)
 		default:
 			return created{}, err
 		}
@@ -289,7 +290,7 @@ func (d *zkDriver) makeParents(path string) error {
 			if ok, _, err := d.conn.Exists(p); err == nil && ok {
 				continue
 			}
-			return fmt.Errorf("create %s: the connection's identity needs CREATE on %s: %w", p, above(p), err)
+			return fmt.Errorf("create %s: the connection's identity needs CREATE on %s: %w: %w", p, above(p), dlock.ErrDenied, err)
 		default:
 			return fmt.Errorf("create %s: %w", p, err)
 		}
