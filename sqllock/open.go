@@ -3,6 +3,7 @@ package sqllock
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -10,8 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
@@ -41,7 +40,7 @@ var postgresParams = []string{"host", "port", "sslmode", "sslrootcert", "sslcert
 
 // open serves store URLs:
 //
-//	mysql://user[:pass]@host[:port]/dbname
+//	mysql://user[:pass]@host[:port]/dbname[?tls=true&tls_ca=/ca.pem&...]
 //	postgres://[user[:pass]@][host][:port][/dbname][?host=/socket/dir&sslmode=...]
 //	sqlite:///absolute/path.db
 //
@@ -50,13 +49,17 @@ var postgresParams = []string{"host", "port", "sslmode", "sslrootcert", "sslcert
 // file: a missing one is an error wrapping fs.ErrNotExist). A postgres://
 // URL follows libpq: the host may instead be given by the host parameter,
 // which may be a Unix socket directory, and a missing database name means
-// the user's name. SQLite files are opened in WAL mode with a busy timeout, as the package
+// the user's name. A mysql:// URL speaks TLS when it carries tls=true or
+// any of backend.TLSParams (see mysqlConnector). SQLite files are opened in WAL mode with a busy timeout, as the package
 // documentation recommends. Opening connects once, within ctx. The Locker
 // closes the *sql.DB it opens.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	known := []string{"table", "migrate"}
 	if u.Scheme == "postgres" || u.Scheme == "postgresql" {
 		known = append(known, postgresParams...)
+	}
+	if u.Scheme == "mysql" {
+		known = append(known, mysqlParams...)
 	}
 	q, err := backend.URLParams(u, known...)
 	if err != nil {
@@ -81,21 +84,16 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		return nil, fmt.Errorf("sqllock: %s:// needs the database/sql driver %q: import %s", u.Scheme, drv.name, drv.pkg)
 	}
 	var (
-		dsn     string
-		dialect Dialect
+		dsn       string
+		connector sqldriver.Connector // used instead of dsn if set
+		dialect   Dialect
 	)
 	switch u.Scheme {
 	case "mysql":
-		hosts, err := oneHost(u, 3306)
-		if err != nil {
+		if connector, err = mysqlConnector(u, q); err != nil {
 			return nil, err
 		}
-		c := mysql.NewConfig()
-		c.User, c.Passwd, c.Net, c.Addr = u.User.Username(), backend.URLPassword(u), "tcp", hosts
-		if c.DBName, err = dbName(u); err != nil {
-			return nil, err
-		}
-		dsn, dialect = c.FormatDSN(), MySQL
+		dialect = MySQL
 	case "postgres", "postgresql":
 		if dsn, err = postgresDSN(u, q); err != nil {
 			return nil, err
@@ -120,14 +118,17 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		}
 		dialect = SQLite
 	}
-	db, err := sql.Open(drv.name, dsn)
-	if err != nil {
+	var db *sql.DB
+	if connector != nil {
+		db = sql.OpenDB(connector)
+	} else if db, err = sql.Open(drv.name, dsn); err != nil {
 		return nil, fmt.Errorf("sqllock: open: %w", err)
 	}
 	// A new SQLite file switching to WAL mode can refuse a second process
 	// that opens it at the same moment, without waiting; try again.
 	if err := retryErr(ctx, func() error { return db.PingContext(ctx) }); err != nil {
 		db.Close()
+		err = mysqlDenied(err)
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 			return nil, fmt.Errorf("sqllock: connect: %w: %w", ctx.Err(), err)
 		}

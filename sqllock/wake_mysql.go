@@ -85,12 +85,15 @@ type mysqlDriver struct {
 	wk *namedLocks
 }
 
+// The steps of mysqlDriver wrap dlock.ErrDenied in the errors of those
+// the server refuses (see mysqlDenied).
+
 func (d *mysqlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
 	res, err := d.sqlDriver.Acquire(ctx, l)
 	if err == nil && res.Acquired && !l.Shared && l.Limit == 0 {
 		d.wk.take(l.Name, l.Owner)
 	}
-	return res, err
+	return res, mysqlDenied(err)
 }
 
 func (d *mysqlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
@@ -99,6 +102,7 @@ func (d *mysqlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 		if errors.Is(err, driver.ErrNotHeld) {
 			d.wk.drop(ls[i].Name, ls[i].Owner)
 		}
+		errs[i] = mysqlDenied(err)
 	}
 	return errs
 }
@@ -110,7 +114,17 @@ func (d *mysqlDriver) Release(ctx context.Context, l driver.Lease) error {
 	if !l.Shared && l.Limit == 0 {
 		d.wk.drop(l.Name, l.Owner)
 	}
-	return err
+	return mysqlDenied(err)
+}
+
+func (d *mysqlDriver) Inspect(ctx context.Context, names []string) ([]driver.Holder, error) {
+	hs, err := d.sqlDriver.Inspect(ctx, names)
+	return hs, mysqlDenied(err)
+}
+
+func (d *mysqlDriver) ForceRelease(ctx context.Context, name string) (bool, error) {
+	ok, err := d.sqlDriver.ForceRelease(ctx, name)
+	return ok, mysqlDenied(err)
 }
 
 func (d *mysqlDriver) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {

@@ -1,0 +1,271 @@
+package sqllock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/sqllock"
+)
+
+// mysqlLockGrants are the least privileges of a lock user on the default
+// tables of the database "dlock", as the package documentation gives them
+// (user stands for the account).
+var mysqlLockGrants = []string{
+	"GRANT SELECT, INSERT, UPDATE, DELETE ON dlock.dlock_locks TO user",
+	"GRANT SELECT, INSERT, UPDATE, DELETE ON dlock.dlock_locks_holders TO user",
+}
+
+// mysqlUser creates the account name@'%' with password pass (and the
+// REQUIRE clause require, if not empty) on m, granted grants.
+func mysqlUser(t *testing.T, m *testserver.MariaDB, name, pass, require string, grants ...string) {
+	t.Helper()
+	create := "CREATE USER '" + name + "'@'%' IDENTIFIED BY '" + pass + "'"
+	if require != "" {
+		create += " REQUIRE " + require
+	}
+	stmts := []string{create}
+	for _, g := range grants {
+		stmts = append(stmts, strings.Replace(g, " TO user", " TO '"+name+"'@'%'", 1))
+	}
+	m.Exec(t, stmts...)
+}
+
+// mysqlUserURL is the store URL of the database "dlock" on m as user with
+// password pass, and the query parameters query ("" for none).
+func mysqlUserURL(m *testserver.MariaDB, user, pass, query string) string {
+	u := url.URL{Scheme: "mysql", User: url.UserPassword(user, pass), Host: m.Addr(), Path: "/dlock", RawQuery: query}
+	return u.String()
+}
+
+// mysqlUserDB opens the database "dlock" on m as user with password pass,
+// without TLS, closed when the test ends.
+func mysqlUserDB(t testing.TB, m *testserver.MariaDB, user, pass string) *sql.DB {
+	t.Helper()
+	c := mysql.NewConfig()
+	c.User, c.Passwd, c.Net, c.Addr, c.DBName = user, pass, "tcp", m.Addr(), "dlock"
+	db, err := sql.Open("mysql", c.FormatDSN())
+	if err != nil {
+		t.Fatalf("open as %s: %v", user, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// mysqlURLHarness returns a conformance Harness whose Lockers connect as
+// the mysql:// URL store does through dlock.Open (credentials, TLS), and
+// share one pool, warmed so that the Close property counts no
+// connection's goroutine as the Locker's. They create no table.
+func mysqlURLHarness(t *testing.T, store string) dlocktest.Harness {
+	t.Helper()
+	connector, err := sqllock.MySQLConnector(store)
+	if err != nil {
+		t.Fatalf("MySQLConnector(%q) = %v", store, err)
+	}
+	db := sql.OpenDB(connector)
+	t.Cleanup(func() { db.Close() })
+	warmPool(t, db, 16)
+	h := harness(db, sqllock.MySQL)
+	h.NewLocker = func(t testing.TB) *dlock.Locker {
+		t.Helper()
+		l, err := sqllock.New(db, sqllock.MySQL, &sqllock.Options{NoMigrate: true})
+		if err != nil {
+			t.Fatalf("New = %v, want a Locker", err)
+		}
+		return l
+	}
+	h.Expire = func(t testing.TB, name string) {
+		t.Helper()
+		admin := h.NewLocker(t)
+		defer admin.Close()
+		if held, err := admin.ForceRelease(t.Context(), name); !held || err != nil {
+			t.Fatalf("ForceRelease(%q) = %v, %v, want true, nil", name, held, err)
+		}
+	}
+	return h
+}
+
+// mustOpen opens store with dlock.Open; the Locker is closed when the test
+// ends.
+func mustOpen(t testing.TB, store string) *dlock.Locker {
+	t.Helper()
+	l, err := dlock.Open(t.Context(), store)
+	if err != nil {
+		t.Fatalf("Open(%q) = %v, want a Locker", store, err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// wantDenied checks that err wraps dlock.ErrDenied and carries neither
+// the password nor the context's end, so it came from the server at once.
+func wantDenied(t *testing.T, call string, err error, password string) {
+	t.Helper()
+	switch {
+	case !errors.Is(err, dlock.ErrDenied):
+		t.Errorf("%s = %v, want ErrDenied", call, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		t.Errorf("%s = %v, want ErrDenied before the deadline", call, err)
+	case password != "" && strings.Contains(err.Error(), password):
+		t.Errorf("%s = %q, want an error without the password", call, err)
+	}
+}
+
+// TestMariaDBSecurity runs sqllock's MySQL dialect as the accounts an
+// operator would make: a password user with the least privileges
+// (conformance suite through dlock.Open, tables made by a separate
+// Migrate user granted CREATE and SELECT., users without them, and users that
+// must connect with TLS or a client certificate.
+func TestMariaDBSecurity(t *testing.T) {
+	pki := testserver.NewPKI(t)
+	m := testserver.StartMariaDBWith(t, &testserver.MariaDBOptions{TLS: pki})
+
+	// The tables must exist before a table-level GRANT names them.
+	// SELECT lets information_schema show Migrate the columns it checks.
+	mysqlUser(t, m, "migrator", "migrate-pw", "", "GRANT CREATE, SELECT ON dlock.* TO user")
+	t.Run("MigrateGrantedCreate", func(t *testing.T) {
+		db := mysqlUserDB(t, m, "migrator", "migrate-pw")
+		for range 2 { // idempotent: the second finds the tables and columns
+			if err := sqllock.Migrate(t.Context(), db, sqllock.MySQL, ""); err != nil {
+				t.Fatalf("Migrate as a user granted CREATE, SELECT = %v, want nil", err)
+			}
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	mysqlUser(t, m, "locker", "lock-pw", "", mysqlLockGrants...)
+	lockURL := mysqlUserURL(m, "locker", "lock-pw", "migrate=false")
+
+	t.Run("WrongPassword", func(t *testing.T) {
+		store := mysqlUserURL(m, "locker", "Wr0ng-pa55word", "migrate=false")
+		l, err := dlock.Open(t.Context(), store)
+		if l != nil {
+			l.Close()
+		}
+		wantDenied(t, "Open(wrong password)", err, "Wr0ng-pa55word")
+	})
+
+	t.Run("LeastPrivilege", func(t *testing.T) { dlocktest.Run(t, mysqlURLHarness(t, lockURL)) })
+
+	t.Run("MigratingWithoutCreate", func(t *testing.T) {
+		// The default migrate=true needs CREATE: the error says so.
+		l := mustOpen(t, mysqlUserURL(m, "locker", "lock-pw", ""))
+		_, err := l.TryAcquire(t.Context(), "needs-create")
+		wantDenied(t, `TryAcquire("needs-create")`, err, "lock-pw")
+		if err != nil && !strings.Contains(err.Error(), "migrate=false") {
+			t.Errorf(`TryAcquire("needs-create") = %v, want the advice to open with migrate=false`, err)
+		}
+	})
+
+	t.Run("ReadOnlyUser", func(t *testing.T) {
+		// SELECT alone is enough for dlock status, not for locking.
+		mysqlUser(t, m, "reader", "read-pw", "",
+			"GRANT SELECT ON dlock.dlock_locks TO user", "GRANT SELECT ON dlock.dlock_locks_holders TO user")
+		holder := mustOpen(t, lockURL)
+		mustAcquire(t, holder, "watched")
+		l := mustOpen(t, mysqlUserURL(m, "reader", "read-pw", "migrate=false"))
+		if hs, err := l.Inspect(t.Context(), "watched"); err != nil || len(hs) != 1 {
+			t.Errorf(`Inspect("watched") as a reader = %v, %v, want its holder`, hs, err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		_, err := l.Acquire(ctx, "not-granted") // waiting: must not retry a refusal
+		wantDenied(t, `Acquire("not-granted")`, err, "read-pw")
+		if err != nil && !strings.Contains(err.Error(), "1142") {
+			t.Errorf(`Acquire("not-granted") = %v, want MySQL's error 1142`, err)
+		}
+		_, err = l.ForceRelease(t.Context(), "watched")
+		wantDenied(t, `ForceRelease("watched")`, err, "read-pw")
+	})
+
+	t.Run("NoPrivileges", func(t *testing.T) {
+		mysqlUser(t, m, "nobody", "nobody-pw", "")
+		l, err := dlock.Open(t.Context(), mysqlUserURL(m, "nobody", "nobody-pw", "migrate=false"))
+		if l != nil {
+			l.Close()
+		}
+		wantDenied(t, "Open(a user without privileges on the database)", err, "nobody-pw")
+	})
+
+	mysqlUser(t, m, "tlsuser", "tls-pw", "SSL", mysqlLockGrants...)
+	mysqlUser(t, m, "certuser", "cert-pw", "X509", mysqlLockGrants...)
+	t.Run("TLS", func(t *testing.T) {
+		ca := "tls_ca=" + url.QueryEscape(pki.CAFile)
+		cert := "tls_cert=" + url.QueryEscape(pki.ClientCert) + "&tls_key=" + url.QueryEscape(pki.ClientKey)
+		other := mustOpen(t, lockURL)
+		for _, tc := range []struct{ name, user, pass, query string }{
+			{"VerifiedCA", "tlsuser", "tls-pw", ca},
+			{"TLSTrueWithCA", "tlsuser", "tls-pw", "tls=true&" + ca},
+			{"ServerName", "tlsuser", "tls-pw", ca + "&tls_server_name=localhost"},
+			{"SkipVerifyByName", "tlsuser", "tls-pw", "tls_insecure_skip_verify=true"},
+			{"ClientCertificate", "certuser", "cert-pw", ca + "&" + cert},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				testOpenURL(t, mysqlUserURL(m, tc.user, tc.pass, "migrate=false&"+tc.query), other)
+			})
+		}
+		for _, tc := range []struct{ name, user, pass, query, want string }{
+			// tls=true uses the system's roots, which do not hold the
+			// throwaway authority: TLS is spoken and verified.
+			{"SystemRoots", "tlsuser", "tls-pw", "tls=true", "certificate signed by unknown authority"},
+			{"WrongServerName", "tlsuser", "tls-pw", ca + "&tls_server_name=db.example", "db.example"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				l, err := dlock.Open(t.Context(), mysqlUserURL(m, tc.user, tc.pass, "migrate=false&"+tc.query))
+				if l != nil {
+					l.Close()
+				}
+				if err == nil || errors.Is(err, dlock.ErrDenied) || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("Open(%s) = %v, want a certificate error with %q", tc.query, err, tc.want)
+				}
+			})
+		}
+		for _, tc := range []struct{ name, user, pass, query string }{
+			{"RequireSSLWithoutTLS", "tlsuser", "tls-pw", ""},
+			{"RequireX509WithoutCertificate", "certuser", "cert-pw", ca},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				l, err := dlock.Open(t.Context(), mysqlUserURL(m, tc.user, tc.pass, "migrate=false&"+tc.query))
+				if l != nil {
+					l.Close()
+				}
+				wantDenied(t, "Open("+tc.name+")", err, tc.pass)
+			})
+		}
+	})
+
+	t.Run("TLSConformance", func(t *testing.T) {
+		// The client-certificate path, the one that takes the most
+		// configuration, through the whole suite.
+		store := mysqlUserURL(m, "certuser", "cert-pw", "migrate=false&tls_ca="+url.QueryEscape(pki.CAFile)+
+			"&tls_cert="+url.QueryEscape(pki.ClientCert)+"&tls_key="+url.QueryEscape(pki.ClientKey))
+		dlocktest.Run(t, mysqlURLHarness(t, store))
+	})
+}
+
+func TestOpenMySQLTLSErrors(t *testing.T) {
+	for _, tc := range []struct{ query, want string }{
+		{"tls=maybe", `tls="maybe": want true or false`},
+		{"tls=preferred", `tls="preferred": want true or false`},
+		{"tls=false&tls_ca=/ca.pem", `tls=false with TLS parameters`},
+		{"tls_cert=/c.pem", `tls_cert and tls_key go together`},
+		{"tls_ca=/does/not/exist.pem", `tls_ca`},
+		{"tls_insecure_skip_verify=yes", `tls_insecure_skip_verify "yes"`},
+	} {
+		store := "mysql://u:secret-pw@127.0.0.1:1/db?" + tc.query
+		_, err := dlock.Open(t.Context(), store)
+		if !errors.Is(err, dlock.ErrBadURL) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "secret-pw") {
+			t.Errorf("Open(%q) = %v, want ErrBadURL with %q and without the password", store, err, tc.want)
+		}
+	}
+}
