@@ -2,10 +2,14 @@ package sqllock_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -251,6 +255,216 @@ func TestMariaDBSecurity(t *testing.T) {
 			"&tls_cert="+url.QueryEscape(pki.ClientCert)+"&tls_key="+url.QueryEscape(pki.ClientKey))
 		dlocktest.Run(t, mysqlURLHarness(t, store))
 	})
+}
+
+// TestMariaDBNeighbour checks what another account with the same grants
+// (or a client with the lock user's own credentials) can do to a lock it
+// does not own: nothing through dlock, and through raw SQL what its grants
+// allow, which the holder notices at its next renewal. The named locks of
+// the wake-ups, which any session may take, cost waiters latency, never
+// safety.
+func TestMariaDBNeighbour(t *testing.T) {
+	m := testserver.StartMariaDB(t)
+	if err := sqllock.Migrate(t.Context(), m.DB(t), sqllock.MySQL, ""); err != nil {
+		t.Fatalf("Migrate = %v", err)
+	}
+	mysqlUser(t, m, "locker", "lock-pw", "", mysqlLockGrants...)
+	mysqlUser(t, m, "neighbour", "neighbour-pw", "", mysqlLockGrants...)
+	lockURL := mysqlUserURL(m, "locker", "lock-pw", "migrate=false")
+	neighbourURL := mysqlUserURL(m, "neighbour", "neighbour-pw", "migrate=false")
+	raw := mysqlUserDB(t, m, "neighbour", "neighbour-pw")
+	const ttl = 2 * time.Second
+
+	t.Run("ThroughDlock", func(t *testing.T) {
+		holder, n := mustOpen(t, lockURL), mustOpen(t, neighbourURL)
+		k := mustAcquire(t, holder, "mine", dlock.WithTTL(ttl))
+		wantNotAcquired(t, n, "mine")
+		// A stale handle: the neighbour held the name, lost it (forced
+		// out), and the holder took it since.
+		stale := mustAcquire(t, n, "taken-over", dlock.WithTTL(ttl))
+		if held, err := holder.ForceRelease(t.Context(), "taken-over"); !held || err != nil {
+			t.Fatalf(`ForceRelease("taken-over") = %v, %v, want true, nil`, held, err)
+		}
+		k2 := mustAcquire(t, holder, "taken-over", dlock.WithTTL(ttl))
+		if err := stale.Refresh(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
+			t.Errorf("stale Refresh = %v, want ErrNotHeld", err)
+		}
+		if err := stale.Release(t.Context()); err == nil {
+			t.Errorf("stale Release = nil, want an error")
+		}
+		for _, k := range []*dlock.Lock{k, k2} {
+			if err := k.Refresh(t.Context()); err != nil {
+				t.Errorf("Refresh(%q) by its holder after the neighbour's attempts = %v, want nil", k.Name(), err)
+			}
+			wantNotAcquired(t, n, k.Name())
+			wantHolder(t, n, k)
+		}
+		// A forged owner: the statements dlock runs for a release and a
+		// refresh, with the wrong owner, change nothing.
+		for _, q := range []string{
+			"UPDATE dlock_locks SET owner = '', expires = UTC_TIMESTAMP(6) WHERE name = ? AND owner = ? AND expires > UTC_TIMESTAMP(6)",
+			"UPDATE dlock_locks SET expires = TIMESTAMPADD(SECOND, 60, UTC_TIMESTAMP(6)) WHERE name = ? AND owner = ? AND expires > UTC_TIMESTAMP(6)",
+		} {
+			res, err := raw.ExecContext(t.Context(), q, "mine", "forged-owner")
+			if n, _ := res.RowsAffected(); err != nil || n != 0 {
+				t.Errorf("%s with a forged owner = %d rows, %v; want 0 rows", q, n, err)
+			}
+		}
+		wantHolder(t, n, k)
+	})
+
+	t.Run("RawWrites", func(t *testing.T) {
+		// The grants let the neighbour delete or overwrite the row: the
+		// holder's Done closes at its next renewal.
+		holder := mustOpen(t, lockURL)
+		for _, tc := range []struct{ name, stmt string }{
+			{"delete", "DELETE FROM dlock_locks WHERE name = ?"},
+			{"steal", "UPDATE dlock_locks SET owner = 'thief', expires = TIMESTAMPADD(SECOND, 60, UTC_TIMESTAMP(6)) WHERE name = ?"},
+		} {
+			k := mustAcquire(t, holder, tc.name, dlock.WithTTL(ttl))
+			if _, err := raw.ExecContext(t.Context(), tc.stmt, tc.name); err != nil {
+				t.Fatalf("%s: %v", tc.stmt, err)
+			}
+			select {
+			case <-k.Done():
+			case <-time.After(time.Minute):
+				t.Fatalf("%s: Done of the holder's lock still open a minute later, want closed at its next renewal", tc.stmt)
+			}
+			if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrLost) {
+				t.Errorf("%s: context.Cause = %v, want ErrLost", tc.stmt, cause)
+			}
+		}
+		// A deleted row's next holder still gets a greater fence (from
+		// the server's clock); a stolen one is the thief's, fence and all.
+		k := mustAcquire(t, holder, "delete-fence", dlock.WithTTL(ttl))
+		if _, err := raw.ExecContext(t.Context(), "DELETE FROM dlock_locks WHERE name = ?", "delete-fence"); err != nil {
+			t.Fatal(err)
+		}
+		k2 := mustAcquire(t, mustOpen(t, lockURL), "delete-fence", dlock.WithTTL(ttl))
+		if k2.Fence() <= k.Fence() {
+			t.Errorf("Fence after a raw DELETE = %d, want above the lost holder's %d", k2.Fence(), k.Fence())
+		}
+	})
+
+	t.Run("NamedLocks", func(t *testing.T) {
+		testNeighbourNamedLocks(t, m, lockURL, raw)
+	})
+}
+
+// wantHolder checks, through l, that k's Locker holds k's name with k's
+// fence.
+func wantHolder(t *testing.T, l *dlock.Locker, k *dlock.Lock) {
+	t.Helper()
+	hs, err := l.Inspect(t.Context(), k.Name())
+	if err != nil || len(hs) != 1 || hs[0].Owner != k.Owner() || hs[0].Fence != k.Fence() {
+		t.Errorf("Inspect(%q) = %+v, %v; want its holder %q with fence %d", k.Name(), hs, err, k.Owner(), k.Fence())
+	}
+}
+
+// mysqlNamedLock is the GET_LOCK key a Locker on the default table of the
+// database "dlock" takes while it holds name, as anyone who reads dlock's
+// source can compute it.
+func mysqlNamedLock(name string) string {
+	sum := sha256.Sum256([]byte("dlock\x00dlock_locks\x00" + name))
+	return "dlock:" + hex.EncodeToString(sum[:24])
+}
+
+// testNeighbourNamedLocks checks what a neighbour can do to the named
+// locks of the wake-ups: take one first (the holder never gets it, waiters
+// poll), not release the holder's, and, only with the lock user's own
+// credentials, kill the holder's connection (a spurious wake-up). Each
+// costs latency, which it logs, and leaves the lock with its holder.
+func testNeighbourNamedLocks(t *testing.T, m *testserver.MariaDB, lockURL string, raw *sql.DB) {
+	ctx := t.Context()
+	conn, err := raw.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	holder, waiter := mustOpen(t, lockURL), mustOpen(t, lockURL)
+
+	// handoff has waiter wait for name while holder holds it, and
+	// returns how long after the release the waiter got it.
+	handoff := func(name string) time.Duration {
+		t.Helper()
+		k := mustAcquire(t, holder, name)
+		var releasing atomic.Bool
+		got := make(chan *dlock.Lock, 1)
+		go func() {
+			w, err := waiter.Acquire(ctx, name)
+			if err != nil || !releasing.Load() {
+				t.Errorf("Acquire(%q) = %v, %v before the holder's release, want a lock after it", name, w, err)
+			}
+			got <- w
+		}()
+		time.Sleep(300 * time.Millisecond) // let the waiter block; only the latency depends on it
+		releasing.Store(true)
+		at := time.Now()
+		if err := k.Release(ctx); err != nil {
+			t.Fatalf("Release(%q) = %v", name, err)
+		}
+		w := <-got
+		took := time.Since(at)
+		if w == nil {
+			t.FailNow()
+		}
+		if w.Fence() <= k.Fence() {
+			t.Errorf("Fence of the waiter = %d, want above the holder's %d", w.Fence(), k.Fence())
+		}
+		w.Release(ctx)
+		return took
+	}
+	var base time.Duration
+	for i := range 5 {
+		base = max(base, handoff("plain-"+strconv.Itoa(i)))
+	}
+
+	// The neighbour takes the named lock first: the holder cannot take
+	// it, and the waiter's wake-up never comes; it polls.
+	var taken time.Duration
+	for i := range 5 {
+		name := "squatted-" + strconv.Itoa(i)
+		var got int
+		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", mysqlNamedLock(name)).Scan(&got); err != nil || got != 1 {
+			t.Fatalf("GET_LOCK by the neighbour = %d, %v; want 1", got, err)
+		}
+		taken = max(taken, handoff(name))
+	}
+	t.Logf("handoff, slowest of 5: %v with free named locks, %v with the neighbour holding them (MaxRetryInterval %v)", base, taken, sqllock.DefaultPollInterval)
+
+	// The neighbour cannot release the holder's named lock, nor kill its
+	// connection; the lock user's own credentials can kill it.
+	k := mustAcquire(t, holder, "named")
+	key := mysqlNamedLock("named")
+	var owner sql.NullInt64
+	deadline := time.Now().Add(time.Minute)
+	for !owner.Valid { // the holder takes it a few milliseconds after the row
+		if time.Now().After(deadline) {
+			t.Fatalf("IS_USED_LOCK(%q) = NULL a minute after Acquire, want the holder's connection: not the key dlock takes", key)
+		}
+		if err := conn.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", key).Scan(&owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var released sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", key).Scan(&released); err != nil || released.Int64 != 0 {
+		t.Errorf("RELEASE_LOCK of the holder's named lock by the neighbour = %v, %v; want 0", released, err)
+	}
+	var me *mysql.MySQLError
+	if _, err := conn.ExecContext(ctx, "KILL ?", owner.Int64); !errors.As(err, &me) || me.Number != 1095 {
+		t.Errorf("KILL of the holder's connection by the neighbour = %v, want error 1095 (not owner)", err)
+	}
+	same := mysqlUserDB(t, m, "locker", "lock-pw")
+	if _, err := same.ExecContext(ctx, "KILL ?", owner.Int64); err != nil {
+		t.Errorf("KILL of the holder's connection with its own credentials = %v, want nil", err)
+	}
+	if err := k.Refresh(ctx); err != nil {
+		t.Errorf("Refresh after the named lock's connection was killed = %v, want nil: the row is the lock", err)
+	}
+	wantNotAcquired(t, waiter, "named")
+	if err := k.Release(ctx); err != nil {
+		t.Errorf("Release after the named lock's connection was killed = %v, want nil", err)
+	}
 }
 
 func TestOpenMySQLTLSErrors(t *testing.T) {
