@@ -101,7 +101,7 @@ FROM {t} WHERE name = ? FOR UPDATE`),
 					return fmt.Errorf("create table %s: %w", table, err)
 				}
 			}
-			return addColumns(ctx, db, `SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ?`, table, columns)
+			return mysqlDenied(addColumns(ctx, db, `SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ?`, table, columns))
 		},
 		acquire: func(ctx context.Context, db querier, l driver.Lease) (outcome, error) {
 			if _, err := db.ExecContext(ctx, acquire, l.Name, l.Owner, micros(l.TTL), l.Metadata); err != nil {

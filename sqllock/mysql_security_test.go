@@ -147,6 +147,13 @@ func TestMariaDBSecurity(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	t.Run("MigrateGrantedCreateOnly", func(t *testing.T) {
+		// Without SELECT, information_schema hides the columns, and
+		// Migrate's attempt to add them is refused.
+		mysqlUser(t, m, "creator", "create-pw", "", "GRANT CREATE ON dlock.* TO user")
+		err := sqllock.Migrate(t.Context(), mysqlUserDB(t, m, "creator", "create-pw"), sqllock.MySQL, "")
+		wantDenied(t, "Migrate as a user granted CREATE only", err, "create-pw")
+	})
 	mysqlUser(t, m, "locker", "lock-pw", "", mysqlLockGrants...)
 	lockURL := mysqlUserURL(m, "locker", "lock-pw", "migrate=false")
 
