@@ -207,22 +207,43 @@ func oldSchema(err error, table string) bool {
 	return errors.As(err, &ce) && ce.Code()&0xff == 1 && strings.Contains(err.Error(), "no such column")
 }
 
-// denied returns err wrapped with dlock.ErrDenied if it says the database
-// refused the credentials or a privilege: on PostgreSQL the SQLSTATEs
-// invalid_password (28P01), invalid_authorization_specification (28000,
-// as when pg_hba.conf rejects a connection or a client certificate) and
-// insufficient_privilege (42501, a missing GRANT). Other errors are
-// returned as they are.
+// denied returns err, wrapping dlock.ErrDenied too, if it says the
+// database refused the credentials or a step they are not granted; any
+// other err, nil included, is returned as it is.
+//   - PostgreSQL SQLSTATEs invalid_password (28P01),
+//     invalid_authorization_specification (28000, as when pg_hba.conf
+//     rejects a connection or a client certificate) and
+//     insufficient_privilege (42501, a missing GRANT);
+//   - MySQL errors ER_DBACCESS_DENIED_ERROR (1044), ER_ACCESS_DENIED_ERROR
+//     (1045, also a user that must connect with TLS or a client
+//     certificate and did not), ER_TABLEACCESS_DENIED_ERROR (1142),
+//     ER_COLUMNACCESS_DENIED_ERROR (1143), ER_SPECIFIC_ACCESS_DENIED_ERROR
+//     (1227), ER_PROCACCESS_DENIED_ERROR (1370),
+//     ER_ACCESS_DENIED_NO_PASSWORD_ERROR (1698) and MySQL's
+//     ER_SECURE_TRANSPORT_REQUIRED (3159).
 func denied(err error) error {
 	if err == nil || errors.Is(err, dlock.ErrDenied) {
 		return err
 	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && slices.Contains([]string{"28P01", "28000", "42501"}, pe.Code) {
-		return fmt.Errorf("%w: %w", dlock.ErrDenied, err)
+	var (
+		pe *pgconn.PgError
+		me *mysql.MySQLError
+	)
+	switch {
+	case errors.As(err, &pe) && slices.Contains([]string{"28P01", "28000", "42501"}, pe.Code),
+		errors.As(err, &me) && slices.Contains([]uint16{1044, 1045, 1142, 1143, 1227, 1370, 1698, 3159}, me.Number):
+		return &deniedError{err}
 	}
 	return err
 }
+
+// deniedError is an error that the store refused the credentials or a
+// step: it reads as that error, which says what was refused, and wraps
+// dlock.ErrDenied as well.
+type deniedError struct{ err error }
+
+func (e *deniedError) Error() string   { return e.err.Error() }
+func (e *deniedError) Unwrap() []error { return []error{dlock.ErrDenied, e.err} }
 
 // sqliteBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED
 // (any extended code). SQLite returns them without waiting out the busy

@@ -342,6 +342,55 @@
 // fenced writes stay safe. Services that must not free each other's
 // locks get tables of their own (Options.Table) and grants on those.
 //
+// # MySQL access
+//
+// A mysql:// store URL (dlock.Open) speaks TLS when it carries tls=true
+// (verified against the system's roots) or any of the parameters every
+// backend shares (backend.TLSParams): tls_ca, tls_cert with tls_key,
+// tls_server_name, tls_insecure_skip_verify. The server's certificate is
+// verified unless tls_insecure_skip_verify=true asks otherwise, by name,
+// and a connection never falls back to plaintext. The server's refusals
+// (a wrong password, a user made to REQUIRE SSL or X509 that connected
+// without, a missing GRANT: MySQL errors 1044, 1045, 1142, 1143, 1227,
+// 1370, 1698 and 3159) are errors wrapping dlock.ErrDenied, returned at
+// once by Open's connection check or by the step refused.
+//
+// A lock user needs these privileges, on the lease tables only (named
+// locks take none), and opens with migrate=false (Options.NoMigrate),
+// since creating the tables takes CREATE:
+//
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON db.dlock_locks TO 'app'@'%';
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON db.dlock_locks_holders TO 'app'@'%';
+//
+// DELETE serves the cleanup of idle rows and the release of shared holds
+// and permits; SELECT alone is enough for Locker.Inspect ("dlock
+// status"). Migrate, run once by another user, needs CREATE and SELECT on
+// the database (SELECT lets information_schema show it the columns it
+// checks), and ALTER to upgrade a table made by an earlier release. The
+// table GRANTs above name existing tables, so they follow Migrate:
+//
+//	GRANT CREATE, SELECT ON db.* TO 'migrator'@'%';
+//
+// Another client with the same grants, or the same account, cannot
+// release, refresh or take a held lock through dlock without its owner
+// string: every step compares the owner in its statement. Its grants let
+// it write the rows directly, though: a DELETE or an UPDATE of a held row
+// takes the lock from its holder, whose Lock then ends with dlock.ErrLost
+// at its next renewal; after a DELETE the name's next token still follows
+// the clock, but an UPDATE may set any owner, lease and token: tokens
+// fence off stale holders, not writers of the table. Named locks take no
+// privilege and any session may take one: a session that takes the named
+// lock of a name (its key follows from the database, the table and the
+// name) before the holder does keeps the holder out of it (the holder
+// tries again, up to ten times a second, while it holds the name), so
+// the name's waiters poll, at most Options.MaxRetryInterval late; it
+// cannot release a named lock another session holds. A session of the
+// same account may KILL the holder's connections (an account may kill
+// its own sessions), which frees the named lock (a spurious wake-up) or
+// fails a step under way (an error, as any dropped connection gives).
+// None of this frees the lock itself: the table is the only source of
+// truth.
+//
 // # Compatibility
 //
 // The MySQL dialect is tested on MariaDB; it uses VALUES() in ON DUPLICATE

@@ -3,10 +3,18 @@ package sqllock
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -87,10 +95,13 @@ FROM {t} WHERE name = ? FOR UPDATE`),
 		migrate: func(ctx context.Context, db *sql.DB) error {
 			for _, s := range schema {
 				if _, err := db.ExecContext(ctx, s); err != nil {
+					if err := denied(err); errors.Is(err, dlock.ErrDenied) {
+						return fmt.Errorf("create table %s (a user without CREATE opens with migrate=false, Options.NoMigrate, once Migrate made it): %w", table, err)
+					}
 					return fmt.Errorf("create table %s: %w", table, err)
 				}
 			}
-			return addColumns(ctx, db, `SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ?`, table, columns)
+			return denied(addColumns(ctx, db, `SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ?`, table, columns))
 		},
 		acquire: func(ctx context.Context, db querier, l driver.Lease) (outcome, error) {
 			if _, err := db.ExecContext(ctx, acquire, l.Name, l.Owner, micros(l.TTL), l.Metadata); err != nil {
@@ -156,4 +167,43 @@ FROM {t} WHERE name = ? FOR UPDATE`),
 	}
 	q.release, q.forceRelease = execReleases(release, force)
 	return q
+}
+
+// mysqlParams are the query parameters a mysql:// URL may carry besides
+// table and migrate: tls, and the TLS parameters every backend shares.
+var mysqlParams = append([]string{"tls"}, backend.TLSParams...)
+
+// mysqlConnector returns the connector for a mysql:// store URL with
+// query parameters q. The connection speaks TLS, verifying the server's
+// certificate, when q has tls=true (with the system's roots unless tls_ca
+// names others) or any of backend.TLSParams; tls=false with any of them
+// is an error, and so is any other value of tls: plaintext fallback
+// (go-sql-driver's tls=preferred) is not offered, and skipping
+// verification is asked for by name with tls_insecure_skip_verify=true.
+// The TLS configuration goes to the connector itself, not to
+// go-sql-driver's process-wide registry (mysql.RegisterTLSConfig), which
+// would keep every Open's configuration for the life of the process.
+func mysqlConnector(u *url.URL, q url.Values) (sqldriver.Connector, error) {
+	addr, err := oneHost(u, 3306)
+	if err != nil {
+		return nil, err
+	}
+	c := mysql.NewConfig()
+	c.User, c.Passwd, c.Net, c.Addr = u.User.Username(), backend.URLPassword(u), "tcp", addr
+	if c.DBName, err = dbName(u); err != nil {
+		return nil, err
+	}
+	on := false
+	if v := q.Get("tls"); v != "" {
+		if on, err = strconv.ParseBool(v); err != nil {
+			return nil, fmt.Errorf("%w: tls=%q: want true or false (see tls_insecure_skip_verify)", dlock.ErrBadURL, v)
+		}
+		if !on && slices.ContainsFunc(backend.TLSParams, q.Has) {
+			return nil, fmt.Errorf("%w: tls=false with TLS parameters: drop one or the other", dlock.ErrBadURL)
+		}
+	}
+	if c.TLS, err = backend.TLSConfig(q, u.Hostname(), on); err != nil {
+		return nil, err
+	}
+	return mysql.NewConnector(c)
 }

@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
 )
@@ -41,7 +39,7 @@ var postgresParams = []string{"host", "port", "sslmode", "sslrootcert", "sslcert
 
 // open serves store URLs:
 //
-//	mysql://user[:pass]@host[:port]/dbname
+//	mysql://user[:pass]@host[:port]/dbname[?tls=true&tls_ca=/ca.pem&...]
 //	postgres://[user[:pass]@][host][:port][/dbname][?host=/socket/dir&sslmode=...]
 //	sqlite:///absolute/path.db
 //
@@ -50,13 +48,17 @@ var postgresParams = []string{"host", "port", "sslmode", "sslrootcert", "sslcert
 // file: a missing one is an error wrapping fs.ErrNotExist). A postgres://
 // URL follows libpq: the host may instead be given by the host parameter,
 // which may be a Unix socket directory, and a missing database name means
-// the user's name. SQLite files are opened in WAL mode with a busy timeout, as the package
+// the user's name. A mysql:// URL speaks TLS when it carries tls=true or
+// any of backend.TLSParams (see mysqlConnector). SQLite files are opened in WAL mode with a busy timeout, as the package
 // documentation recommends. Opening connects once, within ctx. The Locker
 // closes the *sql.DB it opens.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	known := []string{"table", "migrate"}
 	if u.Scheme == "postgres" || u.Scheme == "postgresql" {
 		known = append(append(known, postgresParams...), backend.TLSParams...)
+	}
+	if u.Scheme == "mysql" {
+		known = append(known, mysqlParams...)
 	}
 	q, err := backend.URLParams(u, known...)
 	if err != nil {
@@ -87,16 +89,11 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	)
 	switch u.Scheme {
 	case "mysql":
-		hosts, err := oneHost(u, 3306)
+		connector, err := mysqlConnector(u, q)
 		if err != nil {
 			return nil, err
 		}
-		c := mysql.NewConfig()
-		c.User, c.Passwd, c.Net, c.Addr = u.User.Username(), backend.URLPassword(u), "tcp", hosts
-		if c.DBName, err = dbName(u); err != nil {
-			return nil, err
-		}
-		dsn, dialect = c.FormatDSN(), MySQL
+		db, dialect = sql.OpenDB(connector), MySQL
 	case "postgres", "postgresql":
 		if db, err = openPostgres(u, q); err != nil {
 			return nil, err

@@ -56,7 +56,7 @@ func TestOpenURLErrors(t *testing.T) {
 	for _, tc := range []struct{ url, want string }{
 		{"mysql://root@h", `mysql:// needs the database name as its path`},
 		{"mysql://root@h:1,h:2/db", `mysql:// takes one host`},
-		{"mysql://root@h/db?sslmode=disable", `unknown parameter "sslmode" for mysql:// (known: table, migrate)`},
+		{"mysql://root@h/db?sslmode=disable", `unknown parameter "sslmode" for mysql:// (known: table, migrate, tls, tls_ca,`},
 		{"postgres://u@h/db?bogus=1", `unknown parameter "bogus" for postgres://`},
 		{"postgres://u@:5432/db", `missing host`},
 		{"sqlite://relative/path.db", `sqlite:// takes an absolute path`},

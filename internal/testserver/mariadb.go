@@ -22,12 +22,23 @@ type MariaDB struct {
 	bin  string // path of mariadbd
 	dir  string // holds data/, the socket and server.log; kept across restarts
 	port int    // kept across restarts
+	opts MariaDBOptions
 
 	server
 }
 
 // mariaDBName is the database StartMariaDB creates and DSN names.
 const mariaDBName = "dlock"
+
+// MariaDBOptions configures the server StartMariaDBWith starts.
+type MariaDBOptions struct {
+	// TLS, if not nil, has the server speak TLS with TLS's server
+	// certificate and trust TLS's authority for client certificates
+	// (--ssl-cert, --ssl-key, --ssl-ca). Clients may still connect
+	// without TLS unless their user is created with REQUIRE SSL or
+	// REQUIRE X509. Default: no TLS.
+	TLS *PKI
+}
 
 // StartMariaDB initialises a MariaDB data directory in a new temporary
 // directory, starts mariadbd on a free loopback port with user root and an
@@ -36,6 +47,15 @@ const mariaDBName = "dlock"
 // test ends. If mariadbd is not installed, StartMariaDB skips the test
 // (see Need).
 func StartMariaDB(t testing.TB) *MariaDB {
+	t.Helper()
+	return StartMariaDBWith(t, nil)
+}
+
+// StartMariaDBWith is StartMariaDB with the server configured by opts; nil
+// means defaults. Root keeps its empty password and needs no TLS, so DSN
+// and DB work as with StartMariaDB: tests create their own users with
+// them.
+func StartMariaDBWith(t testing.TB, opts *MariaDBOptions) *MariaDB {
 	t.Helper()
 	bin := Need(t, "mariadbd", "mariadb-server")
 	install := Need(t, "mariadb-install-db", "mariadb-server")
@@ -52,6 +72,9 @@ func StartMariaDB(t testing.TB) *MariaDB {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
 	m := &MariaDB{bin: bin, dir: dir}
+	if opts != nil {
+		m.opts = *opts
+	}
 	m.server = server{name: "mariadbd", where: func() string { return redisAddr(m.port) }, start: m.startLocked}
 	m.mu.Lock()
 	m.startLocked(t)
@@ -71,6 +94,12 @@ func StartMariaDB(t testing.TB) *MariaDB {
 	if _, err := db.ExecContext(context.Background(), "CREATE DATABASE IF NOT EXISTS "+mariaDBName); err != nil {
 		t.Fatalf("create database %s: %v", mariaDBName, err)
 	}
+	// mariadb-install-db makes anonymous users at localhost, which
+	// 127.0.0.1 resolves to: they would shadow the users tests create
+	// at '%'.
+	if _, err := db.ExecContext(context.Background(), "DROP USER IF EXISTS ''@'localhost', ''@'"+hostname()+"'"); err != nil {
+		t.Fatalf("drop anonymous users: %v", err)
+	}
 	return m
 }
 
@@ -80,7 +109,7 @@ func (m *MariaDB) startLocked(t testing.TB) {
 	t.Helper()
 	data := filepath.Join(m.dir, "data")
 	args := func(port int) []string {
-		return []string{
+		a := []string{
 			"--no-defaults", "--user=root",
 			"--datadir=" + data,
 			"--port=" + strconv.Itoa(port),
@@ -91,6 +120,10 @@ func (m *MariaDB) startLocked(t testing.TB) {
 			"--innodb-buffer-pool-size=64M",
 			"--skip-name-resolve=0",
 		}
+		if p := m.opts.TLS; p != nil {
+			a = append(a, "--ssl-cert="+p.ServerCert, "--ssl-key="+p.ServerKey, "--ssl-ca="+p.CAFile)
+		}
+		return a
 	}
 	probe := func(port, pid int) error { return probeMariaDB(port, data) }
 	m.proc, m.port = launch(t, m.bin, m.dir, m.port, false, args, probe)
@@ -135,6 +168,28 @@ func (m *MariaDB) DSN() string {
 
 func (m *MariaDB) dsn(db string) string { return mariaDSN(m.port, db) }
 
+// Addr returns the server's host:port on the loopback interface. It stays
+// the same across Restart.
+func (m *MariaDB) Addr() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return redisAddr(m.port)
+}
+
+// Exec runs each statement on the database "dlock" as root, failing the
+// test on the first error: for creating users and granting them
+// privileges.
+func (m *MariaDB) Exec(t testing.TB, stmts ...string) {
+	t.Helper()
+	db := m.DB(t)
+	defer db.Close()
+	for _, s := range stmts {
+		if _, err := db.ExecContext(context.Background(), s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
 // DB returns a new *sql.DB for DSN, closed when the test ends.
 func (m *MariaDB) DB(t testing.TB) *sql.DB {
 	t.Helper()
@@ -144,4 +199,11 @@ func (m *MariaDB) DB(t testing.TB) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// hostname is the machine's name, at which mariadb-install-db also makes
+// an anonymous user.
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
 }
