@@ -9,8 +9,12 @@ import (
 // Keys of one name, all sharing the name's hash tag (see Key):
 //
 //	K  = Key(prefix, name)  a string while the name is free or held
-//	                        exclusively: owner|fence[|metadata] while held,
-//	                        |fence as a tombstone after release; a hash
+//	                        exclusively: owner|fence[,qexp][|metadata]
+//	                        while held (qexp: until when, at least, the
+//	                        queue lives, server clock, ms; written when
+//	                        the name was handed on from the queue, see
+//	                        queue_alive), |fence as a tombstone after
+//	                        release; a hash
 //	                        while it is held in shared mode or as a
 //	                        semaphore: owner -> "expiry_ms|fence|metadata"
 //	                        per holder (expiry on the server's clock), plus
@@ -18,11 +22,13 @@ import (
 //	                        mode ("s" shared, or the semaphore's limit)
 //	Q  = K + ":q"           list of waiters, first come first served, one
 //	                        entry each: owner|ticket|ttl_ms|written_ms|
-//	                        keep_ms|mode|metadata: the waiter's lease
+//	                        keep_ms|qexp|mode|metadata: the waiter's lease
 //	                        length, when it last wrote the entry (server
 //	                        clock), how long the entry lives unless
-//	                        rewritten, and its mode ("x" exclusive, "s"
-//	                        shared, or a limit); ticket: see grant
+//	                        rewritten, until when the queue lived at least
+//	                        then (see queue_alive), and its mode ("x"
+//	                        exclusive, "s" shared, or a limit); ticket: see
+//	                        grant
 //
 // Owners never contain '|' and always contain ':', so no owner is "f" or
 // "m". The hash's own expiry is raised to its latest holder's, so a hash
@@ -151,14 +157,15 @@ end
 local function tombstone(K, st, ms)
   redis.call('SET', K, '|' .. num(st.last), 'PX', ms)
 end
--- A queue entry is "owner|ticket|ttl|written|keep|mode|metadata": the
--- waiter's ticket (the number of the call that wrote the entry, "0" when
--- its grants must be confirmed), lease length, when the entry was written
--- (server clock, ms), how long it lives without a rewrite, and mode.
+-- A queue entry is "owner|ticket|ttl|written|keep|qexp|mode|metadata":
+-- the waiter's ticket (the number of the call that wrote the entry, "0"
+-- when its grants must be confirmed), lease length, when the entry was
+-- written (server clock, ms), how long it lives without a rewrite, until
+-- when (at least) the queue lived when it was written, and mode.
 local function parse(e)
-  local o, tk, ttl, w, keep, mode, meta = string.match(e, '^([^|]*)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|(.*)$')
+  local o, tk, ttl, w, keep, qx, mode, meta = string.match(e, '^([^|]*)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|(.*)$')
   if not o then return nil end
-  return {owner = o, ticket = tk, ttl = tonumber(ttl), w = tonumber(w), keep = tonumber(keep), mode = mode, meta = meta, raw = e}
+  return {owner = o, ticket = tk, ttl = tonumber(ttl), w = tonumber(w), keep = tonumber(keep), qx = tonumber(qx), mode = mode, meta = meta, raw = e}
 end
 local function live(x) return x and x.w + x.keep >= now_ms() end
 -- peek returns the queue's first live entry, dropping dead ones ahead of it.
@@ -185,14 +192,17 @@ local function pop(Q, first)
 end
 -- queue_alive makes sure the queue outlives for at least queue_ms / 2
 -- more every entry that may join it without extending it itself (see
--- enqueue), and returns until when it lives at least: st.qexp, recorded
--- in the holder's value by an earlier grant, if still far enough off,
--- else now + queue_ms. A queue's expiry only moves later while it exists,
--- and a queue made again later expires later still, so a recorded qexp
--- stays a lower bound of the queue's expiry as long as the queue exists.
-local function queue_alive(Q, st)
+-- enqueue), and returns until when it lives at least: the later of
+-- st.qexp, recorded in the holder's value by an earlier grant, and x.qx,
+-- recorded in the entry x just taken from the queue, if still far enough
+-- off; else now + queue_ms. A queue's expiry only moves later while it
+-- exists, and a queue made again later expires later still, so a recorded
+-- qexp stays a lower bound of the queue's expiry as long as the queue
+-- exists.
+local function queue_alive(Q, st, x)
   local now = now_ms()
-  if st.qexp and st.qexp >= now + queue_ms / 2 and st.qexp <= now + queue_ms then return st.qexp end
+  local q = math.max(st.qexp or 0, x.qx or 0)
+  if q >= now + queue_ms / 2 and q <= now + queue_ms then return q end
   redis.call('PEXPIRE', Q, queue_ms)
   return now + queue_ms
 end
@@ -226,7 +236,7 @@ local function grant(K, Q, st, chanp, self, first, near)
       end
     end
     local qexp
-    if x.mode == 'x' then qexp = queue_alive(Q, st) end
+    if x.mode == 'x' then qexp = queue_alive(Q, st, x) end
     local f = add(K, st, h, x.mode, x.meta, lease, qexp)
     if h ~= self then
       local lk = string.match(h, '^[^:]*')
@@ -256,9 +266,14 @@ end
 -- entry's deadline (keep is at most 3 s).
 local function enqueue(Q, st, owner, ticket, ttl, keep, mode, meta, known)
   local now = now_ms()
-  local e = owner .. '|' .. ticket .. '|' .. ttl .. '|' .. num(now) .. '|' .. keep .. '|' .. mode .. '|' .. meta
   local found, i
   if known then found, i = find(Q, owner) end
+  -- qx: until when the queue lives at least, written into the entry
+  -- (see queue_alive); a queue made by this RPUSH lives until now +
+  -- queue_ms, which is no earlier.
+  local qx, extend = st.qexp, false
+  if not (qx and qx >= now + keep and qx <= now + queue_ms) then qx, extend = now + queue_ms, true end
+  local e = owner .. '|' .. ticket .. '|' .. ttl .. '|' .. num(now) .. '|' .. keep .. '|' .. num(qx) .. '|' .. mode .. '|' .. meta
   local ahead
   if found then
     redis.call('LSET', Q, i, e)
@@ -266,9 +281,7 @@ local function enqueue(Q, st, owner, ticket, ttl, keep, mode, meta, known)
     ahead = redis.call('RPUSH', Q, e) - 1
     i = ahead
   end
-  if ahead == 0 or not (st.qexp and st.qexp >= now + keep and st.qexp <= now + queue_ms) then
-    redis.call('PEXPIRE', Q, queue_ms)
-  end
+  if extend or ahead == 0 then redis.call('PEXPIRE', Q, queue_ms) end
   return ahead, i
 end
 `
