@@ -12,6 +12,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/redislock"
 )
 
 // serverCommands sums every command's calls in INFO commandstats, the
@@ -189,5 +190,29 @@ func TestLocalHandoffPublishesNothing(t *testing.T) {
 	dlocktest.MustRelease(t, dlocktest.WantAcquired(t, got, name, time.Minute).Lock)
 	if n := commandCalls(t, client, "publish") - before; n != 0 {
 		t.Errorf("PUBLISH calls for a handoff within one Locker = %d, want 0", n)
+	}
+}
+
+// TestMemoryPerHeldLock reads MEMORY USAGE of a lock taken without
+// waiting, on a name as long as the benchmark's: the key and the value
+// "owner|fence" (no queue expiry: nobody waited) stay in the allocator's
+// size classes they were measured in (120 B on Redis 7.0), so a longer
+// key or value shows here before it shows in the benchmark.
+func TestMemoryPerHeldLock(t *testing.T) {
+	r := testserver.StartRedis(t)
+	client := r.Client(t)
+	const name = "mem:0000000"
+	k := dlocktest.MustTryAcquire(t, newLocker(t, client), name)
+	key := redislock.Key("", name)
+	if v, want := client.Get(t.Context(), key).Val(), k.Owner()+"|"+strconv.FormatUint(k.Fence(), 10); v != want {
+		t.Errorf("GET %s = %q, want %q", key, v, want)
+	}
+	n, err := client.MemoryUsage(t.Context(), key).Result()
+	if err != nil {
+		t.Fatalf("MEMORY USAGE %s = %v", key, err)
+	}
+	t.Logf("MEMORY USAGE %s = %d B", key, n)
+	if n > 120 {
+		t.Errorf("MEMORY USAGE %s = %d B, want at most 120", key, n)
 	}
 }
