@@ -3,7 +3,6 @@ package redislock_test
 import (
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -131,10 +130,7 @@ func TestHotNameCost(t *testing.T) {
 	r := testserver.StartRedis(t)
 	client := r.Client(t)
 	const name, lockers, goroutines, rounds = "hot-cost", 2, 8, 40
-	ls := make([]*dlock.Locker, lockers)
-	for i := range ls {
-		ls[i] = newLocker(t, client)
-	}
+	ls := newLockers(t, client, lockers)
 	// Warm up: scripts loaded, both Lockers' grant channels subscribed.
 	for _, l := range ls {
 		k, err := l.Acquire(t.Context(), name)
@@ -144,22 +140,7 @@ func TestHotNameCost(t *testing.T) {
 		dlocktest.MustRelease(t, k)
 	}
 	before := serverCommands(t, client)
-	var wg sync.WaitGroup
-	for _, l := range ls {
-		for range goroutines {
-			wg.Go(func() {
-				for range rounds {
-					k, err := l.Acquire(t.Context(), name)
-					if err != nil {
-						t.Errorf("Acquire(%q) = %v", name, err)
-						return
-					}
-					k.Release(t.Context())
-				}
-			})
-		}
-	}
-	wg.Wait()
+	contend(t, ls, name, goroutines, rounds, 0)
 	total, by := commandsSince(t, client, before)
 	const acquisitions = lockers * goroutines * rounds
 	per := func(cmd string) float64 { return float64(by[cmd]) / acquisitions }

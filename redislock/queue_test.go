@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,28 +39,9 @@ func TestHandoffWakesOneWaiter(t *testing.T) {
 	r := testserver.StartRedis(t)
 	client := r.Client(t)
 	const name, lockers, goroutines, rounds = "hot", 2, 4, 50
-	ls := make([]*dlock.Locker, lockers)
-	for i := range ls {
-		ls[i] = newLocker(t, client)
-	}
+	ls := newLockers(t, client, lockers)
 	before := commandCalls(t, client, "evalsha", "eval")
-	var wg sync.WaitGroup
-	for _, l := range ls {
-		for range goroutines {
-			wg.Go(func() {
-				for range rounds {
-					k, err := l.Acquire(t.Context(), name)
-					if err != nil {
-						t.Errorf("Acquire = %v", err)
-						return
-					}
-					time.Sleep(100 * time.Microsecond)
-					k.Release(t.Context())
-				}
-			})
-		}
-	}
-	wg.Wait()
+	contend(t, ls, name, goroutines, rounds, 100*time.Microsecond)
 	acquisitions := lockers * goroutines * rounds
 	scripts := commandCalls(t, client, "evalsha", "eval") - before
 	perAcq := float64(scripts) / float64(acquisitions)
