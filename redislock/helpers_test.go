@@ -2,8 +2,13 @@ package redislock_test
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
 )
 
 func isClosed(ch <-chan struct{}) bool {
@@ -38,4 +43,39 @@ func containsField(line, f string) bool {
 		}
 	}
 	return false
+}
+
+// contend runs goroutines goroutines on each of ls, each taking name
+// rounds times in turn (Acquire, sleep hold, Release), and waits for all.
+func contend(t *testing.T, ls []*dlock.Locker, name string, goroutines, rounds int, hold time.Duration) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		for range goroutines {
+			wg.Go(func() {
+				for range rounds {
+					k, err := l.Acquire(t.Context(), name)
+					if err != nil {
+						t.Errorf("Acquire(%q) = %v", name, err)
+						return
+					}
+					if hold > 0 {
+						time.Sleep(hold)
+					}
+					k.Release(t.Context())
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
+// newLockers returns n Lockers on client, closed when the test ends.
+func newLockers(t *testing.T, client redis.UniversalClient, n int) []*dlock.Locker {
+	t.Helper()
+	ls := make([]*dlock.Locker, n)
+	for i := range ls {
+		ls[i] = newLocker(t, client)
+	}
+	return ls
 }

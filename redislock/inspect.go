@@ -137,6 +137,7 @@ func parseHolder(key, v string) (driver.Holder, bool) {
 		return driver.Holder{}, false
 	}
 	fenceText, meta, _ := strings.Cut(rest, "|")
+	fenceText, _, _ = strings.Cut(fenceText, ",") // then how long the queue lives (see scripts.go)
 	fence, err := strconv.ParseUint(fenceText, 10, 64)
 	if err != nil {
 		return driver.Holder{}, false

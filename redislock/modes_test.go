@@ -33,16 +33,16 @@ func holderFields(t *testing.T, client *redis.Client, name string) map[string]st
 }
 
 // queueState returns the owners in name's queue and the modes of their
-// entries (owner|ticket|ttl|written|keep|mode|metadata).
+// entries (owner|ticket|ttl|written|keep|qexp|mode|metadata).
 func queueState(t *testing.T, client *redis.Client, name string) (q []string, modes map[string]string) {
 	t.Helper()
 	k := redislock.Key("", name)
 	modes = make(map[string]string)
 	for _, e := range client.LRange(t.Context(), k+":q", 0, -1).Val() {
-		parts := strings.SplitN(e, "|", 7)
+		parts := strings.SplitN(e, "|", 8)
 		q = append(q, parts[0])
-		if len(parts) == 7 {
-			modes[parts[0]] = parts[5]
+		if len(parts) == 8 {
+			modes[parts[0]] = parts[6]
 		}
 	}
 	return q, modes

@@ -2,7 +2,8 @@ package redislock_test
 
 import (
 	"context"
-	"sync"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,28 +39,9 @@ func TestHandoffWakesOneWaiter(t *testing.T) {
 	r := testserver.StartRedis(t)
 	client := r.Client(t)
 	const name, lockers, goroutines, rounds = "hot", 2, 4, 50
-	ls := make([]*dlock.Locker, lockers)
-	for i := range ls {
-		ls[i] = newLocker(t, client)
-	}
+	ls := newLockers(t, client, lockers)
 	before := commandCalls(t, client, "evalsha", "eval")
-	var wg sync.WaitGroup
-	for _, l := range ls {
-		for range goroutines {
-			wg.Go(func() {
-				for range rounds {
-					k, err := l.Acquire(t.Context(), name)
-					if err != nil {
-						t.Errorf("Acquire = %v", err)
-						return
-					}
-					time.Sleep(100 * time.Microsecond)
-					k.Release(t.Context())
-				}
-			})
-		}
-	}
-	wg.Wait()
+	contend(t, ls, name, goroutines, rounds, 100*time.Microsecond)
 	acquisitions := lockers * goroutines * rounds
 	scripts := commandCalls(t, client, "evalsha", "eval") - before
 	perAcq := float64(scripts) / float64(acquisitions)
@@ -149,4 +131,31 @@ func TestDeadWaiterHoldsNameBriefly(t *testing.T) {
 		t.Errorf("live waiter acquired %v after the release, want well under the dead waiter's TTL %v", waited, ttl)
 	}
 	dlocktest.MustRelease(t, a.Lock)
+}
+
+// TestInspectHandedOver inspects a lock handed to a waiter from the queue,
+// whose value also records until when the queue lives ("owner|fence,ms"):
+// Inspect (and so the CLI's status) still reports its owner, fence and
+// metadata.
+func TestInspectHandedOver(t *testing.T) {
+	r := testserver.StartRedis(t)
+	client := r.Client(t)
+	a, b := newLocker(t, client), newLocker(t, client)
+	const name, meta = "inspect-handed-over", "job|7"
+	k := dlocktest.MustTryAcquire(t, a, name)
+	got := dlocktest.AcquireAsync(t.Context(), b, name, dlock.WithTTL(time.Minute), dlock.WithMetadata(meta))
+	eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
+	dlocktest.MustRelease(t, k)
+	kb := dlocktest.WantAcquired(t, got, name, time.Minute).Lock
+	defer dlocktest.MustRelease(t, kb)
+	if v := client.Get(t.Context(), redislock.Key("", name)).Val(); !strings.HasPrefix(v, kb.Owner()+"|"+strconv.FormatUint(kb.Fence(), 10)+",") {
+		t.Fatalf("GET %s = %q, want the new holder's owner|fence,queue expiry", redislock.Key("", name), v)
+	}
+	infos, err := a.Inspect(t.Context(), name)
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("Inspect(%q) = %v, %v; want one holder", name, infos, err)
+	}
+	if h := infos[0]; h.Owner != kb.Owner() || h.Fence != kb.Fence() || h.Metadata != meta {
+		t.Errorf("Inspect(%q) = owner %q, fence %d, metadata %q; want %q, %d, %q", name, h.Owner, h.Fence, h.Metadata, kb.Owner(), kb.Fence(), meta)
+	}
 }

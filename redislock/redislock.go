@@ -12,7 +12,9 @@
 // Waiters queue on the server, first come first served. A release hands
 // the lock to the first live waiter inside the release script and tells
 // that waiter's Locker on its own pub/sub channel (one connection per
-// Locker, opened on its first Acquire; TryAcquire does not use it), so
+// Locker, opened on its first Acquire; TryAcquire does not use it; a
+// waiter of the releasing Locker itself is told from the release's reply
+// instead, with no message), so
 // one waiter wakes per release of an exclusive lock (see below for shared
 // holds) and the releasing goroutine cannot barge ahead of the queue. The Locker reads that connection itself and
 // reconnects and resubscribes when it breaks; every waiter then asks the
@@ -35,8 +37,12 @@
 // waits for the replicas.
 //
 // A waiter refreshes its place every min(TTL/3, 1 s); that refresh also
-// catches a grant whose message was lost, and a holder that died without
-// releasing. A waiter that dies loses its place after three heartbeats.
+// catches a grant whose message (or, within one Locker, the release's
+// reply) was lost, and a holder that died without releasing. The waiter
+// first in line also tries again as soon as the holder's lease ends, so a
+// holder that died is replaced at once; the others only take their turn
+// after it, or at their next refresh if the first in line died too. A
+// waiter that dies loses its place after three heartbeats.
 // If the lock is handed to it within half a second of its last write to
 // the queue, it gets its TTL, as a holder that died just after taking the
 // lock would have; later, the granted lease lasts at most 2 s (such
@@ -72,9 +78,13 @@
 // # Keys
 //
 // A lock on name lives in a string key, Prefix + "{" + escaped name + "}",
-// whose value is "owner|fence[|metadata]" while held; its waiters in
+// whose value is "owner|fence[|metadata]" while held, or
+// "owner|fence,queue expiry[|metadata]" when the name was handed to its
+// holder from the queue (the time, in ms on the server's clock, until
+// which the queue lives at least, so that waiters joining it need not
+// extend it each time); its waiters in
 // that key + ":q", a list of entries "owner|ticket|lease length|written
-// at|kept for|mode|metadata", which exists only while someone waits.
+// at|kept for|queue expiry|mode|metadata", which exists only while someone waits.
 // A name held in shared mode or as a semaphore is a hash under the same
 // key instead: owner -> "expiry_ms|fence|metadata" per holder (expiry on
 // the server's clock), "f" -> the last fence issued and "m" -> the mode

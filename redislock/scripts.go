@@ -9,8 +9,12 @@ import (
 // Keys of one name, all sharing the name's hash tag (see Key):
 //
 //	K  = Key(prefix, name)  a string while the name is free or held
-//	                        exclusively: owner|fence[|metadata] while held,
-//	                        |fence as a tombstone after release; a hash
+//	                        exclusively: owner|fence[,qexp][|metadata]
+//	                        while held (qexp: until when, at least, the
+//	                        queue lives, server clock, ms; written when
+//	                        the name was handed on from the queue, see
+//	                        queue_alive), |fence as a tombstone after
+//	                        release; a hash
 //	                        while it is held in shared mode or as a
 //	                        semaphore: owner -> "expiry_ms|fence|metadata"
 //	                        per holder (expiry on the server's clock), plus
@@ -18,11 +22,13 @@ import (
 //	                        mode ("s" shared, or the semaphore's limit)
 //	Q  = K + ":q"           list of waiters, first come first served, one
 //	                        entry each: owner|ticket|ttl_ms|written_ms|
-//	                        keep_ms|mode|metadata: the waiter's lease
+//	                        keep_ms|qexp|mode|metadata: the waiter's lease
 //	                        length, when it last wrote the entry (server
 //	                        clock), how long the entry lives unless
-//	                        rewritten, and its mode ("x" exclusive, "s"
-//	                        shared, or a limit); ticket: see grant
+//	                        rewritten, until when the queue lived at least
+//	                        then (see queue_alive), and its mode ("x"
+//	                        exclusive, "s" shared, or a limit); ticket: see
+//	                        grant
 //
 // Owners never contain '|' and always contain ':', so no owner is "f" or
 // "m". The hash's own expiry is raised to its latest holder's, so a hash
@@ -61,22 +67,23 @@ var common = `
 local grant_ms = ` + strconv.FormatInt(grantLease.Milliseconds(), 10) + `
 local queue_ms = ` + strconv.FormatInt(queueTTL.Milliseconds(), 10) + `
 local fresh_ms = ` + strconv.FormatInt(freshGrant.Milliseconds(), 10) + `
+local us_cache
 local function now_us()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if not us_cache then
+    local t = redis.call('TIME')
+    us_cache = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return us_cache
 end
-local now_cache
-local function now_ms()
-  if not now_cache then now_cache = math.floor(now_us() / 1000) end
-  return now_cache
-end
+local function now_ms() return math.floor(now_us() / 1000) end
 local function num(x) return string.format('%.0f', x) end
 local function fence_after(last)
   if last > 0 then return num(last + 1) end
   return num(now_us())
 end
-local function put(K, owner, fence, meta, ttl)
+local function put(K, owner, fence, meta, ttl, qexp)
   local val = owner .. '|' .. fence
+  if qexp then val = val .. ',' .. num(qexp) end
   if meta ~= '' then val = val .. '|' .. meta end
   redis.call('SET', K, val, 'PX', ttl)
 end
@@ -107,9 +114,10 @@ local function load(K, v)
     end
     if st.n == 0 then st.mode = nil end
   elseif v then
-    local o, f = string.match(v, '^([^|]*)|(%d+)')
+    local o, f, qx = string.match(v, '^([^|]*)|(%d+),?(%d*)')
     if not o then return nil end
     st.last = tonumber(f)
+    st.qexp = tonumber(qx)
     if o ~= '' then st.n, st.mode, st.owner, st.fence = 1, 'x', o, f end
   end
   return st
@@ -129,11 +137,11 @@ local function fits(st, mode)
 end
 -- add makes owner a holder of mode with a lease of ms and returns its
 -- fence, above every earlier one.
-local function add(K, st, owner, mode, meta, ms)
+local function add(K, st, owner, mode, meta, ms, qexp)
   local f = fence_after(st.last)
   st.last = tonumber(f)
   if mode == 'x' then
-    put(K, owner, f, meta, ms)
+    put(K, owner, f, meta, ms, qexp)
     st.owner, st.fence = owner, f
   else
     if st.n == 0 then redis.call('DEL', K) end
@@ -149,14 +157,15 @@ end
 local function tombstone(K, st, ms)
   redis.call('SET', K, '|' .. num(st.last), 'PX', ms)
 end
--- A queue entry is "owner|ticket|ttl|written|keep|mode|metadata": the
--- waiter's ticket (the number of the call that wrote the entry, "0" when
--- its grants must be confirmed), lease length, when the entry was written
--- (server clock, ms), how long it lives without a rewrite, and mode.
+-- A queue entry is "owner|ticket|ttl|written|keep|qexp|mode|metadata":
+-- the waiter's ticket (the number of the call that wrote the entry, "0"
+-- when its grants must be confirmed), lease length, when the entry was
+-- written (server clock, ms), how long it lives without a rewrite, until
+-- when (at least) the queue lived when it was written, and mode.
 local function parse(e)
-  local o, tk, ttl, w, keep, mode, meta = string.match(e, '^([^|]*)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|(.*)$')
+  local o, tk, ttl, w, keep, qx, mode, meta = string.match(e, '^([^|]*)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|(.*)$')
   if not o then return nil end
-  return {owner = o, ticket = tk, ttl = tonumber(ttl), w = tonumber(w), keep = tonumber(keep), mode = mode, meta = meta, raw = e}
+  return {owner = o, ticket = tk, ttl = tonumber(ttl), w = tonumber(w), keep = tonumber(keep), qx = tonumber(qx), mode = mode, meta = meta, raw = e}
 end
 local function live(x) return x and x.w + x.keep >= now_ms() end
 -- peek returns the queue's first live entry, dropping dead ones ahead of it.
@@ -181,15 +190,33 @@ local function pop(Q, first)
     e = nil
   end
 end
+-- queue_alive makes sure the queue outlives for at least queue_ms / 2
+-- more every entry that may join it without extending it itself (see
+-- enqueue), and returns until when it lives at least: the later of
+-- st.qexp, recorded in the holder's value by an earlier grant, and x.qx,
+-- recorded in the entry x just taken from the queue, if still far enough
+-- off; else now + queue_ms. A queue's expiry only moves later while it
+-- exists, and a queue made again later expires later still, so a recorded
+-- qexp stays a lower bound of the queue's expiry as long as the queue
+-- exists.
+local function queue_alive(Q, st, x)
+  local now = now_ms()
+  local q = math.max(st.qexp or 0, x.qx or 0)
+  if q >= now + queue_ms / 2 and q <= now + queue_ms then return q end
+  redis.call('PEXPIRE', Q, queue_ms)
+  return now + queue_ms
+end
 -- grant hands the name to the queue's head entries while they fit, in
 -- order, and returns {owner, fence, ticket, ...} of those it granted. Self (the
 -- owner running the script) gets its own TTL and no message. The others
--- get a message on their Locker's channel, owner|fence|ticket, and their
--- TTL when their entry carries a ticket and was written less than
+-- get a message on their Locker's channel, owner|fence|ticket (but not
+-- those of the Locker near, which the script's caller tells itself), and
+-- their TTL when their entry carries a ticket and was written less than
 -- fresh_ms ago, so that the waiter may take the message as the grant;
 -- else a lease of at most grant_ms and ticket 0, and the waiter confirms
--- it. first: see pop.
-local function grant(K, Q, st, chanp, self, first)
+-- it. first: see pop. An exclusive grant also keeps the queue alive (see
+-- queue_alive) and records until when in the new holder's value.
+local function grant(K, Q, st, chanp, self, first, near)
   local granted = {}
   while not (st.n > 0 and st.mode == 'x') do
     local x = pop(Q, first)
@@ -208,9 +235,12 @@ local function grant(K, Q, st, chanp, self, first)
         lease = math.min(lease, grant_ms)
       end
     end
-    local f = add(K, st, h, x.mode, x.meta, lease)
+    local qexp
+    if x.mode == 'x' then qexp = queue_alive(Q, st, x) end
+    local f = add(K, st, h, x.mode, x.meta, lease, qexp)
     if h ~= self then
-      redis.call('PUBLISH', chanp .. string.match(h, '^[^:]*'), h .. '|' .. f .. '|' .. tk)
+      local lk = string.match(h, '^[^:]*')
+      if lk ~= near then redis.call('PUBLISH', chanp .. lk, h .. '|' .. f .. '|' .. tk) end
       st.glease = math.min(st.glease or lease, lease)
     end
     table.insert(granted, h)
@@ -230,19 +260,29 @@ end
 -- enqueue puts owner at the tail of the queue, or, if known (it queued
 -- before in this wait), rewrites its entry in place when still there. It
 -- returns how many entries are queued ahead of it if it joined now, else
--- nil. The queue outlives every entry (keep is at most 3 s).
-local function enqueue(Q, owner, ticket, ttl, keep, mode, meta, known)
-  local e = owner .. '|' .. ticket .. '|' .. ttl .. '|' .. num(now_ms()) .. '|' .. keep .. '|' .. mode .. '|' .. meta
+-- nil, and its place (0 at the head). The queue outlives every entry: it
+-- is extended to queue_ms unless it existed already and the holder's
+-- value records (st.qexp, see queue_alive) that it lives past this
+-- entry's deadline (keep is at most 3 s).
+local function enqueue(Q, st, owner, ticket, ttl, keep, mode, meta, known)
+  local now = now_ms()
   local found, i
   if known then found, i = find(Q, owner) end
+  -- qx: until when the queue lives at least, written into the entry
+  -- (see queue_alive); a queue made by this RPUSH lives until now +
+  -- queue_ms, which is no earlier.
+  local qx, extend = st.qexp, false
+  if not (qx and qx >= now + keep and qx <= now + queue_ms) then qx, extend = now + queue_ms, true end
+  local e = owner .. '|' .. ticket .. '|' .. ttl .. '|' .. num(now) .. '|' .. keep .. '|' .. num(qx) .. '|' .. mode .. '|' .. meta
   local ahead
   if found then
     redis.call('LSET', Q, i, e)
   else
     ahead = redis.call('RPUSH', Q, e) - 1
+    i = ahead
   end
-  redis.call('PEXPIRE', Q, queue_ms)
-  return ahead
+  if extend or ahead == 0 then redis.call('PEXPIRE', Q, queue_ms) end
+  return ahead, i
 end
 `
 
@@ -288,11 +328,16 @@ if st.n == 0 or st.mode ~= 'x' then
     return {1, add(K, st, owner, mode, meta, ttl)}
   end
 end
-local ahead
-if queue ~= '0' then ahead = enqueue(Q, owner, ticket, ttl, keep, mode, meta, queue == '2') end
+local ahead, place
+if queue ~= '0' then ahead, place = enqueue(Q, st, owner, ticket, tonumber(ttl), tonumber(keep), mode, meta, queue == '2') end
 local wait = grant_ms
 if st.glease then
   wait = st.glease
+elseif place and place > 0 then
+  -- Not first in line: a grant or its own heartbeat wakes it. (The head
+  -- waiter wakes when the holder's lease ends, and its call then takes the
+  -- name if the holder died.)
+  wait = 0
 elseif st.mode == 'x' then
   wait = redis.call('PTTL', K)
 elseif st.n > 0 then
@@ -396,7 +441,7 @@ else
   redis.call('LREM', Q, 1, e)
   res = {0}
 end
-for _, x in ipairs(grant(K, Q, st, ARGV[3], '', first)) do table.insert(res, x) end
+for _, x in ipairs(grant(K, Q, st, ARGV[3], '', first, string.match(owner, '^[^:]*'))) do table.insert(res, x) end
 if res[1] == 0 then return 0 end
 if st.n == 0 then tombstone(K, st, ARGV[2]) end
 return res
