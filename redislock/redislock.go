@@ -408,7 +408,7 @@ func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue string,
 		args: []any{l.Owner, ms(l.TTL), l.Metadata, queue, ms(keep), d.channelPrefix(), modeArg(l), ticket}})
 	vals, err := call.cmd.Slice()
 	if err != nil {
-		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
+		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, denied(err))
 	}
 	if len(vals) != 2 && len(vals) != 3 {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: unexpected reply %v", l.Name, vals)
@@ -591,7 +591,7 @@ func (d *redisDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 		n, err := c.cmd.Int64()
 		switch {
 		case err != nil:
-			errs[i] = fmt.Errorf("redislock: refresh %q: %w", ls[i].Name, err)
+			errs[i] = fmt.Errorf("redislock: refresh %q: %w", ls[i].Name, denied(err))
 		case n == 0:
 			errs[i] = fmt.Errorf("redislock: refresh %q: %w", ls[i].Name, driver.ErrNotHeld)
 		case d.wait != nil:
@@ -611,7 +611,7 @@ func (d *redisDriver) Release(ctx context.Context, l driver.Lease) error {
 	reply, err := d.batch.run(&scriptCall{ctx: ctx, script: releaseScript, keys: d.keys(l.Name),
 		args: []any{l.Owner, ms(tombstoneTTL), d.channelPrefix()}}).cmd.Result()
 	if err != nil {
-		return fmt.Errorf("redislock: release %q: %w", l.Name, err)
+		return fmt.Errorf("redislock: release %q: %w", l.Name, denied(err))
 	}
 	vals, held := reply.([]any)
 	if !held {
