@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/testserver"
@@ -265,5 +267,108 @@ func TestOpenTLS(t *testing.T) {
 	if l, err := dlock.Open(t.Context(), "redis://:tls-pass@"+r.Addr()); err == nil {
 		l.Close()
 		t.Errorf("Open(redis://) of a TLS server succeeded, want an error")
+	}
+}
+
+// TestNeighbourCannotFree: a second Locker with the same credentials (the
+// same ACL user) cannot release or refresh another owner's lock through
+// dlock: its stale handle's Release and Refresh fail with ErrNotHeld and
+// the holder keeps the name with its fencing token. The raw store is
+// another matter: the same grant lets a client DEL the key, and then the
+// holder's Done closes with ErrLost at its next renewal, and the next
+// owner's token is higher.
+func TestNeighbourCannotFree(t *testing.T) {
+	r := testserver.StartRedisWith(t, testserver.RedisOptions{Users: []string{"locker on >pw " + lockACL("", lockCommands)}})
+	u := "redis://locker:pw@" + r.Addr()
+	holder, neighbour := openURL(t, u), openURL(t, u)
+	const name = "shared-name"
+
+	stale, err := neighbour.Acquire(t.Context(), name, dlock.WithTTL(time.Second), dlock.WithoutRenewal())
+	if err != nil {
+		t.Fatalf("neighbour's Acquire(%q) = %v, want a lock", name, err)
+	}
+	<-stale.Done() // its lease ran out
+	k, err := holder.Acquire(t.Context(), name, dlock.WithTTL(3*time.Second))
+	if err != nil {
+		t.Fatalf("holder's Acquire(%q) = %v, want a lock", name, err)
+	}
+	if err := stale.Release(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Errorf("neighbour's stale Release = %v, want ErrNotHeld", err)
+	}
+	if err := stale.Refresh(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Errorf("neighbour's stale Refresh = %v, want ErrNotHeld", err)
+	}
+	if _, err := neighbour.TryAcquire(t.Context(), name); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Errorf("neighbour's TryAcquire(%q) = %v, want ErrNotAcquired", name, err)
+	}
+	infos, err := neighbour.Inspect(t.Context(), name)
+	if err != nil || len(infos) != 1 || infos[0].Fence != k.Fence() {
+		t.Fatalf("Inspect(%q) = %+v, %v; want the holder with fence %d", name, infos, err, k.Fence())
+	}
+	if isClosed(k.Done()) {
+		t.Fatal("holder's Done closed after the neighbour's attempts")
+	}
+	if err := k.Refresh(t.Context()); err != nil {
+		t.Fatalf("holder's Refresh = %v, want nil", err)
+	}
+
+	// The raw store: the lock user's own grant includes DEL on its keys.
+	raw := redisClientAs(t, r.Addr(), "locker", "pw")
+	if n, err := raw.Del(t.Context(), redislock.Key("", name)).Result(); n != 1 || err != nil {
+		t.Fatalf("raw DEL as the lock user = %d, %v; want 1, nil", n, err)
+	}
+	select {
+	case <-k.Done():
+		if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrLost) {
+			t.Errorf("holder's Done cause = %v, want ErrLost", cause)
+		}
+	case <-time.After(30 * time.Second): // generous: the next renewal is due within 1 s
+		t.Fatal("holder's Done still open 30s after the raw DEL")
+	}
+	next, err := neighbour.TryAcquire(t.Context(), name)
+	if err != nil {
+		t.Fatalf("neighbour's TryAcquire(%q) after the DEL = %v, want a lock", name, err)
+	}
+	defer next.Release(t.Context())
+	if next.Fence() <= k.Fence() {
+		t.Errorf("Fence after the raw DEL = %d, want > the old holder's %d", next.Fence(), k.Fence())
+	}
+}
+
+// redisClientAs returns a go-redis client for addr as user, closed when
+// the test ends.
+func redisClientAs(t *testing.T, addr, user, password string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, Username: user, Password: password})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestOpenTLSSentinelCluster: the tls_* parameters reach the Sentinel
+// and Cluster clients. Neither runs over TLS here; both are pointed at a
+// standalone TLS server that demands a client certificate: without
+// tls_cert the server refuses the handshake (ErrDenied), with it the
+// handshake succeeds and the server answers the client's first Sentinel
+// or Cluster command, which it does not serve.
+func TestOpenTLSSentinelCluster(t *testing.T) {
+	pki := testserver.NewPKI(t)
+	r := testserver.StartRedisWith(t, testserver.RedisOptions{PKI: pki, ClientCerts: true})
+	ca := "tls_ca=" + url.QueryEscape(pki.CAFile)
+	cert := "&tls_cert=" + url.QueryEscape(pki.ClientCert) + "&tls_key=" + url.QueryEscape(pki.ClientKey)
+	for _, tc := range []struct{ url, want string }{
+		{"redis+cluster://" + r.Addr() + "?" + ca, "tls: certificate required"},
+		{"redis+cluster://" + r.Addr() + "?" + ca + cert, "cluster support disabled"},
+		{"redis+sentinel://" + r.Addr() + "/m?" + ca + cert, "sentinel"},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		l, err := dlock.Open(ctx, tc.url)
+		timedOut := ctx.Err() != nil
+		cancel()
+		if err == nil {
+			l.Close()
+			t.Errorf("Open(%q) succeeded, want an error with %q", tc.url, tc.want)
+		} else if !strings.Contains(err.Error(), tc.want) || timedOut {
+			t.Errorf("Open(%q) = %v, want an error with %q", tc.url, err, tc.want)
+		}
 	}
 }
