@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -370,5 +371,30 @@ func TestOpenTLSSentinelCluster(t *testing.T) {
 		} else if !strings.Contains(err.Error(), tc.want) || timedOut {
 			t.Errorf("Open(%q) = %v, want an error with %q", tc.url, err, tc.want)
 		}
+	}
+}
+
+// TestDocumentedACL: the grant the package documentation gives is the
+// one TestConformanceLeastPrivilege runs under.
+func TestDocumentedACL(t *testing.T) {
+	src, err := os.ReadFile("redislock.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc []string
+	in := false
+	for _, line := range strings.Split(string(src), "\n") {
+		switch {
+		case strings.HasPrefix(line, "//\tACL SETUSER locker on >password "):
+			in = true
+			doc = append(doc, strings.Fields(strings.TrimPrefix(line, "//\tACL SETUSER locker on >password "))...)
+		case in && strings.HasPrefix(line, "//\t    "):
+			doc = append(doc, strings.Fields(strings.TrimPrefix(line, "//\t"))...)
+		default:
+			in = false
+		}
+	}
+	if got, want := strings.Join(doc, " "), lockACL("", lockCommands); got != want {
+		t.Errorf("documented ACL = %q, want %q", got, want)
 	}
 }
