@@ -71,16 +71,13 @@ func openURL(t testing.TB, url string) *dlock.Locker {
 // dlock.Open over TLS, with a client certificate, as an ACL user granted
 // exactly lockACL: so that grant is enough, and TLS works end to end.
 func TestConformanceLeastPrivilege(t *testing.T) {
-	pki := testserver.NewPKI(t)
 	r := testserver.StartRedisWith(t, testserver.RedisOptions{
 		Password:    "adminpw",
 		Users:       []string{"locker on >lockerpw " + lockACL("", lockCommands)},
-		PKI:         pki,
+		PKI:         testserver.NewPKI(t),
 		ClientCerts: true,
 	})
-	u := "rediss://locker:lockerpw@" + r.Addr() + "?" + url.Values{
-		"tls_ca": {pki.CAFile}, "tls_cert": {pki.ClientCert}, "tls_key": {pki.ClientKey},
-	}.Encode()
+	u := r.URL("locker", "lockerpw")
 	h := harness(r.Client(t)) // the harness's own steps (Expire, Queued) as the admin
 	h.NewLocker = func(t testing.TB) *dlock.Locker {
 		t.Helper()
@@ -128,7 +125,7 @@ func TestDeniedWithoutGrant(t *testing.T) {
 			// retry loop reaches this.
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
-			u := "redis://" + c.user + ":pw@" + r.Addr()
+			u := r.URL(c.user, "pw")
 			err := deniedStep(ctx, t, u, c.step)
 			if !errors.Is(err, dlock.ErrDenied) || ctx.Err() != nil {
 				t.Fatalf("%s as %s = %v (ctx %v), want an error wrapping ErrDenied before ctx ends", c.step, c.user, err, ctx.Err())
@@ -280,7 +277,7 @@ func TestOpenTLS(t *testing.T) {
 // owner's token is higher.
 func TestNeighbourCannotFree(t *testing.T) {
 	r := testserver.StartRedisWith(t, testserver.RedisOptions{Users: []string{"locker on >pw " + lockACL("", lockCommands)}})
-	u := "redis://locker:pw@" + r.Addr()
+	u := r.URL("locker", "pw")
 	holder, neighbour := openURL(t, u), openURL(t, u)
 	const name = "shared-name"
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/url"
 	"strings"
 	"testing"
 
@@ -13,15 +12,12 @@ import (
 // $DLOCK_PASSWORD the command runs under the lock; with a wrong one dlock
 // fails, says the store denied it, and prints neither password.
 func TestRunRedisTLSPassword(t *testing.T) {
-	pki := testserver.NewPKI(t)
 	r := testserver.StartRedisWith(t, testserver.RedisOptions{
 		Users:       []string{"locker on >right-pass ~dlock:* &dlock:w:* +@all"},
-		PKI:         pki,
+		PKI:         testserver.NewPKI(t),
 		ClientCerts: true,
 	})
-	store := "rediss://locker@" + r.Addr() + "?" + url.Values{
-		"tls_ca": {pki.CAFile}, "tls_cert": {pki.ClientCert}, "tls_key": {pki.ClientKey},
-	}.Encode()
+	store := r.URL("locker", "") // the password comes from $DLOCK_PASSWORD
 	c := dlockCmd(t, "run", "--store", store, "job", "--", "sh", "-c", `echo "fence $DLOCK_FENCE"`)
 	c.Env = append(c.Env, "DLOCK_PASSWORD=right-pass")
 	res := run(t, c)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -156,6 +157,29 @@ func (r *Redis) Addr() string {
 }
 
 func (r *Redis) addr() string { return redisAddr(r.port) }
+
+// URL returns a dlock store URL for the server as user with password
+// (either may be empty: no password in the URL, or the default user): redis://, or for a TLS server rediss:// with
+// tls_ca, and tls_cert and tls_key if it demands client certificates.
+func (r *Redis) URL(user, password string) string {
+	u := &url.URL{Scheme: "redis", Host: r.Addr()}
+	switch {
+	case password != "":
+		u.User = url.UserPassword(user, password)
+	case user != "":
+		u.User = url.User(user)
+	}
+	if o := r.opts; o.PKI != nil {
+		u.Scheme = "rediss"
+		q := url.Values{"tls_ca": {o.PKI.CAFile}}
+		if o.ClientCerts {
+			q.Set("tls_cert", o.PKI.ClientCert)
+			q.Set("tls_key", o.PKI.ClientKey)
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
 
 // Client returns a new go-redis client for the server as its default
 // user (with the password and TLS client configuration the server
