@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -26,7 +25,7 @@ func init() {
 // documentation. The Locker closes the client it creates, which never
 // writes to standard error (see internal/redisquiet).
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
-	q, err := backend.URLParams(u, "prefix", "wait_replicas", "wait_timeout")
+	q, err := backend.URLParams(u, append([]string{"prefix", "wait_replicas", "wait_timeout"}, backend.TLSParams...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -52,6 +51,17 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One host's name is the name its certificate must carry; with
+	// several (and the nodes and masters they name), each connection's
+	// is its own address's (tls.Dial's default).
+	tlsHost := ""
+	if u.Scheme == "redis" || u.Scheme == "rediss" {
+		tlsHost = u.Hostname()
+	}
+	tc, err := backend.TLSConfig(q, tlsHost, u.Scheme == "rediss")
+	if err != nil {
+		return nil, err
+	}
 	user, pass := u.User.Username(), backend.URLPassword(u)
 	path := strings.Trim(u.Path, "/")
 	var client redis.UniversalClient
@@ -66,24 +76,20 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 				return nil, fmt.Errorf("%w: database %q is not a number", dlock.ErrBadURL, path)
 			}
 		}
-		o := &redis.Options{Addr: hosts[0], Username: user, Password: pass, DB: db, ContextTimeoutEnabled: true}
-		if u.Scheme == "rediss" {
-			o.TLSConfig = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}
-		}
-		client = redis.NewClient(o)
+		client = redis.NewClient(&redis.Options{Addr: hosts[0], Username: user, Password: pass, DB: db, TLSConfig: tc, ContextTimeoutEnabled: true})
 	case "redis+sentinel":
 		if path == "" || strings.Contains(path, "/") {
 			return nil, fmt.Errorf("%w: redis+sentinel:// needs the master name as its path, as in redis+sentinel://host:26379/mymaster", dlock.ErrBadURL)
 		}
 		client = redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: path, SentinelAddrs: hosts, Username: user, Password: pass,
-			ContextTimeoutEnabled: true,
+			TLSConfig: tc, ContextTimeoutEnabled: true,
 		})
 	case "redis+cluster":
 		if path != "" {
 			return nil, fmt.Errorf("%w: redis+cluster:// takes no path (a cluster has one database)", dlock.ErrBadURL)
 		}
-		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: hosts, Username: user, Password: pass, ContextTimeoutEnabled: true})
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: hosts, Username: user, Password: pass, TLSConfig: tc, ContextTimeoutEnabled: true})
 		// WaitReplicas runs scripts on the node clients, which do not
 		// share the cluster client's hooks.
 		cc.OnNewNode(func(n *redis.Client) { n.AddHook(redisquiet.Hook{}) })
@@ -92,7 +98,11 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	client.AddHook(redisquiet.Hook{})
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()
-		return nil, fmt.Errorf("redislock: connect: %w", err)
+		return nil, fmt.Errorf("redislock: connect: %w", denied(err))
+	}
+	if err := checkSubscribe(ctx, client, opts.Prefix); err != nil {
+		client.Close()
+		return nil, err
 	}
 	l, err := newLocker(client, opts, true)
 	if err != nil {
@@ -100,4 +110,21 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// checkSubscribe subscribes to a channel under the prefix's grant
+// channels and unsubscribes. A Locker hears of grants on such a channel,
+// and a user not granted SUBSCRIBE on it would wait unwoken, finding its
+// grants only at its next heartbeat: so Open refuses it at once, with an
+// error wrapping dlock.ErrDenied.
+func checkSubscribe(ctx context.Context, client redis.UniversalClient, prefix string) error {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	ps := client.Subscribe(redisquiet.Context(ctx), (&redisDriver{prefix: prefix}).channelPrefix()+"open")
+	defer ps.Close()
+	if _, err := ps.Receive(redisquiet.Context(ctx)); err != nil {
+		return fmt.Errorf("redislock: connect: subscribe: %w", denied(err))
+	}
+	return nil
 }

@@ -181,10 +181,49 @@
 //
 // with the query parameters prefix (Options.Prefix), wait_replicas
 // (Options.WaitReplicas, a number) and wait_timeout (Options.WaitTimeout,
-// a Go duration such as 200ms). go-redis logs through one process-wide logger;
+// a Go duration such as 200ms), and the TLS parameters of
+// backend.TLSParams: tls_ca, tls_cert and tls_key, tls_server_name,
+// tls_insecure_skip_verify (only "true" skips verification). rediss://
+// always speaks TLS, verifying the server against the system's
+// authorities unless tls_ca names others; the other schemes speak TLS
+// when any tls_ parameter is given, Sentinel and Cluster URLs to every
+// sentinel, master and node, each checked against its own address unless
+// tls_server_name is set. The user and password go to the master (or
+// every node); Sentinels that demand a password of their own are not
+// supported by URL (use New with a FailoverClient). go-redis logs through
+// one process-wide logger;
 // the clients Open makes are marked so that what it logs about them is
 // dropped (see redis.SetLogger: a program that sets its own logger decides
 // for them too).
+//
+// # Access control
+//
+// A store that refuses the client's credentials (NOAUTH, WRONGPASS, a
+// TLS client certificate it rejects) or a command, key or channel its
+// ACL user is not granted (NOPERM) makes the step fail with an error
+// wrapping dlock.ErrDenied, the server's message included. Open checks
+// the credentials (PING) and that the user may subscribe to its grant
+// channel before it returns. The least a Locker's ACL user needs, for
+// the default prefix "dlock:" (Redis checks the commands scripts run
+// against the caller's ACL too, so they are listed):
+//
+//	ACL SETUSER locker on >password resetkeys ~dlock:* resetchannels &dlock:w:* nocommands
+//	    +ping +subscribe +evalsha +eval +scan +time +type +exists +get +set +del +pttl +pexpire
+//	    +hget +hset +hdel +hgetall +lindex +lrange +lpush +rpush +lpop +lset +lrem +publish
+//
+// SCAN serves only Inspect of every name (dlock status without names) and
+// is not limited by the key pattern (it lists every key name in the
+// database): leave it out if nothing lists all locks. With another prefix,
+// change the key pattern and the channel pattern (prefix + "w:*").
+//
+// Anyone with that grant can read the lock keys, owner strings included,
+// and so release or delete another Locker's lock with raw commands or
+// ForceRelease; Redis cannot limit a user to running dlock's scripts.
+// Through a Locker's own methods a lock is freed or extended only by its
+// owner: another Locker's stale handle gets dlock.ErrNotHeld. A lock
+// deleted behind its holder's back closes the holder's Done (cause
+// dlock.ErrLost) at its next renewal, and the next owner's fencing token
+// is higher. Keep the grant to the services that share the locks.
 //
 // Requires Redis 5 or later (scripts replicated by effects, for TIME).
 package redislock
@@ -418,7 +457,7 @@ func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue string,
 		args: []any{l.Owner, ms(l.TTL), l.Metadata, queue, ms(keep), d.channelPrefix(), modeArg(l), ticket}})
 	vals, err := call.cmd.Slice()
 	if err != nil {
-		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
+		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, denied(err))
 	}
 	if len(vals) != 2 && len(vals) != 3 {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: unexpected reply %v", l.Name, vals)
@@ -601,7 +640,7 @@ func (d *redisDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 		n, err := c.cmd.Int64()
 		switch {
 		case err != nil:
-			errs[i] = fmt.Errorf("redislock: refresh %q: %w", ls[i].Name, err)
+			errs[i] = fmt.Errorf("redislock: refresh %q: %w", ls[i].Name, denied(err))
 		case n == 0:
 			errs[i] = fmt.Errorf("redislock: refresh %q: %w", ls[i].Name, driver.ErrNotHeld)
 		case d.wait != nil:
@@ -621,7 +660,7 @@ func (d *redisDriver) Release(ctx context.Context, l driver.Lease) error {
 	reply, err := d.batch.run(&scriptCall{ctx: ctx, script: releaseScript, keys: d.keys(l.Name),
 		args: []any{l.Owner, ms(tombstoneTTL), d.channelPrefix()}}).cmd.Result()
 	if err != nil {
-		return fmt.Errorf("redislock: release %q: %w", l.Name, err)
+		return fmt.Errorf("redislock: release %q: %w", l.Name, denied(err))
 	}
 	vals, held := reply.([]any)
 	if !held {
