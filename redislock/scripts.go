@@ -351,8 +351,10 @@ return {0, wait}
 // fewest commands (GET, EXISTS, SET), before the helpers of the general
 // case are even defined. GET fails on a hash (a name held in shared mode
 // or as a semaphore); pcall keeps that error as v0 for the general case.
+// Any other error (NOPERM: a user without GET) is the script's reply.
 const acquireFast = `
 local v0 = redis.pcall('GET', KEYS[1])
+if type(v0) == 'table' and string.sub(v0.err or '', 1, 9) ~= 'WRONGTYPE' then return v0 end
 if ARGV[7] == 'x' and type(v0) ~= 'table' and (not v0 or string.byte(v0, 1) == 124) and redis.call('EXISTS', KEYS[2]) == 0 then
   local last = v0 and tonumber(string.sub(v0, 2)) or 0
   local f
@@ -370,9 +372,11 @@ end
 `
 
 // ownerHeld sets v to the reply of GET on the key K (an error table when
-// K is a hash) and held to whether ARGV[1] holds K exclusively.
+// K is a hash) and held to whether ARGV[1] holds K exclusively. Any other
+// error of GET (NOPERM) is the script's reply.
 const ownerHeld = `
 local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' and string.sub(v.err or '', 1, 9) ~= 'WRONGTYPE' then return v end
 local held = false
 if type(v) == 'string' then
   local n = string.len(ARGV[1])
@@ -451,7 +455,9 @@ return res
 // name whatever its holders, handing it to its waiters. Returns 1 if it
 // was held.
 var forceReleaseScript = redis.NewScript(common + `
-local st = load(KEYS[1], redis.pcall('GET', KEYS[1]))
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' and string.sub(v.err or '', 1, 9) ~= 'WRONGTYPE' then return v end
+local st = load(KEYS[1], v)
 if not st or st.n == 0 then return 0 end
 st.n, st.mode, st.owner, st.hs = 0, nil, nil, {}
 grant(KEYS[1], KEYS[2], st, ARGV[2], '')

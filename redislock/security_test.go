@@ -107,6 +107,8 @@ func TestDeniedWithoutGrant(t *testing.T) {
 		{"noevalsha", lockACL("", without("evalsha")), "try"},
 		{"noeval", lockACL("", without("eval")), "try"}, // the script cache is flushed first
 		{"notime", lockACL("", without("time")), "try"},
+		{"noget", lockACL("", without("get")), "try"}, // the scripts' GET is a pcall
+		{"noset", lockACL("", without("set")), "try"},
 		{"nokeys", strings.Replace(full, "~dlock:*", "~other:*", 1), "try"},
 		{"nopublish", lockACL("", without("publish")), "handoff"},
 	}
