@@ -72,8 +72,8 @@ func StartEtcdWith(t testing.TB, opts EtcdOptions) *Etcd {
 	e.tls = e.tlsConfig(t)
 	e.server = server{name: "etcd", where: e.addr, start: e.startLocked}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.startLocked(t)
+	e.mu.Unlock()
 	t.Cleanup(func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
