@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock"
@@ -261,6 +262,21 @@ func TestSecurity(t *testing.T) {
 		}
 		if _, err := l.ForceRelease(ctx, "n"); !errors.Is(err, dlock.ErrDenied) {
 			t.Errorf("ForceRelease(n) without permission = %v, want ErrDenied", err)
+		}
+		// Revoking a lease checks write permission on its keys: the
+		// outsider cannot revoke a holder's session.
+		holder := mustOpen(t, userURL(e, p, "locker", lockerPassword))
+		k := dlocktest.MustTryAcquire(t, holder, "revoke")
+		resp, err := root.Get(ctx, etcdlock.Key("locks/", "revoke"), clientv3.WithPrefix())
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("Get(%q) = %v, %v; want the holder's key", etcdlock.Key("locks/", "revoke"), resp, err)
+		}
+		outsider := e.ClientAs(t, "outsider", outsiderPassword)
+		if _, err := outsider.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+			t.Errorf("outsider's Revoke of the holder's lease = %v, want permission denied", err)
+		}
+		if err := k.Refresh(ctx); err != nil {
+			t.Errorf("holder's Refresh after the outsider's Revoke = %v, want nil", err)
 		}
 		// The same user where its role allows it.
 		other := mustOpen(t, strings.Replace(userURL(e, p, "outsider", outsiderPassword), "/locks?", "/other?", 1))

@@ -23,11 +23,12 @@ import (
 // And while Open runs, a refusal that no retry can cure ends it at once:
 // gRPC takes every failed handshake for a passing fault and dials again
 // until the caller's context ends (forever, for a context without a
-// deadline). A refusal is a server certificate that does not verify, a
-// server that does not speak TLS, or a TLS alert from the server, such as
-// the one refusing the client's certificate (which TLS 1.3 sends after
-// the client's handshake is over, so the connection's reads are watched
-// too).
+// deadline). A refusal is a server certificate that does not verify, or
+// a TLS alert from the server, such as the one refusing the client's
+// certificate (which TLS 1.3 sends after the client's handshake is over,
+// so the connection's reads are watched too). A server that does not
+// speak TLS (etcd without --cert-file) resets the connection, which
+// passing faults do too: that is left to gRPC's retries.
 type tlsCreds struct {
 	credentials.TransportCredentials
 	serverName string
@@ -77,19 +78,16 @@ func (w *tlsWatch) check(err error) {
 // refusal returns the error to report for a TLS error that a new
 // connection would meet again, or nil for any other error: an alert from
 // the server wraps dlock.ErrDenied (it refused the handshake, usually the
-// client's certificate); a server certificate that does not verify, or a
-// server that does not answer in TLS, is the client's refusal.
+// client's certificate); a server certificate that does not verify is the
+// client's refusal.
 func refusal(err error) error {
 	var alert *net.OpError
 	var verify *tls.CertificateVerificationError
-	var header tls.RecordHeaderError
 	switch {
 	case errors.As(err, &alert) && alert.Op == "remote error":
 		return fmt.Errorf("%w: the server refused the TLS handshake: %w", dlock.ErrDenied, err)
 	case errors.As(err, &verify):
 		return fmt.Errorf("the server's certificate does not verify: %w", err)
-	case errors.As(err, &header):
-		return fmt.Errorf("the server does not speak TLS (etcd:// is plain TCP): %w", err)
 	}
 	return nil
 }
