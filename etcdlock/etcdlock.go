@@ -70,6 +70,33 @@
 // the last keep-alive the server acknowledged. The Locker then revokes
 // that lease (deleting its keys) and grants a new one for later
 // acquisitions.
+//
+// # TLS, users and least privilege
+//
+// dlock.Open takes etcds://[user:pass@]host[:port][,...][/prefix] with
+// the TLS parameters of backend.TLSParams (tls_ca, tls_cert and tls_key
+// for a server with --client-cert-auth, tls_server_name,
+// tls_insecure_skip_verify=true only when named). A server certificate
+// that does not verify, or the server refusing the client's, ends Open at
+// once with a clear error. With authentication on, the user is the URL's,
+// or else the client certificate's common name.
+//
+// A Locker needs read and write on its prefix's key range and nothing
+// else: leases (grant, keep-alive, revoke of a lease whose keys are all
+// in that range) need no permission of their own in etcd 3.4.
+//
+//	etcdctl role add locker
+//	etcdctl role grant-permission locker readwrite --prefix=true dlock/
+//	etcdctl user grant-role USER locker
+//
+// etcd's refusals (a wrong user or password, a missing permission, a
+// certificate the server refuses) get errors wrapping dlock.ErrDenied, at
+// once. Another owner cannot release or refresh a holder's lock through
+// its own Lock handles; but anyone with write access to the prefix can
+// delete the holder's key (or call Locker.ForceRelease, the
+// administrator's override), and the holder's Done then closes at its
+// next renewal. Owner strings are part of key names: they are not
+// secrets from anyone who can read the prefix.
 package etcdlock
 
 import (

@@ -55,7 +55,7 @@ func (d *etcdDriver) refresh(ctx context.Context, ls []driver.Lease, errs []erro
 		resp, err = d.cli.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
 			for i, l := range ls {
-				errs[i] = fmt.Errorf("etcdlock: refresh %q: %w", l.Name, err)
+				errs[i] = fmt.Errorf("etcdlock: refresh %q: %w", l.Name, denied(err))
 			}
 			return
 		}
@@ -91,7 +91,7 @@ func (d *etcdDriver) Release(ctx context.Context, l driver.Lease) error {
 		// there is one, and report it not held.
 		resp, err := d.cli.Get(ctx, key)
 		if err != nil {
-			return fmt.Errorf("etcdlock: release %q: %w", l.Name, err)
+			return fmt.Errorf("etcdlock: release %q: %w", l.Name, denied(err))
 		}
 		if len(resp.Kvs) == 0 {
 			return fmt.Errorf("etcdlock: release %q: %w", l.Name, driver.ErrNotHeld)
@@ -102,7 +102,7 @@ func (d *etcdDriver) Release(ctx context.Context, l driver.Lease) error {
 	switch {
 	case err != nil:
 		d.leases.Orphan(entry{key: key, rev: rev})
-		return fmt.Errorf("etcdlock: release %q: %w", l.Name, err)
+		return fmt.Errorf("etcdlock: release %q: %w", l.Name, denied(err))
 	case !ok || !held:
 		return fmt.Errorf("etcdlock: release %q: %w", l.Name, driver.ErrNotHeld)
 	}

@@ -2,7 +2,6 @@ package etcdlock
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net/url"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
@@ -27,11 +27,19 @@ func init() {
 
 // open serves store URLs etcd://[user:pass@]host[:port][,host[:port]][/prefix]
 // (etcds:// for TLS) with the query parameter session_ttl
-// (Options.SessionTTL, a Go duration). It connects and grants the
-// Locker's session lease, giving up when ctx ends, and makes a Locker
-// that closes the client. The client never logs.
+// (Options.SessionTTL, a Go duration) and backend.TLSParams (any of them
+// makes etcd:// speak TLS too). It connects and grants the Locker's
+// session lease, giving up when ctx ends, and makes a Locker that closes
+// the client. The client never logs.
+//
+// Without tls_server_name, each endpoint's certificate must carry its
+// host. A TLS refusal while open runs (a server certificate that does not
+// verify, or the server refusing the client's certificate) fails at once,
+// even if other endpoints would answer: it is a misconfiguration, not a
+// passing fault. A wrong user or password, or the server refusing the
+// client's certificate, gets an error wrapping dlock.ErrDenied.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
-	q, err := backend.URLParams(u, "session_ttl")
+	q, err := backend.URLParams(u, append([]string{"session_ttl"}, backend.TLSParams...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -45,8 +53,13 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 			return nil, fmt.Errorf("%w: session_ttl %q is not a positive duration", dlock.ErrBadURL, s)
 		}
 	}
+	// No host: gRPC checks each endpoint's, unless tls_server_name says.
+	tlsCfg, err := backend.TLSConfig(q, "", u.Scheme == "etcds")
+	if err != nil {
+		return nil, err
+	}
 	scheme := "http://"
-	if u.Scheme == "etcds" {
+	if tlsCfg != nil {
 		scheme = "https://"
 	}
 	endpoints := make([]string, len(hosts))
@@ -62,20 +75,40 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if deadline, ok := ctx.Deadline(); ok {
 		dial = max(min(dial, time.Until(deadline)), time.Millisecond)
 	}
+	// A TLS refusal ends the client's context (its authentication) and
+	// opening's at once, with the refusal as their cause. The client's
+	// context is otherwise never cancelled: Close ends the client.
+	clientCtx, endClient := context.WithCancelCause(context.WithoutCancel(ctx))
+	openCtx, endOpen := context.WithCancelCause(ctx)
+	defer endOpen(nil)
+	refused := func(err error) {
+		endClient(err)
+		endOpen(err)
+	}
 	cfg := clientv3.Config{
 		Endpoints:   endpoints,
 		Username:    u.User.Username(),
 		Password:    backend.URLPassword(u),
 		DialTimeout: dial,
-		Context:     context.WithoutCancel(ctx),
+		Context:     clientCtx,
 		Logger:      zap.NewNop(),
 	}
-	if u.Scheme == "etcds" {
-		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	watch := &tlsWatch{}
+	if tlsCfg != nil {
+		var creds *tlsCreds
+		creds, watch = newTLSCreds(tlsCfg, refused)
+		cfg.TLS = tlsCfg
+		cfg.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(creds)} // replaces cfg.TLS's
+	}
+	fail := func(err error) error {
+		if cause := context.Cause(openCtx); cause != nil && ctx.Err() == nil {
+			err = cause // a TLS refusal
+		}
+		return sessionlock.ConnectError(ctx, "etcdlock", hosts, denied(err))
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
-		return nil, sessionlock.ConnectError(ctx, "etcdlock", hosts, err)
+		return nil, fail(err)
 	}
 	prefix := strings.TrimPrefix(u.Path, "/")
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
@@ -88,9 +121,14 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	}
 	// Grant the session lease now, within ctx: an unreachable cluster
 	// fails here rather than at the first acquisition.
-	if _, err := d.session(ctx); err != nil {
+	_, err = d.session(openCtx)
+	watch.disarm()
+	if err == nil && openCtx.Err() != nil {
+		err = openCtx.Err() // refused before the watch was disarmed: cli is closing
+	}
+	if err != nil {
 		d.Close() // closes cli
-		return nil, sessionlock.ConnectError(ctx, "etcdlock", hosts, err)
+		return nil, fail(err)
 	}
 	return backend.New(d, lcfg), nil
 }

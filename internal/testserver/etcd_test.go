@@ -2,6 +2,7 @@ package testserver_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,5 +44,23 @@ func TestEtcd(t *testing.T) {
 	defer cancel()
 	if _, err := c.Get(kctx, "k"); err == nil {
 		t.Fatal("Get on a killed server succeeded")
+	}
+}
+
+func TestEtcdTLSAuth(t *testing.T) {
+	p := testserver.NewPKI(t)
+	e := testserver.StartEtcdWith(t, testserver.EtcdOptions{PKI: p, ClientCertAuth: true, RootPassword: "secret"})
+	ctx := t.Context()
+	if _, err := e.Client(t).Put(ctx, "k", "v"); err != nil {
+		t.Fatalf("Put(k) as root over TLS = %v", err)
+	}
+	if e.Watchers(t) != 0 {
+		t.Errorf("Watchers() = %d, want 0", e.Watchers(t))
+	}
+	// Authentication is on: the client certificate's common name (dlock)
+	// is no user yet, and a request without a password runs as it.
+	_, err := e.ClientAs(t, "", "").Get(ctx, "k")
+	if err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("Get(k) as the certificate's common name = %v, want permission denied", err)
 	}
 }
