@@ -9,8 +9,8 @@ import (
 )
 
 // dlock run on etcd over TLS with a client certificate, as a user whose
-// password comes from $DLOCK_PASSWORD; a wrong password is a store
-// failure (74) that names the refusal and never the password.
+// password comes from $DLOCK_PASSWORD; a wrong password is a refusal
+// (exit 77) that names it and never the password.
 func TestRunEtcdTLSPassword(t *testing.T) {
 	p := testserver.NewPKI(t)
 	e := testserver.StartEtcdWith(t, testserver.EtcdOptions{PKI: p, ClientCertAuth: true, RootPassword: "root-secret"})
@@ -24,9 +24,8 @@ func TestRunEtcdTLSPassword(t *testing.T) {
 	c = dlockCmd(t, "run", "--store", store, "job", "--", "true")
 	c.Env = append(c.Env, "DLOCK_PASSWORD=wrong-secret")
 	r := run(t, c)
-	wantCode(t, r, 74, "run on etcds:// with a wrong $DLOCK_PASSWORD")
-	t.Logf("stderr with a wrong password: %s", r.stderr)
-	if !strings.Contains(r.stderr, "authentication failed") || strings.Contains(r.stderr+r.stdout, "wrong-secret") {
+	wantCode(t, r, exitDenied, "run on etcds:// with a wrong $DLOCK_PASSWORD")
+	if !strings.Contains(r.stderr, "denied access") || !strings.Contains(r.stderr, "authentication failed") || strings.Contains(r.stderr+r.stdout, "wrong-secret") {
 		t.Errorf("run with a wrong password: stderr %q, want the refusal without the password", r.stderr)
 	}
 }
