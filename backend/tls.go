@@ -13,6 +13,11 @@ import (
 // TLSParams are the store URL query parameters TLSConfig reads. Backends
 // that speak TLS pass them to URLParams with their own parameters:
 //
+//	tls                       "true" speaks TLS, verified against the
+//	                          system's roots, on a scheme that does not
+//	                          always (mysql://, redlock://, ...); any tls_
+//	                          parameter does too; "false" with a TLS
+//	                          scheme or a tls_ parameter is an error
 //	tls_ca                    PEM file of the certificate authorities that
 //	                          sign the server's certificate (default: the
 //	                          system's)
@@ -23,7 +28,7 @@ import (
 //	                          (default: the URL's host)
 //	tls_insecure_skip_verify  "true" accepts any server certificate; only
 //	                          for tests, and only when asked for by name
-var TLSParams = []string{"tls_ca", "tls_cert", "tls_key", "tls_server_name", "tls_insecure_skip_verify"}
+var TLSParams = []string{"tls", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "tls_insecure_skip_verify"}
 
 // TLSConfig returns the TLS configuration q's TLSParams describe for a
 // connection to host (the URL's host name, without a port), or nil when
@@ -32,8 +37,19 @@ var TLSParams = []string{"tls_ca", "tls_cert", "tls_key", "tls_server_name", "tl
 // dlock.ErrBadURL and names the parameter and file at fault, never a
 // file's contents.
 func TLSConfig(q url.Values, host string, on bool) (*tls.Config, error) {
-	for _, k := range TLSParams {
+	for _, k := range TLSParams[1:] {
 		on = on || q.Has(k)
+	}
+	switch v := q.Get("tls"); v {
+	case "":
+	case "true":
+		on = true
+	case "false":
+		if on {
+			return nil, fmt.Errorf("%w: tls=false with a TLS scheme or tls_ parameters: drop one or the other", dlock.ErrBadURL)
+		}
+	default:
+		return nil, fmt.Errorf("%w: tls %q is neither true nor false (to skip verification, say tls_insecure_skip_verify=true)", dlock.ErrBadURL, v)
 	}
 	if !on {
 		return nil, nil

@@ -20,6 +20,15 @@ func TestTLSConfig(t *testing.T) {
 	if err != nil || c == nil || c.ServerName != "db.example.com" || c.InsecureSkipVerify || c.RootCAs != nil {
 		t.Errorf("Got(TLSConfig on for a TLS scheme) = %+v, %v, want server name db.example.com, verified against the system's roots", c, err)
 	}
+	if c, err := backend.TLSConfig(url.Values{"tls": {"false"}}, "h", false); c != nil || err != nil {
+		t.Errorf("Got(TLSConfig with tls=false) = %v, %v, want nil, nil", c, err)
+	}
+	if c, err := backend.TLSConfig(url.Values{"tls": {"true"}}, "h", false); c == nil || err != nil || c.RootCAs != nil {
+		t.Errorf("Got(TLSConfig with tls=true) = %v, %v, want TLS verified against the system's roots", c, err)
+	}
+	if _, err := backend.TLSConfig(url.Values{"tls": {"false"}}, "h", true); !errors.Is(err, dlock.ErrBadURL) {
+		t.Errorf("Got(TLSConfig with tls=false on a TLS scheme) = %v, want ErrBadURL", err)
+	}
 	c, err = backend.TLSConfig(url.Values{"tls_server_name": {"other"}}, "h", false)
 	if err != nil || c == nil || c.ServerName != "other" {
 		t.Errorf("Got(TLSConfig with tls_server_name) = %+v, %v, want TLS on with server name other", c, err)
@@ -34,6 +43,8 @@ func TestTLSConfig(t *testing.T) {
 		q    url.Values
 		want string
 	}{
+		{url.Values{"tls": {"preferred"}}, `tls "preferred" is neither true nor false`},
+		{url.Values{"tls": {"false"}, "tls_ca": {notPEM}}, "tls=false with a TLS scheme or tls_ parameters"},
 		{url.Values{"tls_insecure_skip_verify": {"yes"}}, `tls_insecure_skip_verify "yes" is neither true nor false`},
 		{url.Values{"tls_ca": {filepath.Join(dir, "missing.pem")}}, "tls_ca: open"},
 		{url.Values{"tls_ca": {notPEM}}, "holds no PEM certificate"},

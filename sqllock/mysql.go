@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
@@ -170,8 +168,8 @@ FROM {t} WHERE name = ? FOR UPDATE`),
 }
 
 // mysqlParams are the query parameters a mysql:// URL may carry besides
-// table and migrate: tls, and the TLS parameters every backend shares.
-var mysqlParams = append([]string{"tls"}, backend.TLSParams...)
+// table and migrate: the TLS parameters every backend shares.
+var mysqlParams = backend.TLSParams
 
 // mysqlConnector returns the connector for a mysql:// store URL with
 // query parameters q. The connection speaks TLS, verifying the server's
@@ -193,16 +191,7 @@ func mysqlConnector(u *url.URL, q url.Values) (sqldriver.Connector, error) {
 	if c.DBName, err = dbName(u); err != nil {
 		return nil, err
 	}
-	on := false
-	if v := q.Get("tls"); v != "" {
-		if on, err = strconv.ParseBool(v); err != nil {
-			return nil, fmt.Errorf("%w: tls=%q: want true or false (see tls_insecure_skip_verify)", dlock.ErrBadURL, v)
-		}
-		if !on && slices.ContainsFunc(backend.TLSParams, q.Has) {
-			return nil, fmt.Errorf("%w: tls=false with TLS parameters: drop one or the other", dlock.ErrBadURL)
-		}
-	}
-	if c.TLS, err = backend.TLSConfig(q, u.Hostname(), on); err != nil {
+	if c.TLS, err = backend.TLSConfig(q, u.Hostname(), false); err != nil {
 		return nil, err
 	}
 	return mysql.NewConnector(c)

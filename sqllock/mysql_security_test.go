@@ -476,9 +476,9 @@ func testNeighbourNamedLocks(t *testing.T, m *testserver.MariaDB, lockURL string
 
 func TestOpenMySQLTLSErrors(t *testing.T) {
 	for _, tc := range []struct{ query, want string }{
-		{"tls=maybe", `tls="maybe": want true or false`},
-		{"tls=preferred", `tls="preferred": want true or false`},
-		{"tls=false&tls_ca=/ca.pem", `tls=false with TLS parameters`},
+		{"tls=maybe", `tls "maybe" is neither true nor false`},
+		{"tls=preferred", `tls "preferred" is neither true nor false`},
+		{"tls=false&tls_ca=/ca.pem", `tls=false with a TLS scheme or tls_ parameters`},
 		{"tls_cert=/c.pem", `tls_cert and tls_key go together`},
 		{"tls_ca=/does/not/exist.pem", `tls_ca`},
 		{"tls_insecure_skip_verify=yes", `tls_insecure_skip_verify "yes"`},
