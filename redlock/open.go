@@ -11,17 +11,19 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/internal/rediserr"
 	"github.com/dlock-go/dlock/internal/redisquiet"
 )
 
 func init() { backend.Register("redlock", open) }
 
 // open makes a Locker for redlock://[user:pass@]host:port,host:port,...
-// with at least three hosts. It returns once a majority of the masters
+// with at least three hosts, speaking TLS to every master with tls=true or
+// any of the tls_ parameters (backend.TLSParams). It returns once a majority of the masters
 // answer PING (a minority may be down), or fails when ctx ends first. The
 // Locker closes the clients it creates.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
-	q, err := backend.URLParams(u, "prefix")
+	q, err := backend.URLParams(u, append([]string{"prefix"}, backend.TLSParams...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -35,10 +37,16 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if len(hosts) < 3 {
 		return nil, fmt.Errorf("%w: redlock:// needs at least 3 hosts, got %d", dlock.ErrBadURL, len(hosts))
 	}
+	// Each master's certificate must carry its own address unless
+	// tls_server_name says otherwise (tls.Dial's default).
+	tc, err := backend.TLSConfig(q, "", false)
+	if err != nil {
+		return nil, err
+	}
 	user, pass := u.User.Username(), backend.URLPassword(u)
 	clients := make([]redis.UniversalClient, len(hosts))
 	for i, h := range hosts {
-		clients[i] = redis.NewClient(&redis.Options{Addr: h, Username: user, Password: pass})
+		clients[i] = redis.NewClient(&redis.Options{Addr: h, Username: user, Password: pass, TLSConfig: tc, ContextTimeoutEnabled: true})
 		clients[i].AddHook(redisquiet.Hook{}) // go-redis logs nothing about them
 	}
 	d, err := newDriver(clients, &Options{Prefix: q.Get("prefix")})
@@ -61,7 +69,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	}
 	if up < d.quorum {
 		closeAll(clients)
-		return nil, fmt.Errorf("redlock: connect: %d of %d masters answered, want %d: %w", up, len(clients), d.quorum, firstErr)
+		return nil, fmt.Errorf("redlock: connect: %d of %d masters answered, want %d: %w", up, len(clients), d.quorum, rediserr.Denied(firstErr))
 	}
 	return backend.New(d, &backend.Config{MaxRetryInterval: d.maxRetry}), nil
 }
