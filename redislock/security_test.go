@@ -373,8 +373,8 @@ func TestOpenTLSSentinelCluster(t *testing.T) {
 	}
 }
 
-// TestDocumentedACL: the grant the package documentation gives is the
-// one TestConformanceLeastPrivilege runs under.
+// TestDocumentedACL: the grant the package documentation and the README
+// give is the one TestConformanceLeastPrivilege runs under.
 func TestDocumentedACL(t *testing.T) {
 	src, err := os.ReadFile("redislock.go")
 	if err != nil {
@@ -395,5 +395,18 @@ func TestDocumentedACL(t *testing.T) {
 	}
 	if got, want := strings.Join(doc, " "), lockACL("", lockCommands); got != want {
 		t.Errorf("documented ACL = %q, want %q", got, want)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block []string
+	for _, line := range strings.Split(string(src), "\n") {
+		if strings.HasPrefix(line, "//\tACL SETUSER") || strings.HasPrefix(line, "//\t    +") {
+			block = append(block, "  "+strings.TrimPrefix(line, "//\t"))
+		}
+	}
+	if want := strings.Join(block, "\n"); !strings.Contains(string(readme), want) {
+		t.Errorf("README.md lacks the package documentation's ACL:\n%s", want)
 	}
 }
