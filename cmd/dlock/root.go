@@ -38,7 +38,9 @@ exclude across users or hosts. Store URLs:
   mysql://user[:pass]@host:port/dbname
   postgres://user[:pass]@host:port/dbname postgres:///dbname?host=/run/postgresql
   sqlite:///absolute/path.db              mem:// (this process only)
-  zk://host:port[,host:port][/root]       etcd://host:port[,host:port][/prefix]
+  zk://[user:pass@]host:port[/root]       etcd://host:port[/prefix]  etcds://... (TLS)
+TLS on any network store: ?tls=true, or ?tls_ca=FILE (server's CA),
+&tls_cert=FILE&tls_key=FILE (client certificate), &tls_server_name=NAME.
 A password may come from $DLOCK_PASSWORD instead of the URL; it is never
 printed, and neither it nor a $DLOCK_STORE holding one reaches the commands
 dlock runs.
