@@ -3,13 +3,16 @@ package redislock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/redisquiet"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redisquiet"
 )
 
 // grants receives, on one pub/sub connection per Locker (opened on its
@@ -30,6 +33,7 @@ type grants struct {
 	ready   chan struct{} // closed when the server confirms the subscription
 	closed  bool
 	waiters map[string]chan string // by owner; buffered, one pending wake-up
+	denial  error                  // the server refused the subscription (wraps dlock.ErrDenied)
 	loop    sync.WaitGroup
 }
 
@@ -56,6 +60,9 @@ func (g *grants) wait(lockerID, owner string) (wake <-chan string, ready <-chan 
 	defer g.mu.Unlock()
 	if g.closed {
 		return nil, nil, nil, redis.ErrClosed
+	}
+	if g.denial != nil {
+		return nil, nil, nil, g.denial
 	}
 	if g.ps == nil {
 		g.channel += lockerID
@@ -87,6 +94,19 @@ func (g *grants) receive(ps *redis.PubSub, ready chan struct{}) {
 		msg, err := ps.ReceiveTimeout(ctx, healthInterval)
 		if err != nil {
 			if errors.Is(err, redis.ErrClosed) {
+				return
+			}
+			if err := denied(err); errors.Is(err, dlock.ErrDenied) {
+				// Not granted SUBSCRIBE on the channel (a client New
+				// was given; Open checks it): waiters would never be
+				// woken, so they fail instead, and so does every later
+				// wait of this Locker.
+				g.mu.Lock()
+				g.denial = fmt.Errorf("subscribe to %s: %w", g.channel, err)
+				for o := range g.waiters {
+					g.wakeLocked(o, "")
+				}
+				g.mu.Unlock()
 				return
 			}
 			var ne net.Error
@@ -171,4 +191,11 @@ func (g *grants) close() error {
 	err := ps.Close()
 	g.loop.Wait()
 	return err
+}
+
+// failure returns the server's refusal of the subscription, if any.
+func (g *grants) failure() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.denial
 }

@@ -558,10 +558,15 @@ func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver
 		}
 		t := time.NewTimer(wait)
 		select {
-		case msg := <-wake: // a grant or a resubscription
+		case msg := <-wake: // a grant, a resubscription or a refusal
 			if fence, at, ok := granted(msg, sent); ok {
 				t.Stop()
 				return driver.Result{Acquired: true, Fence: fence, LeaseStart: at, Waited: true, Ahead: ahead}, nil
+			}
+			if err := d.grants.failure(); err != nil {
+				t.Stop()
+				d.leave(l)
+				return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
 			}
 		case <-ready:
 			ready = nil

@@ -410,3 +410,40 @@ func TestDocumentedACL(t *testing.T) {
 		t.Errorf("README.md lacks the package documentation's ACL:\n%s", want)
 	}
 }
+
+// TestNewWithoutSubscribeDenied: a Locker made by New on a client whose
+// user may not subscribe to its grant channel (Open refuses such a user;
+// New cannot ask) fails its waits with ErrDenied instead of waiting
+// unwoken, and so do its later waits.
+func TestNewWithoutSubscribeDenied(t *testing.T) {
+	r := testserver.StartRedisWith(t, testserver.RedisOptions{Users: []string{
+		"full on >pw ~dlock:* &* +@all",
+		"nochan on >pw ~dlock:* &other:* +@all",
+	}})
+	locker := func(user string) *dlock.Locker {
+		c := redis.NewClient(&redis.Options{Addr: r.Addr(), Username: user, Password: "pw"})
+		l, err := redislock.New(c, nil)
+		if err != nil {
+			t.Fatalf("New as %s = %v", user, err)
+		}
+		t.Cleanup(func() { l.Close(); c.Close() })
+		return l
+	}
+	holder, waiter := locker("full"), locker("nochan")
+	k, err := holder.TryAcquire(t.Context(), "n")
+	if err != nil {
+		t.Fatalf("TryAcquire(n) = %v, want a lock", err)
+	}
+	defer k.Release(t.Context())
+	// Generous: only a waiter that is never told reaches this.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for i := range 2 {
+		if _, err := waiter.Acquire(ctx, "n"); !errors.Is(err, dlock.ErrDenied) || ctx.Err() != nil {
+			t.Fatalf("Got(waiting Acquire %d as a user without the grant channel) = %v (ctx %v), want ErrDenied before ctx ends", i+1, err, ctx.Err())
+		}
+	}
+	if n, err := holder.Waiters(t.Context(), "n"); err != nil || n != 0 {
+		t.Errorf("Got(Waiters(n) after the refused waits) = %d, %v; want 0", n, err)
+	}
+}
