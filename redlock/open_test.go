@@ -46,7 +46,7 @@ func TestOpenURLErrors(t *testing.T) {
 		{"redlock://h:1,h:2", "dlock: bad store URL: redlock:// needs at least 3 hosts, got 2"},
 		{"redlock://h:1,h:2,h:99999", `dlock: bad store URL: bad port "99999" for host "h"`},
 		{"redlock://h:1,h:2,h:3/0", `dlock: bad store URL: redlock:// takes no path (got "0")`},
-		{"redlock://h:1,h:2,h:3?table=t", `dlock: bad store URL: unknown parameter "table" for redlock:// (known: prefix)`},
+		{"redlock://h:1,h:2,h:3?table=t", `dlock: bad store URL: unknown parameter "table" for redlock:// (known: prefix, tls, tls_ca, tls_cert, tls_key, tls_server_name, tls_insecure_skip_verify)`},
 	} {
 		_, err := dlock.Open(t.Context(), tc.url)
 		if !errors.Is(err, dlock.ErrBadURL) || !strings.Contains(err.Error(), tc.want) {
