@@ -21,7 +21,7 @@ func call[T any](l *Locker, ctx context.Context, step func() (T, error), late fu
 // (a queued acquisition leaving its queue), so that the caller returns
 // with nothing left behind unless the store does not answer.
 func callGrace[T any](l *Locker, ctx context.Context, grace time.Duration, step func() (T, error), late func(T, error)) (T, error) {
-	if ctx.Done() == nil || l.inline {
+	if l.direct(ctx) {
 		return step()
 	}
 	type result struct {
@@ -71,6 +71,13 @@ func callGrace[T any](l *Locker, ctx context.Context, grace time.Duration, step 
 		var zero T
 		return zero, ctxErr(ctx)
 	}
+}
+
+// direct reports whether call runs a step with ctx in the caller's
+// goroutine: ctx cannot end, or the driver honours it. Hot paths check it
+// first to skip making the closures call takes.
+func (l *Locker) direct(ctx context.Context) bool {
+	return ctx.Done() == nil || l.inline
 }
 
 // goBackground runs f in a goroutine that Close waits for, unless the

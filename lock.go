@@ -18,6 +18,7 @@ type Lock struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   bool // Release was called on this handle; guarded by h.l.mu
+	index  int  // in h.handles while open; guarded by h.l.mu
 }
 
 // Name returns the lock's name.
@@ -107,11 +108,11 @@ func (k *Lock) Release(ctx context.Context) error {
 	h, l := k.h, k.h.l
 	l.mu.Lock()
 	done, st := k.done, h.state
-	k.done = true
 	if !done {
-		h.count--
+		k.done = true
+		h.dropHandle(k)
 	}
-	last := !done && h.count == 0
+	last := !done && len(h.handles) == 0
 	if last && st == active {
 		l.forget(h, released)
 	}
@@ -137,7 +138,6 @@ func (k *Lock) Release(ctx context.Context) error {
 	if hs != nil {
 		l.released(*hs, ctx, h, start, false, err)
 	}
-	h.cancel(ErrReleased)
 	l.wakeLocal(h.lease.Name)
 	switch {
 	case errors.Is(err, driver.ErrNotHeld):
@@ -161,13 +161,19 @@ func (l *Locker) releaseLease(ctx context.Context, lease driver.Lease) error {
 			return err
 		}
 	}
+	if ctx.Done() == nil {
+		// ctx cannot end: run the step here, bounded.
+		rctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+		defer cancel()
+		return l.drv.Release(rctx, lease)
+	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	result := make(chan error, 1)
 	step := func() {
 		defer cancel()
 		result <- l.drv.Release(rctx, lease)
 	}
-	if ctx.Done() == nil || !l.goBackground(step) {
+	if !l.goBackground(step) {
 		step()
 		return <-result
 	}
@@ -184,7 +190,7 @@ func (k *Lock) stateError(op string, done bool, st state) error {
 	case done:
 		return fmt.Errorf("dlock: %s %s: handle already released: %w", op, quote(k.h.lease.Name), ErrNotHeld)
 	case st == lost:
-		return fmt.Errorf("dlock: %s %s: %w: %w", op, quote(k.h.lease.Name), ErrNotHeld, context.Cause(k.h.ctx))
+		return fmt.Errorf("dlock: %s %s: %w: %w", op, quote(k.h.lease.Name), ErrNotHeld, k.h.cause)
 	case st == closed:
 		return fmt.Errorf("dlock: %s %s: %w: %w", op, quote(k.h.lease.Name), ErrNotHeld, ErrClosed)
 	}
@@ -192,6 +198,9 @@ func (k *Lock) stateError(op string, done bool, st state) error {
 }
 
 func refreshOne(l *Locker, ctx context.Context, lease driver.Lease) error {
+	if l.direct(ctx) {
+		return l.drv.Refresh(ctx, []driver.Lease{lease})[0]
+	}
 	_, err := call(l, ctx, func() (struct{}, error) {
 		return struct{}{}, l.drv.Refresh(ctx, []driver.Lease{lease})[0]
 	}, nil)

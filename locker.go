@@ -50,6 +50,7 @@ type Locker struct {
 	deadlines   heldHeap                              // every active acquisition, soonest loss deadline first
 	renewals    heldHeap                              // renewed acquisitions not being renewed now, soonest renewal first
 	waiters     map[string]map[chan struct{}]struct{} // local waiters by name
+	nwaiters    atomic.Int64                          // local waiters, for wakeLocal to skip l.mu when there are none; changed with l.mu held
 	lostPending []lossRecord                          // losses for the hooks, reported by unlock
 }
 
@@ -115,6 +116,7 @@ func (l *Locker) Close() error {
 	}
 	for _, h := range all {
 		l.forget(h, closed)
+		h.cancelHandles(ErrClosed)
 	}
 	l.mu.Unlock()
 	l.closeNow(ErrClosed)
@@ -124,7 +126,6 @@ func (l *Locker) Close() error {
 	var errs []error
 	hs := l.hooks.Load()
 	for _, h := range all {
-		h.cancel(ErrClosed)
 		start := time.Now()
 		err := l.drv.Release(ctx, h.lease)
 		if hs != nil {

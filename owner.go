@@ -12,8 +12,48 @@ import (
 // same Locker re-enters the names that owner holds, and new names it
 // takes join the owner.
 type owner struct {
-	l     *Locker
-	names map[string]*held // guarded by l.mu
+	l *Locker
+
+	// The names it holds, guarded by l.mu: in one while it holds at
+	// most one (most owners), in names once it has held two at once.
+	one   *held
+	names map[string]*held
+}
+
+// get returns the acquisition of name that o holds, or nil.
+func (o *owner) get(name string) *held {
+	if o.names == nil {
+		if o.one != nil && o.one.lease.Name == name {
+			return o.one
+		}
+		return nil
+	}
+	return o.names[name]
+}
+
+// put records h as o's acquisition of its name.
+func (o *owner) put(h *held) {
+	if o.names == nil {
+		if o.one == nil || o.one.lease.Name == h.lease.Name {
+			o.one = h
+			return
+		}
+		o.names = map[string]*held{o.one.lease.Name: o.one}
+		o.one = nil
+	}
+	o.names[h.lease.Name] = h
+}
+
+// drop forgets h if it is o's acquisition of its name.
+func (o *owner) drop(h *held) {
+	switch {
+	case o.names != nil:
+		if o.names[h.lease.Name] == h {
+			delete(o.names, h.lease.Name)
+		}
+	case o.one == h:
+		o.one = nil
+	}
 }
 
 type ownerKey struct{}
