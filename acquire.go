@@ -230,19 +230,18 @@ func (l *Locker) abandonLate(lease driver.Lease) func(driver.Result, error) {
 // ErrClosed.
 func (l *Locker) register(a *attempt, fence uint64, start time.Time) (*Lock, error) {
 	h := &a.held
-	h.init(l, a.ctx, fence, start)
+	own := a.own
+	if own == nil {
+		own = &h.newOwner
+		own.l = l
+	}
+	h.init(l, a.ctx, own, fence, start)
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		l.abandon(a.lease)
 		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(a.lease.Name), ErrClosed)
 	}
-	own := a.own
-	if own == nil {
-		own = &h.newOwner
-		own.l = l
-	}
-	h.owner = own
 	own.put(h)
 	l.track(h)
 	k := h.newHandle()

@@ -172,31 +172,54 @@ func TestReleaseWithEndedContextFrees(t *testing.T) {
 
 type traceKey struct{}
 
-// Lock.Context carries the values of Acquire's ctx, not its cancellation.
+// Lock.Context carries the values of Acquire's ctx, not its cancellation
+// (nor its deadline, nor its cause, also in contexts derived from it).
 func TestLockContextKeepsValues(t *testing.T) {
 	l, _ := memlock.New(nil)
 	defer l.Close()
-	ctx, cancel := context.WithCancel(context.WithValue(t.Context(), traceKey{}, "trace-1"))
+	errGone := errors.New("caller gone")
+	ctx, cancel := context.WithCancelCause(context.WithValue(t.Context(), traceKey{}, "trace-1"))
+	ctx, stop := context.WithTimeout(ctx, time.Hour)
+	defer stop()
 	k, err := l.Acquire(ctx, "a")
 	if err != nil {
 		t.Fatalf("Acquire = %v", err)
 	}
-	defer k.Release(t.Context())
-	cancel()
+	cancel(errGone)
 	if got := k.Context().Value(traceKey{}); got != "trace-1" {
 		t.Errorf("Lock.Context().Value(traceKey) = %v, want %q", got, "trace-1")
 	}
 	if isClosed(k.Done()) {
 		t.Errorf("Lock.Done closed when Acquire's ctx was cancelled, want it open while held")
 	}
+	child, stopChild := context.WithCancel(k.Context())
+	defer stopChild()
+	for what, c := range map[string]context.Context{"Lock.Context()": k.Context(), "a child of Lock.Context()": child} {
+		if err, cause := c.Err(), context.Cause(c); err != nil || cause != nil {
+			t.Errorf("%s: Err, Cause = %v, %v after Acquire's ctx was cancelled, want nil, nil", what, err, cause)
+		}
+		if d, ok := c.Deadline(); ok {
+			t.Errorf("%s: Deadline() = %v, want none (Acquire's deadline is not the lock's)", what, d)
+		}
+	}
 	// A re-entered handle sees the same values.
 	k2, err := l.Acquire(k.Context(), "a")
 	if err != nil {
 		t.Fatalf("re-entering Acquire = %v", err)
 	}
-	defer k2.Release(t.Context())
 	if got := k2.Context().Value(traceKey{}); got != "trace-1" {
 		t.Errorf("re-entered Lock.Context().Value(traceKey) = %v, want %q", got, "trace-1")
+	}
+	k2.Release(t.Context())
+	if isClosed(k.Done()) {
+		t.Errorf("first handle's Done closed by the re-entered handle's Release, want it open")
+	}
+	if cause := context.Cause(k2.Context()); cause != dlock.ErrReleased {
+		t.Errorf("Cause(re-entered Lock.Context()) = %v after its Release, want ErrReleased", cause)
+	}
+	k.Release(t.Context())
+	if cause := context.Cause(child); cause != dlock.ErrReleased {
+		t.Errorf("Cause(child of Lock.Context()) = %v after Release, want ErrReleased", cause)
 	}
 }
 

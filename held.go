@@ -23,9 +23,8 @@ type held struct {
 	lease  driver.Lease
 	fence  uint64
 	owner  *owner
-	start  time.Time       // when the lease began (local, monotonic)
-	values context.Context // the acquiring call's context, without its cancellation
-	parent context.Context // values and the owner: every handle's context derives from it
+	start  time.Time    // when the lease began (local, monotonic)
+	parent ownerContext // every handle's context derives from it
 
 	renew bool // renewed by the keeper (set once)
 
@@ -51,10 +50,11 @@ type held struct {
 // differences between client and server (assumed well under 1%).
 func lossMargin(ttl time.Duration) time.Duration { return ttl / 10 }
 
-// init makes h a new acquisition of its lease by l, taken by a call with
-// context values, with the given fence, whose lease began at start.
-func (h *held) init(l *Locker, values context.Context, fence uint64, start time.Time) {
-	h.l, h.fence, h.start, h.values = l, fence, start, context.WithoutCancel(values)
+// init makes h a new acquisition of its lease by l for own, taken by a
+// call with context ctx, with the given fence, whose lease began at start.
+func (h *held) init(l *Locker, ctx context.Context, own *owner, fence uint64, start time.Time) {
+	h.l, h.owner, h.fence, h.start = l, own, fence, start
+	h.parent = ownerContext{values: ctx, owner: own}
 	h.index = [2]int{-1, -1}
 	h.handles = h.firstArr[:0]
 	h.extended(start)
@@ -83,18 +83,19 @@ func (h *held) extended(start time.Time) {
 // one by one (see cancelHandles), which costs a loop instead of a
 // context, a cancel func and a children map per acquisition.
 func (h *held) newHandle() *Lock {
-	if h.parent == nil {
-		h.parent = context.WithValue(h.values, ownerKey{}, h.owner)
-	}
 	k := &h.first
 	if k.h != nil {
 		k = new(Lock)
 	}
 	k.h, k.index = h, len(h.handles)
-	k.ctx, k.cancel = context.WithCancelCause(h.parent)
+	k.ctx, k.cancel = context.WithCancelCause(&h.parent)
 	h.handles = append(h.handles, k)
 	return k
 }
+
+// values returns the acquiring call's context without its cancellation,
+// for hooks.
+func (h *held) values() context.Context { return context.WithoutCancel(h.parent.values) }
 
 // dropHandle removes k from h's open handles. Called with l.mu held.
 func (h *held) dropHandle(k *Lock) {

@@ -129,7 +129,7 @@ func (l *Locker) Close() error {
 		start := time.Now()
 		err := l.drv.Release(ctx, h.lease)
 		if hs != nil {
-			l.released(*hs, h.values, h, start, true, err)
+			l.released(*hs, h.values(), h, start, true, err)
 		}
 		if err != nil && !errors.Is(err, driver.ErrNotHeld) {
 			errs = append(errs, fmt.Errorf("release %s: %w", quote(h.lease.Name), err))

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"strconv"
+	"time"
 )
 
 // owner is a logical lock owner: the chain of nested acquisitions that
@@ -57,6 +58,29 @@ func (o *owner) drop(h *held) {
 }
 
 type ownerKey struct{}
+
+// ownerContext is the parent of an acquisition's handle contexts: the
+// values of the acquiring call's context and the owner, without that
+// context's cancellation or deadline (as context.WithoutCancel and
+// context.WithValue would make it, in two allocations; this one lives in
+// the held). It is never handed out on its own: context.Cause would see
+// through it to the acquiring call's cancellation, whereas each handle's
+// own context answers that lookup first.
+type ownerContext struct {
+	values context.Context
+	owner  *owner
+}
+
+func (c *ownerContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *ownerContext) Done() <-chan struct{}       { return nil }
+func (c *ownerContext) Err() error                  { return nil }
+
+func (c *ownerContext) Value(key any) any {
+	if key == (ownerKey{}) {
+		return c.owner
+	}
+	return c.values.Value(key)
+}
 
 func ownerFrom(ctx context.Context, l *Locker) *owner {
 	o, _ := ctx.Value(ownerKey{}).(*owner)
