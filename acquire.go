@@ -144,17 +144,18 @@ func (l *Locker) acquireQueued(a *attempt) (*Lock, error) {
 	return l.register(a, res.Fence, start)
 }
 
-// closedBy is a context that ends when the Locker closes and carries the
+// closedBy is a context that ends with its Context (the Locker's
+// closingCtx, or a deadline shared by cleanup steps) and carries the
 // values of the caller's context, which cannot end.
 type closedBy struct {
-	context.Context // the Locker's closingCtx
+	context.Context // closingCtx, or a sharedDeadline's
 	values          context.Context
 }
 
-// Value answers from the Locker's context first, so that the context
+// Value answers from the ending context first, so that the context
 // package sees closedBy as a child of it (no watcher goroutine for
-// contexts derived from it, and context.Cause is ErrClosed), and from the
-// caller's context for everything else.
+// contexts derived from it, and context.Cause is the ending context's),
+// and from the caller's context for everything else.
 func (c closedBy) Value(key any) any {
 	if v := c.Context.Value(key); v != nil {
 		return v

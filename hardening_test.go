@@ -172,6 +172,54 @@ func TestReleaseWithEndedContextFrees(t *testing.T) {
 
 type traceKey struct{}
 
+// A Release whose store does not answer gives up after a few seconds,
+// not sooner, and runs with the values of its ctx: also a release made a
+// while after another (cleanup steps share deadlines), and with a ctx
+// that cannot end as well as with one that can.
+func TestStalledReleaseIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, d := newFaulty(memlock.NewStore(), false)
+		defer l.Close()
+		live, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		for _, ctx := range []context.Context{context.Background(), live} {
+			ctx = context.WithValue(ctx, traceKey{}, "trace-2")
+			k1, err := l.Acquire(ctx, "a")
+			if err != nil {
+				t.Fatalf("Acquire = %v", err)
+			}
+			k2, err := l.Acquire(ctx, "b")
+			if err != nil {
+				t.Fatalf("Acquire = %v", err)
+			}
+			if err := k1.Release(ctx); err != nil {
+				t.Fatalf("Release = %v", err)
+			}
+			time.Sleep(time.Second)
+			d.mu.Lock()
+			d.hangRelease = true
+			d.mu.Unlock()
+			start := time.Now()
+			err = k2.Release(ctx)
+			if took := time.Since(start); took < 4500*time.Millisecond || took > 5*time.Second {
+				t.Errorf("Release on a stalled store took %v, want 4.5 s to 5 s", took)
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Release on a stalled store = %v, want an error wrapping DeadlineExceeded", err)
+			}
+			d.mu.Lock()
+			d.hangRelease = false
+			for i, v := range d.releaseValues {
+				if v != "trace-2" {
+					t.Errorf("Release call %d saw ctx value %v, want %q", i, v, "trace-2")
+				}
+			}
+			d.releaseValues = nil
+			d.mu.Unlock()
+		}
+	})
+}
+
 // Lock.Context carries the values of Acquire's ctx, not its cancellation
 // (nor its deadline, nor its cause, also in contexts derived from it).
 func TestLockContextKeepsValues(t *testing.T) {

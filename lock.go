@@ -149,7 +149,8 @@ func (k *Lock) Release(ctx context.Context) error {
 }
 
 // releaseLease runs the driver's release of lease with a context that
-// keeps ctx's values but not its cancellation, bounded by cleanupTimeout.
+// keeps ctx's values but not its cancellation, bounded by cleanupTimeout
+// (see cleanupContext).
 // It returns the step's error, or, if ctx ends first, an error wrapping
 // ctx's and leaves the step to finish in the background.
 func (l *Locker) releaseLease(ctx context.Context, lease driver.Lease) error {
@@ -163,16 +164,11 @@ func (l *Locker) releaseLease(ctx context.Context, lease driver.Lease) error {
 	}
 	if ctx.Done() == nil {
 		// ctx cannot end: run the step here, bounded.
-		rctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
-		defer cancel()
-		return l.drv.Release(rctx, lease)
+		return l.drv.Release(l.cleanupContext(ctx), lease)
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	rctx := l.cleanupContext(context.WithoutCancel(ctx))
 	result := make(chan error, 1)
-	step := func() {
-		defer cancel()
-		result <- l.drv.Release(rctx, lease)
-	}
+	step := func() { result <- l.drv.Release(rctx, lease) }
 	if !l.goBackground(step) {
 		step()
 		return <-result

@@ -42,6 +42,8 @@ type Locker struct {
 	acquiring  sync.WaitGroup          // Acquire calls under way; Add only with mu held and !closed
 	work       chan func()             // hands work to idle worker goroutines (see goBackground)
 
+	cleanupDeadline atomic.Pointer[sharedDeadline] // see cleanupContext
+
 	mu          sync.Mutex
 	keeperTimer *time.Timer // fires when the keeper has work (see schedule)
 	keeperAt    time.Time   // when keeperTimer fires
