@@ -53,11 +53,15 @@ func BenchmarkCycle(b *testing.B) {
 }
 
 func cycle(b *testing.B, l *dlock.Locker, ctx context.Context, name string, wait bool) {
-	acquire := l.TryAcquire
+	var (
+		k   *dlock.Lock
+		err error
+	)
 	if wait {
-		acquire = l.Acquire
+		k, err = l.Acquire(ctx, name, dlock.WithTTL(dlock.DefaultTTL))
+	} else {
+		k, err = l.TryAcquire(ctx, name, dlock.WithTTL(dlock.DefaultTTL))
 	}
-	k, err := acquire(ctx, name, dlock.WithTTL(dlock.DefaultTTL))
 	if err != nil {
 		b.Fatalf("Acquire(%q) = %v, want nil", name, err)
 	}
