@@ -411,3 +411,57 @@ func (d *lossDriver) owner(name string) string {
 	hs, _ := d.Driver.(driver.Inspector).Inspect(context.Background(), []string{name})
 	return hs[0].Owner
 }
+
+// Re-entered handles can be released in any order: each Release closes
+// only its own Done and the name stays held until the last one; a loss
+// closes the Done of every handle still open, with the loss as cause.
+func TestHandlesReleasedInAnyOrder(t *testing.T) {
+	store := memlock.NewStore()
+	l, _ := memlock.New(store)
+	defer l.Close()
+	outer, err := l.Acquire(t.Context(), "a")
+	if err != nil {
+		t.Fatalf("Acquire = %v", err)
+	}
+	ks := []*dlock.Lock{outer}
+	for range 3 {
+		k, err := l.Acquire(outer.Context(), "a")
+		if err != nil {
+			t.Fatalf("re-entering Acquire = %v", err)
+		}
+		ks = append(ks, k)
+	}
+	for _, i := range []int{2, 0} { // a middle handle, then the first
+		if err := ks[i].Release(t.Context()); err != nil {
+			t.Fatalf("Release(handle %d) = %v", i, err)
+		}
+		if cause := context.Cause(ks[i].Context()); cause != dlock.ErrReleased {
+			t.Errorf("Cause(handle %d) = %v after its Release, want ErrReleased", i, cause)
+		}
+		for _, j := range []int{1, 3} {
+			if isClosed(ks[j].Done()) {
+				t.Fatalf("handle %d's Done closed by the Release of handle %d, want open", j, i)
+			}
+		}
+		if _, _, held := store.Holder("a"); !held {
+			t.Fatalf("%q free with handles 1 and 3 open, want held", "a")
+		}
+	}
+	k, err := l.Acquire(ks[3].Context(), "a")
+	if err != nil {
+		t.Fatalf("re-entering Acquire after Releases = %v", err)
+	}
+	ks = append(ks, k)
+	store.Expire("a")
+	if err := ks[1].Refresh(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Refresh after Expire = %v, want ErrNotHeld", err)
+	}
+	for _, j := range []int{1, 3, 4} {
+		if cause := context.Cause(ks[j].Context()); !errors.Is(cause, dlock.ErrLost) {
+			t.Errorf("Cause(handle %d) = %v after the loss, want ErrLost", j, cause)
+		}
+		if err := ks[j].Release(t.Context()); !errors.Is(err, dlock.ErrNotHeld) || !errors.Is(err, dlock.ErrLost) {
+			t.Errorf("Release(handle %d) after the loss = %v, want ErrNotHeld and ErrLost", j, err)
+		}
+	}
+}
