@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -74,6 +75,10 @@ type ownerContext struct {
 func (c *ownerContext) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (c *ownerContext) Done() <-chan struct{}       { return nil }
 func (c *ownerContext) Err() error                  { return nil }
+
+func (c *ownerContext) String() string {
+	return fmt.Sprint(c.values) + ".WithoutCancel.WithValue(dlock owner)"
+}
 
 func (c *ownerContext) Value(key any) any {
 	if key == (ownerKey{}) {
