@@ -45,15 +45,16 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait b
 	if err := ValidateName(name); err != nil {
 		return nil, fmt.Errorf("dlock: acquire: %w", err)
 	}
-	o, err := buildOptions(opts)
-	if err != nil {
+	a := &attempt{ctx: ctx}
+	o := &a.opts
+	if err := o.build(opts); err != nil {
 		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), err)
 	}
 	if (o.shared || o.limit > 0) && !l.multi {
 		return nil, fmt.Errorf("dlock: acquire %s %s: the backend has no shared locks or semaphores: %w", modeString(o.shared, o.limit), quote(name), ErrUnsupported)
 	}
-	own := ownerFrom(ctx, l)
-	if k, err := l.reenter(ctx, own, name, o); k != nil || err != nil {
+	a.own = ownerFrom(ctx, l)
+	if k, err := l.reenter(ctx, a.own, name, o); k != nil || err != nil {
 		return k, err
 	}
 	if err := l.begin(); err != nil {
@@ -63,8 +64,8 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait b
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ctxErr(ctx))
 	}
-	a := &attempt{ctx: ctx, own: own, renew: !o.noRenew,
-		lease: driver.Lease{Name: name, Owner: l.ownerString(), TTL: o.ttl, Metadata: o.metadata, Shared: o.shared, Limit: o.limit}}
+	a.renew = !o.noRenew
+	a.lease = driver.Lease{Name: name, Owner: l.ownerString(), TTL: o.ttl, Metadata: o.metadata, Shared: o.shared, Limit: o.limit}
 	if hs := l.hooks.Load(); hs != nil {
 		return l.acquireHooked(*hs, a, wait)
 	}
@@ -80,14 +81,19 @@ func (l *Locker) acquireOn(a *attempt, wait bool) (*Lock, error) {
 	return l.acquireLoop(a, wait)
 }
 
-// attempt is one Acquire or TryAcquire call that did not re-enter.
+// attempt is one Acquire or TryAcquire call. It embeds the acquisition
+// that register records if the call succeeds (and its options, and the
+// context of a wait that only Close ends), so that a call allocates one
+// object for all of them.
 type attempt struct {
-	ctx   context.Context // the caller's; its values go to the Lock's Context
-	own   *owner          // nil: a new owner
-	lease driver.Lease
-	renew bool
+	held                       // lease and renew set before the first step
+	ctx        context.Context // the caller's; its values go to the Lock's Context
+	own        *owner          // nil: a new owner
+	opts       acquireOptions  // the call's options
+	untilClose closedBy        // see acquireQueued
+	queued     bool            // a step left a writer's intent in the store (see acquireLoop)
 
-	// For hooks; small, to keep the attempt in its allocation size class.
+	// For hooks.
 	contended bool  // a step found the name held by another owner
 	ahead     int16 // entries ahead in the store's queue (capped), -1 if unknown
 	attempts  int32 // steps on the store
@@ -103,7 +109,8 @@ func (l *Locker) acquireQueued(a *attempt) (*Lock, error) {
 	if ctx.Done() == nil {
 		// Only Close can end this wait: run the step inline (no goroutine
 		// hop) with a context that Close cancels.
-		ctx = closedBy{l.closingCtx, ctx}
+		a.untilClose = closedBy{l.closingCtx, ctx}
+		ctx = &a.untilClose
 		res, err = l.queuer.AcquireQueued(ctx, a.lease)
 	} else {
 		var cancel context.CancelCauseFunc
@@ -137,17 +144,18 @@ func (l *Locker) acquireQueued(a *attempt) (*Lock, error) {
 	return l.register(a, res.Fence, start)
 }
 
-// closedBy is a context that ends when the Locker closes and carries the
+// closedBy is a context that ends with its Context (the Locker's
+// closingCtx, or a deadline shared by cleanup steps) and carries the
 // values of the caller's context, which cannot end.
 type closedBy struct {
-	context.Context // the Locker's closingCtx
+	context.Context // closingCtx, or a sharedDeadline's
 	values          context.Context
 }
 
-// Value answers from the Locker's context first, so that the context
+// Value answers from the ending context first, so that the context
 // package sees closedBy as a child of it (no watcher goroutine for
-// contexts derived from it, and context.Cause is ErrClosed), and from the
-// caller's context for everything else.
+// contexts derived from it, and context.Cause is the ending context's),
+// and from the caller's context for everything else.
 func (c closedBy) Value(key any) any {
 	if v := c.Context.Value(key); v != nil {
 		return v
@@ -222,19 +230,20 @@ func (l *Locker) abandonLate(lease driver.Lease) func(driver.Result, error) {
 // Locker closed meanwhile it releases the lease before returning
 // ErrClosed.
 func (l *Locker) register(a *attempt, fence uint64, start time.Time) (*Lock, error) {
-	h := newHeld(l, a.ctx, a.lease, fence, start, a.renew)
+	h := &a.held
+	own := a.own
+	if own == nil {
+		own = &h.newOwner
+		own.l = l
+	}
+	h.init(l, a.ctx, own, fence, start)
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		l.abandon(a.lease)
 		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(a.lease.Name), ErrClosed)
 	}
-	own := a.own
-	if own == nil {
-		own = &owner{l: l, names: make(map[string]*held)}
-	}
-	h.owner = own
-	own.names[a.lease.Name] = h
+	own.put(h)
 	l.track(h)
 	k := h.newHandle()
 	l.mu.Unlock()
@@ -245,7 +254,7 @@ func (l *Locker) register(a *attempt, fence uint64, start time.Time) (*Lock, err
 // or nil if it holds none. The modes must agree (see Shared): a shared
 // request in an exclusive hold re-enters it; an exclusive request in a
 // shared hold (an upgrade) and any semaphore mismatch are errors.
-func (l *Locker) reenter(ctx context.Context, own *owner, name string, o acquireOptions) (*Lock, error) {
+func (l *Locker) reenter(ctx context.Context, own *owner, name string, o *acquireOptions) (*Lock, error) {
 	if own == nil {
 		return nil, nil
 	}
@@ -253,7 +262,7 @@ func (l *Locker) reenter(ctx context.Context, own *owner, name string, o acquire
 	k, err := l.reenterLocked(own, name, o)
 	var handles int
 	if k != nil {
-		handles = int(k.h.count)
+		handles = len(k.h.handles)
 	}
 	l.mu.Unlock()
 	if k != nil {
@@ -262,11 +271,11 @@ func (l *Locker) reenter(ctx context.Context, own *owner, name string, o acquire
 	return k, err
 }
 
-func (l *Locker) reenterLocked(own *owner, name string, o acquireOptions) (*Lock, error) {
+func (l *Locker) reenterLocked(own *owner, name string, o *acquireOptions) (*Lock, error) {
 	if l.closed {
 		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ErrClosed)
 	}
-	h := own.names[name]
+	h := own.get(name)
 	if h == nil || h.state != active {
 		return nil, nil
 	}

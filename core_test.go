@@ -24,6 +24,8 @@ type faultDriver struct {
 	refreshErr    func(call int) error
 	hangRefresh   bool          // block Refresh until ctx ends
 	hangAcquire   chan struct{} // if set, Acquire waits for it, ignoring ctx
+	hangRelease   bool          // block Release until ctx ends
+	releaseValues []any         // ctx.Value(traceKey{}) of each Release call
 	acquireCalls  int
 	notify        bool
 	silentWatches bool // Watch succeeds but never wakes
@@ -81,6 +83,18 @@ func (d *faultDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	errs := d.Driver.Refresh(ctx, ls)
 	time.Sleep(delay)
 	return errs
+}
+
+func (d *faultDriver) Release(ctx context.Context, l driver.Lease) error {
+	d.mu.Lock()
+	d.releaseValues = append(d.releaseValues, ctx.Value(traceKey{}))
+	hang := d.hangRelease
+	d.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return d.Driver.Release(ctx, l)
 }
 
 // notifyingDriver is a faultDriver that also offers Watch.

@@ -172,31 +172,102 @@ func TestReleaseWithEndedContextFrees(t *testing.T) {
 
 type traceKey struct{}
 
-// Lock.Context carries the values of Acquire's ctx, not its cancellation.
+// A Release whose store does not answer gives up after a few seconds,
+// not sooner, and runs with the values of its ctx: also a release made a
+// while after another (cleanup steps share deadlines), and with a ctx
+// that cannot end as well as with one that can.
+func TestStalledReleaseIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, d := newFaulty(memlock.NewStore(), false)
+		defer l.Close()
+		live, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		for _, ctx := range []context.Context{context.Background(), live} {
+			ctx = context.WithValue(ctx, traceKey{}, "trace-2")
+			k1, err := l.Acquire(ctx, "a")
+			if err != nil {
+				t.Fatalf("Acquire = %v", err)
+			}
+			k2, err := l.Acquire(ctx, "b")
+			if err != nil {
+				t.Fatalf("Acquire = %v", err)
+			}
+			if err := k1.Release(ctx); err != nil {
+				t.Fatalf("Release = %v", err)
+			}
+			time.Sleep(time.Second)
+			d.mu.Lock()
+			d.hangRelease = true
+			d.mu.Unlock()
+			start := time.Now()
+			err = k2.Release(ctx)
+			if took := time.Since(start); took < 4500*time.Millisecond || took > 5*time.Second {
+				t.Errorf("Release on a stalled store took %v, want 4.5 s to 5 s", took)
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Release on a stalled store = %v, want an error wrapping DeadlineExceeded", err)
+			}
+			d.mu.Lock()
+			d.hangRelease = false
+			for i, v := range d.releaseValues {
+				if v != "trace-2" {
+					t.Errorf("Release call %d saw ctx value %v, want %q", i, v, "trace-2")
+				}
+			}
+			d.releaseValues = nil
+			d.mu.Unlock()
+		}
+	})
+}
+
+// Lock.Context carries the values of Acquire's ctx, not its cancellation
+// (nor its deadline, nor its cause, also in contexts derived from it).
 func TestLockContextKeepsValues(t *testing.T) {
 	l, _ := memlock.New(nil)
 	defer l.Close()
-	ctx, cancel := context.WithCancel(context.WithValue(t.Context(), traceKey{}, "trace-1"))
+	errGone := errors.New("caller gone")
+	ctx, cancel := context.WithCancelCause(context.WithValue(t.Context(), traceKey{}, "trace-1"))
+	ctx, stop := context.WithTimeout(ctx, time.Hour)
+	defer stop()
 	k, err := l.Acquire(ctx, "a")
 	if err != nil {
 		t.Fatalf("Acquire = %v", err)
 	}
-	defer k.Release(t.Context())
-	cancel()
+	cancel(errGone)
 	if got := k.Context().Value(traceKey{}); got != "trace-1" {
 		t.Errorf("Lock.Context().Value(traceKey) = %v, want %q", got, "trace-1")
 	}
 	if isClosed(k.Done()) {
 		t.Errorf("Lock.Done closed when Acquire's ctx was cancelled, want it open while held")
 	}
+	child, stopChild := context.WithCancel(k.Context())
+	defer stopChild()
+	for what, c := range map[string]context.Context{"Lock.Context()": k.Context(), "a child of Lock.Context()": child} {
+		if err, cause := c.Err(), context.Cause(c); err != nil || cause != nil {
+			t.Errorf("%s: Err, Cause = %v, %v after Acquire's ctx was cancelled, want nil, nil", what, err, cause)
+		}
+		if d, ok := c.Deadline(); ok {
+			t.Errorf("%s: Deadline() = %v, want none (Acquire's deadline is not the lock's)", what, d)
+		}
+	}
 	// A re-entered handle sees the same values.
 	k2, err := l.Acquire(k.Context(), "a")
 	if err != nil {
 		t.Fatalf("re-entering Acquire = %v", err)
 	}
-	defer k2.Release(t.Context())
 	if got := k2.Context().Value(traceKey{}); got != "trace-1" {
 		t.Errorf("re-entered Lock.Context().Value(traceKey) = %v, want %q", got, "trace-1")
+	}
+	k2.Release(t.Context())
+	if isClosed(k.Done()) {
+		t.Errorf("first handle's Done closed by the re-entered handle's Release, want it open")
+	}
+	if cause := context.Cause(k2.Context()); cause != dlock.ErrReleased {
+		t.Errorf("Cause(re-entered Lock.Context()) = %v after its Release, want ErrReleased", cause)
+	}
+	k.Release(t.Context())
+	if cause := context.Cause(child); cause != dlock.ErrReleased {
+		t.Errorf("Cause(child of Lock.Context()) = %v after Release, want ErrReleased", cause)
 	}
 }
 
@@ -339,4 +410,58 @@ func (d *lossDriver) Losses() <-chan driver.Loss { return d.losses }
 func (d *lossDriver) owner(name string) string {
 	hs, _ := d.Driver.(driver.Inspector).Inspect(context.Background(), []string{name})
 	return hs[0].Owner
+}
+
+// Re-entered handles can be released in any order: each Release closes
+// only its own Done and the name stays held until the last one; a loss
+// closes the Done of every handle still open, with the loss as cause.
+func TestHandlesReleasedInAnyOrder(t *testing.T) {
+	store := memlock.NewStore()
+	l, _ := memlock.New(store)
+	defer l.Close()
+	outer, err := l.Acquire(t.Context(), "a")
+	if err != nil {
+		t.Fatalf("Acquire = %v", err)
+	}
+	ks := []*dlock.Lock{outer}
+	for range 3 {
+		k, err := l.Acquire(outer.Context(), "a")
+		if err != nil {
+			t.Fatalf("re-entering Acquire = %v", err)
+		}
+		ks = append(ks, k)
+	}
+	for _, i := range []int{2, 0} { // a middle handle, then the first
+		if err := ks[i].Release(t.Context()); err != nil {
+			t.Fatalf("Release(handle %d) = %v", i, err)
+		}
+		if cause := context.Cause(ks[i].Context()); cause != dlock.ErrReleased {
+			t.Errorf("Cause(handle %d) = %v after its Release, want ErrReleased", i, cause)
+		}
+		for _, j := range []int{1, 3} {
+			if isClosed(ks[j].Done()) {
+				t.Fatalf("handle %d's Done closed by the Release of handle %d, want open", j, i)
+			}
+		}
+		if _, _, held := store.Holder("a"); !held {
+			t.Fatalf("%q free with handles 1 and 3 open, want held", "a")
+		}
+	}
+	k, err := l.Acquire(ks[3].Context(), "a")
+	if err != nil {
+		t.Fatalf("re-entering Acquire after Releases = %v", err)
+	}
+	ks = append(ks, k)
+	store.Expire("a")
+	if err := ks[1].Refresh(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Refresh after Expire = %v, want ErrNotHeld", err)
+	}
+	for _, j := range []int{1, 3, 4} {
+		if cause := context.Cause(ks[j].Context()); !errors.Is(cause, dlock.ErrLost) {
+			t.Errorf("Cause(handle %d) = %v after the loss, want ErrLost", j, cause)
+		}
+		if err := ks[j].Release(t.Context()); !errors.Is(err, dlock.ErrNotHeld) || !errors.Is(err, dlock.ErrLost) {
+			t.Errorf("Release(handle %d) after the loss = %v, want ErrNotHeld and ErrLost", j, err)
+		}
+	}
 }

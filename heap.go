@@ -1,9 +1,6 @@
 package dlock
 
-import (
-	"container/heap"
-	"time"
-)
+import "time"
 
 // heldHeap orders acquisitions by their loss deadline or by their next
 // renewal, so that the keeper finds what is due without scanning every
@@ -46,16 +43,34 @@ func (q *heldHeap) top() *held {
 }
 
 func (q *heldHeap) push(h *held) {
-	if h.index[q.kind] < 0 {
-		heap.Push(q, heapItem{at: q.key(h), h: h})
+	if h.index[q.kind] >= 0 {
+		return
 	}
+	q.items = append(q.items, heapItem{at: q.key(h), h: h})
+	h.index[q.kind] = len(q.items) - 1
+	q.up(len(q.items) - 1)
 }
 
-func (q *heldHeap) pop() *held { return heap.Pop(q).(heapItem).h }
+func (q *heldHeap) pop() *held {
+	h := q.items[0].h
+	q.remove(h)
+	return h
+}
 
 func (q *heldHeap) remove(h *held) {
-	if i := h.index[q.kind]; i >= 0 {
-		heap.Remove(q, i)
+	i := h.index[q.kind]
+	if i < 0 {
+		return
+	}
+	n := len(q.items) - 1
+	if i != n {
+		q.swap(i, n)
+	}
+	q.items[n] = heapItem{}
+	q.items = q.items[:n]
+	h.index[q.kind] = -1
+	if i != n && !q.down(i) {
+		q.up(i)
 	}
 }
 
@@ -63,7 +78,9 @@ func (q *heldHeap) remove(h *held) {
 func (q *heldHeap) fix(h *held) {
 	if i := h.index[q.kind]; i >= 0 {
 		q.items[i].at = q.key(h)
-		heap.Fix(q, i)
+		if !q.down(i) {
+			q.up(i)
+		}
 	}
 }
 
@@ -75,25 +92,43 @@ func (q *heldHeap) clear() {
 	q.items = nil
 }
 
-// The methods of heap.Interface; use push, pop, remove and fix instead.
+// up moves the item at i towards the root while it is earlier than its
+// parent. (Written out rather than with container/heap, whose interface
+// boxes every item pushed and popped: an allocation each.)
+func (q *heldHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if q.items[p].at <= q.items[i].at {
+			return
+		}
+		q.swap(i, p)
+		i = p
+	}
+}
 
-func (q *heldHeap) Len() int           { return len(q.items) }
-func (q *heldHeap) Less(i, j int) bool { return q.items[i].at < q.items[j].at }
-func (q *heldHeap) Swap(i, j int) {
+// down moves the item at i away from the root while a child is earlier,
+// and reports whether it moved.
+func (q *heldHeap) down(i int) bool {
+	start, n := i, len(q.items)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && q.items[r].at < q.items[c].at {
+			c = r
+		}
+		if q.items[i].at <= q.items[c].at {
+			break
+		}
+		q.swap(i, c)
+		i = c
+	}
+	return i > start
+}
+
+func (q *heldHeap) swap(i, j int) {
 	q.items[i], q.items[j] = q.items[j], q.items[i]
 	q.items[i].h.index[q.kind] = i
 	q.items[j].h.index[q.kind] = j
-}
-func (q *heldHeap) Push(x any) {
-	it := x.(heapItem)
-	it.h.index[q.kind] = len(q.items)
-	q.items = append(q.items, it)
-}
-func (q *heldHeap) Pop() any {
-	n := len(q.items) - 1
-	it := q.items[n]
-	q.items[n] = heapItem{}
-	q.items = q.items[:n]
-	it.h.index[q.kind] = -1
-	return it
 }

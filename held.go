@@ -23,19 +23,26 @@ type held struct {
 	lease  driver.Lease
 	fence  uint64
 	owner  *owner
-	start  time.Time       // when the lease began (local, monotonic)
-	values context.Context // the acquiring call's context, without its cancellation
-	ctx    context.Context // carries owner and values; cancelled on last release or loss
-	cancel context.CancelCauseFunc
+	start  time.Time    // when the lease began (local, monotonic)
+	parent ownerContext // every handle's context derives from it
 
 	renew bool // renewed by the keeper (set once)
 
 	// Guarded by l.mu.
 	state     state
-	count     int32     // open handles
+	cause     error     // why it was lost, once state is lost
+	handles   []*Lock   // open handles, each at its index
 	deadline  time.Time // monotonic: Done closes here unless renewed
 	nextRenew time.Time
 	index     [2]int // positions in l.deadlines and l.renewals, -1 when absent
+
+	// Kept with the acquisition so that taking a lock allocates them
+	// together: its first handle (and handles' backing array while there
+	// is one), and the owner it starts when the acquiring context carries
+	// none.
+	first    Lock
+	firstArr [1]*Lock
+	newOwner owner
 }
 
 // lossMargin is how long before the server-side lease can end that the
@@ -43,10 +50,14 @@ type held struct {
 // differences between client and server (assumed well under 1%).
 func lossMargin(ttl time.Duration) time.Duration { return ttl / 10 }
 
-func newHeld(l *Locker, values context.Context, lease driver.Lease, fence uint64, start time.Time, renew bool) *held {
-	h := &held{l: l, lease: lease, fence: fence, renew: renew, start: start, values: context.WithoutCancel(values), index: [2]int{-1, -1}}
+// init makes h a new acquisition of its lease by l for own, taken by a
+// call with context ctx, with the given fence, whose lease began at start.
+func (h *held) init(l *Locker, ctx context.Context, own *owner, fence uint64, start time.Time) {
+	h.l, h.owner, h.fence, h.start = l, own, fence, start
+	h.parent = ownerContext{values: ctx, owner: own}
+	h.index = [2]int{-1, -1}
+	h.handles = h.firstArr[:0]
 	h.extended(start)
-	return h
 }
 
 // extended records a successful acquire or refresh whose request was sent
@@ -66,13 +77,41 @@ func (h *held) extended(start time.Time) {
 }
 
 // newHandle returns a new handle on h. Called with l.mu held.
+//
+// Each handle's context is a child of h.parent, not of a context of the
+// acquisition that all handles share: a loss cancels the open handles
+// one by one (see cancelHandles), which costs a loop instead of a
+// context, a cancel func and a children map per acquisition.
 func (h *held) newHandle() *Lock {
-	if h.ctx == nil {
-		h.ctx, h.cancel = context.WithCancelCause(context.WithValue(h.values, ownerKey{}, h.owner))
+	k := &h.first
+	if k.h != nil {
+		k = new(Lock)
 	}
-	h.count++
-	ctx, cancel := context.WithCancelCause(h.ctx)
-	return &Lock{h: h, ctx: ctx, cancel: cancel}
+	k.h, k.index = h, len(h.handles)
+	k.ctx, k.cancel = context.WithCancelCause(&h.parent)
+	h.handles = append(h.handles, k)
+	return k
+}
+
+// values returns the acquiring call's context without its cancellation,
+// for hooks.
+func (h *held) values() context.Context { return context.WithoutCancel(h.parent.values) }
+
+// dropHandle removes k from h's open handles. Called with l.mu held.
+func (h *held) dropHandle(k *Lock) {
+	n := len(h.handles) - 1
+	m := h.handles[n]
+	h.handles[k.index], m.index = m, k.index
+	h.handles[n] = nil
+	h.handles = h.handles[:n]
+}
+
+// cancelHandles closes the Done of every open handle of h with cause.
+// Called with l.mu held.
+func (h *held) cancelHandles(cause error) {
+	for _, k := range h.handles {
+		k.cancel(cause)
+	}
 }
 
 // track adds a new acquisition to the Locker's books and makes the keeper
@@ -98,9 +137,7 @@ func (l *Locker) forget(h *held, s state) {
 	delete(l.held, h.lease.Owner)
 	l.deadlines.remove(h)
 	l.renewals.remove(h)
-	if h.owner.names[h.lease.Name] == h {
-		delete(h.owner.names, h.lease.Name)
-	}
+	h.owner.drop(h)
 }
 
 // loseLapsed is lose for a lock whose loss deadline passed before a
@@ -117,7 +154,8 @@ func (l *Locker) lose(h *held, reason LossReason, cause error) {
 		return
 	}
 	l.forget(h, lost)
-	h.cancel(cause)
+	h.cause = cause
+	h.cancelHandles(cause)
 	l.wakeLocalLocked(h.lease.Name)
 	if l.hooks.Load() != nil {
 		l.lostPending = append(l.lostPending, lossRecord{h: h, reason: reason, cause: cause, at: time.Now()})

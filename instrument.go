@@ -191,7 +191,7 @@ func (l *Locker) unlock() {
 			Held: r.at.Sub(r.h.start), Reason: r.reason, Cause: r.cause}
 		for _, h := range *hs {
 			if h.Lost != nil {
-				h.Lost(r.h.values, e)
+				h.Lost(r.h.values(), e)
 			}
 		}
 	}

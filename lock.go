@@ -18,6 +18,7 @@ type Lock struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   bool // Release was called on this handle; guarded by h.l.mu
+	index  int  // in h.handles while open; guarded by h.l.mu
 }
 
 // Name returns the lock's name.
@@ -107,11 +108,11 @@ func (k *Lock) Release(ctx context.Context) error {
 	h, l := k.h, k.h.l
 	l.mu.Lock()
 	done, st := k.done, h.state
-	k.done = true
 	if !done {
-		h.count--
+		k.done = true
+		h.dropHandle(k)
 	}
-	last := !done && h.count == 0
+	last := !done && len(h.handles) == 0
 	if last && st == active {
 		l.forget(h, released)
 	}
@@ -137,7 +138,6 @@ func (k *Lock) Release(ctx context.Context) error {
 	if hs != nil {
 		l.released(*hs, ctx, h, start, false, err)
 	}
-	h.cancel(ErrReleased)
 	l.wakeLocal(h.lease.Name)
 	switch {
 	case errors.Is(err, driver.ErrNotHeld):
@@ -149,7 +149,8 @@ func (k *Lock) Release(ctx context.Context) error {
 }
 
 // releaseLease runs the driver's release of lease with a context that
-// keeps ctx's values but not its cancellation, bounded by cleanupTimeout.
+// keeps ctx's values but not its cancellation, bounded by cleanupTimeout
+// (see cleanupContext).
 // It returns the step's error, or, if ctx ends first, an error wrapping
 // ctx's and leaves the step to finish in the background.
 func (l *Locker) releaseLease(ctx context.Context, lease driver.Lease) error {
@@ -161,13 +162,14 @@ func (l *Locker) releaseLease(ctx context.Context, lease driver.Lease) error {
 			return err
 		}
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	result := make(chan error, 1)
-	step := func() {
-		defer cancel()
-		result <- l.drv.Release(rctx, lease)
+	if ctx.Done() == nil {
+		// ctx cannot end: run the step here, bounded.
+		return l.drv.Release(l.cleanupContext(ctx), lease)
 	}
-	if ctx.Done() == nil || !l.goBackground(step) {
+	rctx := l.cleanupContext(context.WithoutCancel(ctx))
+	result := make(chan error, 1)
+	step := func() { result <- l.drv.Release(rctx, lease) }
+	if !l.goBackground(step) {
 		step()
 		return <-result
 	}
@@ -184,7 +186,7 @@ func (k *Lock) stateError(op string, done bool, st state) error {
 	case done:
 		return fmt.Errorf("dlock: %s %s: handle already released: %w", op, quote(k.h.lease.Name), ErrNotHeld)
 	case st == lost:
-		return fmt.Errorf("dlock: %s %s: %w: %w", op, quote(k.h.lease.Name), ErrNotHeld, context.Cause(k.h.ctx))
+		return fmt.Errorf("dlock: %s %s: %w: %w", op, quote(k.h.lease.Name), ErrNotHeld, k.h.cause)
 	case st == closed:
 		return fmt.Errorf("dlock: %s %s: %w: %w", op, quote(k.h.lease.Name), ErrNotHeld, ErrClosed)
 	}
@@ -192,6 +194,9 @@ func (k *Lock) stateError(op string, done bool, st state) error {
 }
 
 func refreshOne(l *Locker, ctx context.Context, lease driver.Lease) error {
+	if l.direct(ctx) {
+		return l.drv.Refresh(ctx, []driver.Lease{lease})[0]
+	}
 	_, err := call(l, ctx, func() (struct{}, error) {
 		return struct{}{}, l.drv.Refresh(ctx, []driver.Lease{lease})[0]
 	}, nil)

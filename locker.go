@@ -42,6 +42,8 @@ type Locker struct {
 	acquiring  sync.WaitGroup          // Acquire calls under way; Add only with mu held and !closed
 	work       chan func()             // hands work to idle worker goroutines (see goBackground)
 
+	cleanupDeadline atomic.Pointer[sharedDeadline] // see cleanupContext
+
 	mu          sync.Mutex
 	keeperTimer *time.Timer // fires when the keeper has work (see schedule)
 	keeperAt    time.Time   // when keeperTimer fires
@@ -50,6 +52,7 @@ type Locker struct {
 	deadlines   heldHeap                              // every active acquisition, soonest loss deadline first
 	renewals    heldHeap                              // renewed acquisitions not being renewed now, soonest renewal first
 	waiters     map[string]map[chan struct{}]struct{} // local waiters by name
+	nwaiters    atomic.Int64                          // local waiters, for wakeLocal to skip l.mu when there are none; changed with l.mu held
 	lostPending []lossRecord                          // losses for the hooks, reported by unlock
 }
 
@@ -115,6 +118,7 @@ func (l *Locker) Close() error {
 	}
 	for _, h := range all {
 		l.forget(h, closed)
+		h.cancelHandles(ErrClosed)
 	}
 	l.mu.Unlock()
 	l.closeNow(ErrClosed)
@@ -124,11 +128,10 @@ func (l *Locker) Close() error {
 	var errs []error
 	hs := l.hooks.Load()
 	for _, h := range all {
-		h.cancel(ErrClosed)
 		start := time.Now()
 		err := l.drv.Release(ctx, h.lease)
 		if hs != nil {
-			l.released(*hs, h.values, h, start, true, err)
+			l.released(*hs, h.values(), h, start, true, err)
 		}
 		if err != nil && !errors.Is(err, driver.ErrNotHeld) {
 			errs = append(errs, fmt.Errorf("release %s: %w", quote(h.lease.Name), err))

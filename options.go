@@ -96,26 +96,28 @@ func WithoutRenewal() Option {
 	return func(o *acquireOptions) { o.noRenew = true }
 }
 
-func buildOptions(opts []Option) (acquireOptions, error) {
-	o := acquireOptions{ttl: DefaultTTL}
+// build sets o from opts and checks the result; o is usually part of a
+// heap-allocated attempt, since calling an Option makes it escape.
+func (o *acquireOptions) build(opts []Option) error {
+	*o = acquireOptions{ttl: DefaultTTL}
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&o)
+			opt(o)
 		}
 	}
 	if o.ttl < MinTTL || o.ttl > MaxTTL {
-		return o, fmt.Errorf("ttl %v out of range [%v, %v]: %w", o.ttl, MinTTL, MaxTTL, ErrInvalid)
+		return fmt.Errorf("ttl %v out of range [%v, %v]: %w", o.ttl, MinTTL, MaxTTL, ErrInvalid)
 	}
 	if len(o.metadata) > MaxMetadataLen || !utf8.ValidString(o.metadata) || strings.IndexByte(o.metadata, 0) >= 0 {
-		return o, fmt.Errorf("metadata must be valid UTF-8 without NUL bytes, of at most %d bytes: %w", MaxMetadataLen, ErrInvalid)
+		return fmt.Errorf("metadata must be valid UTF-8 without NUL bytes, of at most %d bytes: %w", MaxMetadataLen, ErrInvalid)
 	}
 	if o.limitSet && o.limit < 1 {
-		return o, fmt.Errorf("semaphore limit %d: want at least 1: %w", o.limit, ErrInvalid)
+		return fmt.Errorf("semaphore limit %d: want at least 1: %w", o.limit, ErrInvalid)
 	}
 	if o.shared && o.limitSet {
-		return o, fmt.Errorf("Shared cannot be combined with WithLimit: %w", ErrInvalid)
+		return fmt.Errorf("Shared cannot be combined with WithLimit: %w", ErrInvalid)
 	}
-	return o, nil
+	return nil
 }
 
 // modeString describes a lease's mode for error messages.

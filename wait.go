@@ -12,19 +12,36 @@ import (
 // acquireLoop tries to take a.lease, and if wait is set waits between
 // attempts for a wake-up: a store notification, a release in this Locker,
 // or the holder's remaining lease running out.
-func (l *Locker) acquireLoop(a *attempt, wait bool) (k *Lock, _ error) {
+func (l *Locker) acquireLoop(a *attempt, wait bool) (*Lock, error) {
+	k, err := l.attemptLoop(a, wait)
+	if k == nil && a.queued {
+		// The store keeps this writer's intent: take it out, since the
+		// wait ended without the lock.
+		l.abandon(a.lease)
+	}
+	return k, err
+}
+
+func (l *Locker) attemptLoop(a *attempt, wait bool) (*Lock, error) {
 	var (
-		queued bool
-		ctx    = a.ctx
-		name   = a.lease.Name
-		wake   <-chan struct{}
-		local  chan struct{}
-		delay  time.Duration
+		ctx   = a.ctx
+		name  = a.lease.Name
+		wake  <-chan struct{}
+		local chan struct{}
+		delay time.Duration
 	)
 	for {
 		start := time.Now()
 		a.attempts++
-		res, err := call(l, ctx, func() (driver.Result, error) { return l.drv.Acquire(ctx, a.lease) }, l.abandonLate(a.lease))
+		var (
+			res driver.Result
+			err error
+		)
+		if l.direct(ctx) {
+			res, err = l.drv.Acquire(ctx, a.lease)
+		} else {
+			res, err = call(l, ctx, func() (driver.Result, error) { return l.drv.Acquire(ctx, a.lease) }, l.abandonLate(a.lease))
+		}
 		if err == nil && res.Acquired {
 			start, err = l.confirm(ctx, a.lease, start)
 			if err == nil {
@@ -40,16 +57,7 @@ func (l *Locker) acquireLoop(a *attempt, wait bool) (k *Lock, _ error) {
 			return nil, l.acquireError(ctx, name, err)
 		}
 		a.contended = true
-		if res.Queued && !queued {
-			// The store keeps this writer's intent: take it out if the
-			// wait ends without the lock.
-			queued = true
-			defer func() {
-				if k == nil {
-					l.abandon(a.lease)
-				}
-			}()
-		}
+		a.queued = a.queued || res.Queued
 		if !wait {
 			return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ErrNotAcquired)
 		}
@@ -72,7 +80,7 @@ func (l *Locker) acquireLoop(a *attempt, wait bool) (k *Lock, _ error) {
 		}
 		var sleep time.Duration
 		delay, sleep = l.nextDelay(delay, res.Remaining, wake != nil)
-		if queued {
+		if a.queued {
 			sleep = min(sleep, a.lease.TTL/3) // the intent lasts a TTL
 		}
 		t := time.NewTimer(sleep)

@@ -15,6 +15,7 @@ func (l *Locker) addWaiter(name string) chan struct{} {
 		l.waiters[name] = m
 	}
 	m[ch] = struct{}{}
+	l.nwaiters.Add(1)
 	return ch
 }
 
@@ -22,13 +23,20 @@ func (l *Locker) removeWaiter(name string, ch chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.waiters[name], ch)
+	l.nwaiters.Add(-1)
 	if len(l.waiters[name]) == 0 {
 		delete(l.waiters, name)
 	}
 }
 
-// wakeLocal wakes this Locker's waiters on name.
+// wakeLocal wakes this Locker's waiters on name. Called after the step
+// that freed name on the store: a waiter that registers after wakeLocal
+// read no waiters makes its next attempt after that step, so it needs no
+// wake-up, and wakeLocal skips the Locker's mutex.
 func (l *Locker) wakeLocal(name string) {
+	if l.nwaiters.Load() == 0 {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.wakeLocalLocked(name)

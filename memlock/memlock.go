@@ -27,7 +27,11 @@ type Store struct {
 	names    map[string]*entry
 	fence    uint64                                 // last token issued, for any name
 	watchers map[string]map[chan struct{}]watchKind // by name
+	spare    []*entry                               // emptied entries, reused by Acquire
 }
+
+// maxSpare bounds Store.spare.
+const maxSpare = 64
 
 // entry is the state of one name: its holders (one exclusive, any number
 // shared, or up to limit permits) and a waiting writer's intent.
@@ -121,6 +125,10 @@ func (s *Store) live(name string) *entry {
 	}
 	if len(e.holders) == 0 && e.intent == "" {
 		delete(s.names, name)
+		if len(s.spare) < maxSpare {
+			*e = entry{holders: e.holders[:0]}
+			s.spare = append(s.spare, e)
+		}
 		return nil
 	}
 	return e
@@ -173,7 +181,11 @@ func (d *memDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result,
 		return driver.Result{Acquired: true, Fence: e.holders[i].fence}, nil
 	}
 	if e == nil {
-		e = &entry{}
+		if n := len(s.spare); n > 0 {
+			e, s.spare = s.spare[n-1], s.spare[:n-1]
+		} else {
+			e = &entry{}
+		}
 		s.names[l.Name] = e
 	}
 	if len(e.holders) > 0 && e.limit != l.Limit {
