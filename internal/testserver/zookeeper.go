@@ -49,7 +49,10 @@ func ContainerCheck(d time.Duration) ZooKeeperOption {
 
 // StartZooKeeper starts a standalone ZooKeeper server (Debian's zookeeper
 // package, run with java) on a free loopback port, with its data in a
-// temporary directory, tickTime ZooKeeperTick, the admin server disabled and
+// temporary directory, tickTime ZooKeeperTick, forceSync=no (its
+// transaction log is written but not fsynced, as the other test servers
+// run without fsync: a kill -9 loses nothing, only a machine crash
+// would), the admin server disabled and
 // the four-letter words ruok, conf, srvr and wchs allowed (digest auth needs
 // no configuration: any client may authenticate as any user:password, and
 // ACLs are enforced). It returns once the server answers. The server is killed when the test ends. If java or the
@@ -101,6 +104,7 @@ clientPortAddress=127.0.0.1
 admin.enableServer=false
 4lw.commands.whitelist=ruok,conf,srvr,wchs
 maxClientCnxns=0
+forceSync=no
 `, ZooKeeperTick.Milliseconds(), data, port)
 		if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 			t.Fatalf("write zoo.cfg: %v", err)
