@@ -28,9 +28,4 @@ verify:
 # them over their seed corpus and testdata/ as regular tests.
 FUZZTIME ?= 60s
 fuzz:
-	go test -run '^$$' -fuzz '^FuzzOpenHidesPassword$$' -fuzztime $(FUZZTIME) ./backend/
-	go test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $(FUZZTIME) ./redislock/
-	go test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $(FUZZTIME) ./zklock/
-	go test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $(FUZZTIME) ./etcdlock/
-	go test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./memlock/
-	DLOCK_REQUIRE_SERVERS=1 go test -run '^$$' -fuzz '^FuzzRows$$' -fuzztime $(FUZZTIME) ./sqllock/
+	FUZZTIME=$(FUZZTIME) ./scripts/fuzz
