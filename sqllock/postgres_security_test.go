@@ -120,17 +120,6 @@ func openHarness(store string, admin *sql.DB) dlocktest.Harness {
 	return h
 }
 
-// openPG opens store, closed when the test ends.
-func openPG(t *testing.T, store string) *dlock.Locker {
-	t.Helper()
-	l, err := dlock.Open(t.Context(), store)
-	if err != nil {
-		t.Fatalf("Open(%q) = %v, want a Locker", store, err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
-}
-
 // wantOpenError checks that dlock.Open(store) fails with an error wrapping
 // want (if set) and containing text, and quoting no password.
 func wantOpenError(t *testing.T, store string, want error, text string) {
@@ -208,7 +197,7 @@ func testPostgresTLS(t *testing.T, s *pgServer) {
 // role dlock_tls cannot do without.
 func testPostgresListenerTLS(t *testing.T, s *pgServer) {
 	store := s.url("dlock_tls", s.ca("tls_ca"))
-	holder, waiter := openPG(t, store), openPG(t, store)
+	holder, waiter := mustOpen(t, store), mustOpen(t, store)
 	name := uniqueName(t)
 	k := mustAcquire(t, holder, name)
 	got := acquireAsync(t, waiter, name)
@@ -233,7 +222,7 @@ func testPostgresWrongServerName(t *testing.T) {
 		return "postgres://dlock_app:" + pgPassword + "@" + p.Addr() + "/postgres?sslmode=" + mode + "&sslrootcert=" + url.QueryEscape(certFile)
 	}
 	wantOpenError(t, store("verify-full"), nil, "x509: cannot validate certificate for 127.0.0.1 because it doesn't contain any IP SANs")
-	l := openPG(t, store("verify-ca"))
+	l := mustOpen(t, store("verify-ca"))
 	mustAcquire(t, l, uniqueName(t))
 }
 
@@ -271,7 +260,7 @@ func selfSigned(t *testing.T, dir, host string) (certFile, keyFile string) {
 // wrapping dlock.ErrDenied from every step that touches the table, at
 // once: not a wait until the context ends, nor a silent "not acquired".
 func testPostgresNoGrant(t *testing.T, s *pgServer) {
-	l := openPG(t, s.url("dlock_nogrant", "")) // Open only connects
+	l := mustOpen(t, s.url("dlock_nogrant", "")) // Open only connects
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	name := uniqueName(t)
@@ -301,7 +290,7 @@ func testPostgresEachGrant(t *testing.T, s *pgServer) {
 			mustExec(t, s.admin, `CREATE ROLE `+role+` LOGIN PASSWORD '`+pgPassword+`'`)
 			mustExec(t, s.admin, strings.ReplaceAll(pgLockGrant, "%s", role))
 			mustExec(t, s.admin, `REVOKE `+priv+` ON `+table+` FROM `+role)
-			err := lockSteps(t, openPG(t, s.url(role, "")))
+			err := lockSteps(t, mustOpen(t, s.url(role, "")))
 			cleanupOnly := table == "dlock_locks" && priv == "DELETE"
 			if cleanupOnly && err != nil || !cleanupOnly && !errors.Is(err, dlock.ErrDenied) {
 				t.Errorf("lock steps without %s on %s = %v, want %s", priv, table, err, map[bool]string{true: "nil (only cleanup deletes)", false: "an error wrapping ErrDenied"}[cleanupOnly])
@@ -341,7 +330,7 @@ func testPostgresMigrateGrant(t *testing.T, s *pgServer) {
 		t.Errorf("Migrate as a lock user = %v, want an error wrapping ErrDenied", err)
 	}
 	migrating := strings.Replace(s.url("dlock_app", ""), "migrate=false", "migrate=true", 1)
-	l := openPG(t, migrating)
+	l := mustOpen(t, migrating)
 	if _, err := l.TryAcquire(t.Context(), uniqueName(t)); !errors.Is(err, dlock.ErrDenied) || !strings.Contains(err.Error(), "migrate=false") {
 		t.Errorf("TryAcquire through %q = %v, want an error wrapping ErrDenied that points to migrate=false", migrating, err)
 	}
@@ -371,7 +360,7 @@ func (s *pgServer) sqlDB(t *testing.T, user string) *sql.DB {
 // holder's fencing token is larger.
 func testPostgresNeighbour(t *testing.T, s *pgServer) {
 	ctx := t.Context()
-	app, neighbour := openPG(t, s.url("dlock_app", "")), openPG(t, s.url("dlock_neighbour", ""))
+	app, neighbour := mustOpen(t, s.url("dlock_app", "")), mustOpen(t, s.url("dlock_neighbour", ""))
 
 	// A stale handle: the neighbour's lease ended (an administrator freed
 	// it), and the app took the name.
