@@ -3,7 +3,9 @@ package backend
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 
@@ -87,4 +89,27 @@ func TLSConfig(q url.Values, host string, on bool) (*tls.Config, error) {
 		c.Certificates = []tls.Certificate{cert}
 	}
 	return c, nil
+}
+
+// CertificateRefused reports whether err is a TLS alert by which the
+// server refused the client's certificate (RFC 8446 section 6.2): a
+// refusal no retry cures, which backends wrap with dlock.ErrDenied. Other
+// alerts (a protocol version, an internal error) report false.
+func CertificateRefused(err error) bool {
+	var alert *net.OpError
+	return errors.As(err, &alert) && alert.Op == "remote error" && refusedCert[alert.Err.Error()]
+}
+
+// refusedCert holds crypto/tls's texts of the alerts that refuse a
+// client's certificate (its alert type is unexported; the texts are
+// fixed).
+var refusedCert = map[string]bool{
+	"tls: bad certificate":               true,
+	"tls: unsupported certificate":       true,
+	"tls: revoked certificate":           true,
+	"tls: expired certificate":           true,
+	"tls: unknown certificate":           true,
+	"tls: unknown certificate authority": true,
+	"tls: access denied":                 true,
+	"tls: certificate required":          true,
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 )
 
 // tlsCreds are the gRPC transport credentials of a client Open makes for
@@ -77,15 +78,18 @@ func (w *tlsWatch) check(err error) {
 
 // refusal returns the error to report for a TLS error that a new
 // connection would meet again, or nil for any other error: an alert from
-// the server wraps dlock.ErrDenied (it refused the handshake, usually the
-// client's certificate); a server certificate that does not verify is the
-// client's refusal.
+// the server refusing the client's certificate wraps dlock.ErrDenied
+// (backend.CertificateRefused); another alert (a protocol version the
+// server does not speak) and a server certificate that does not verify
+// are refusals too, without it.
 func refusal(err error) error {
-	var alert *net.OpError
 	var verify *tls.CertificateVerificationError
+	var alert *net.OpError
 	switch {
+	case backend.CertificateRefused(err):
+		return fmt.Errorf("%w: the server refused the client's certificate: %w", dlock.ErrDenied, err)
 	case errors.As(err, &alert) && alert.Op == "remote error":
-		return fmt.Errorf("%w: the server refused the TLS handshake: %w", dlock.ErrDenied, err)
+		return fmt.Errorf("the server refused the TLS handshake: %w", err)
 	case errors.As(err, &verify):
 		return fmt.Errorf("the server's certificate does not verify: %w", err)
 	}

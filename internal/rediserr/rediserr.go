@@ -5,12 +5,12 @@ package rediserr
 import (
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 )
 
 // Denied returns err wrapped with dlock.ErrDenied if it is the server
@@ -24,30 +24,13 @@ func Denied(err error) error {
 		return err
 	}
 	var re redis.Error
-	var alert *net.OpError
 	switch {
-	case redis.IsAuthError(err), redis.IsPermissionError(err):
+	case redis.IsAuthError(err), redis.IsPermissionError(err), backend.CertificateRefused(err):
 	case errors.As(err, &re) && strings.Contains(re.Error(), "The user executing the script can't"):
 		// Redis 7.0's error for a command, key or channel a script's
 		// caller is not granted (7.2 and later say NOPERM).
-	case errors.As(err, &alert) && alert.Op == "remote error" && refusedCert[alert.Err.Error()]:
-		// A TLS alert from the server (crypto/tls's alert type is
-		// unexported; its text is fixed).
 	default:
 		return err
 	}
 	return fmt.Errorf("%w: %w", dlock.ErrDenied, err)
-}
-
-// refusedCert holds crypto/tls's texts of the alerts by which a server
-// refuses the client's certificate (RFC 8446 section 6.2).
-var refusedCert = map[string]bool{
-	"tls: bad certificate":               true,
-	"tls: unsupported certificate":       true,
-	"tls: revoked certificate":           true,
-	"tls: expired certificate":           true,
-	"tls: unknown certificate":           true,
-	"tls: unknown certificate authority": true,
-	"tls: access denied":                 true,
-	"tls: certificate required":          true,
 }
