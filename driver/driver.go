@@ -55,6 +55,28 @@ type Lease struct {
 	// owners then fail until the writer takes Name or its intent lapses.
 	// Taking Name, and Release by the same owner, clear the intent.
 	Waiting bool
+
+	// Fence, when not 0, is the fencing token the core believes this
+	// acquisition holds: Refresh must then extend the lease only if Owner
+	// holds Name with exactly this token, and report ErrNotHeld
+	// otherwise. One owner string can be granted a name twice within one
+	// wait (a grant that lapsed unused, then a later one), so a check of
+	// the owner alone would let a stale token pass for the current one.
+	// The core sets it on every refresh of a lease it has handed out and
+	// on the check that confirms a slow acquisition (see Result.Fence). A
+	// driver whose owner strings can name only one grant (a queue node
+	// created once per acquisition, as on ZooKeeper and etcd) meets this
+	// by its owner check alone, and says so.
+	Fence uint64
+
+	// Takeover, when not empty, is a Result.Stamp that the core has seen
+	// unchanged for that Result's StampTTL on its own monotonic clock.
+	// Acquire may then take Name from the holders the stamp describes,
+	// although the store's clock does not yet say their leases ended
+	// ClockBound ago, if and only if their state is still exactly that
+	// stamp (a compare-and-set in the same atomic step). See
+	// Result.Stamp.
+	Takeover string
 }
 
 // Holder modes are compatible when both are locks (Limit 0, exclusive or
@@ -94,7 +116,37 @@ type Result struct {
 	// and metrics only.
 	Waited bool
 	Ahead  int
+
+	// Stamp, when not Acquired, is set by a driver whose leases are
+	// measured by the store's wall clock when the only holders that keep
+	// Name from Owner have leases that this clock says ran out, but less
+	// than the driver's clock bound ago. The driver does not take Name
+	// then: a forward step of the store's clock may have ended those
+	// leases early while their holders still believe they hold. Stamp
+	// identifies those holders' state and changes whenever one of them
+	// is renewed, replaced or released (owner, token and expiry, say);
+	// StampTTL is the longest lease among them.
+	//
+	// The core (and a Queuer's own wait loop, through Observer) notes
+	// when it first saw a Stamp, after the reply arrived; once it has
+	// seen the same Stamp for StampTTL on its own monotonic clock, it
+	// calls Acquire again with Lease.Takeover set to it. By then each of
+	// those holders has given its lease up, since a holder's Done closes
+	// 0.9×TTL after sending the renewal that wrote the state the stamp
+	// shows, which was before the taker first saw it. No wall clock is
+	// involved in that rule. Remaining, with Stamp set, is how long until
+	// the store's clock says those leases ended more than the clock bound
+	// ago (when the driver takes Name without a takeover), or 0.
+	Stamp    string
+	StampTTL time.Duration
 }
+
+// DefaultClockBound is the clock bound of drivers whose leases are
+// measured by a store's wall clock, unless configured otherwise: a step
+// of that clock, forward or back, by up to this much at any moment
+// neither ends a lease under its holder (see Result.Stamp) nor makes a
+// fencing token go down.
+const DefaultClockBound = 10 * time.Second
 
 // Driver is the set of atomic steps a backend provides. Each method is one
 // atomic operation on the server that compares the owner.
@@ -102,8 +154,11 @@ type Result struct {
 // Implementations must be safe for concurrent use.
 type Driver interface {
 	// Acquire takes Name for Owner with lease TTL if Name is free or its
-	// lease has expired, or extends it if Owner already holds it (so a
-	// retried Acquire whose reply was lost is idempotent). If another
+	// lease has expired (by more than the driver's clock bound on a store
+	// whose leases run on its wall clock, unless Lease.Takeover allows
+	// it: see Result.Stamp), or extends it if Owner already holds it (so
+	// a retried Acquire whose reply was lost is idempotent, and returns
+	// the token the store holds). If another
 	// owner holds Name it returns a Result with Acquired false and no
 	// error. For a MultiHolder, "free" means: for an exclusive lease, no
 	// live holder; for a shared one, no live exclusive holder and no other
@@ -111,11 +166,13 @@ type Driver interface {
 	// for a semaphore permit, fewer than Limit live holders.
 	Acquire(ctx context.Context, l Lease) (Result, error)
 
-	// Refresh extends every lease in ls that its owner still holds to its
-	// TTL from now. It returns one error per lease, in order: nil when
-	// extended, an error wrapping ErrNotHeld when the owner no longer
-	// holds it, or another error when the outcome is unknown. Drivers
-	// should batch the leases into as few round trips as they can.
+	// Refresh extends every lease in ls that its owner still holds (with
+	// the lease's Fence, when that is not 0) to its TTL from now. It
+	// returns one error per lease, in order: nil when extended, an error
+	// wrapping ErrNotHeld when the owner no longer holds it (or holds it
+	// with another token), or another error when the outcome is unknown.
+	// Drivers should batch the leases into as few round trips as they
+	// can.
 	Refresh(ctx context.Context, ls []Lease) []error
 
 	// Release frees Name if Owner holds it, and wakes waiters where the

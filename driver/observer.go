@@ -1,0 +1,35 @@
+package driver
+
+import "time"
+
+// Observer applies the takeover rule of Result.Stamp for one wait: it
+// remembers the stamp a waiter last saw and when it first saw it, on the
+// waiter's own monotonic clock. The core uses one per waiting Acquire; a
+// Queuer that runs its own wait loop (see AcquireQueued) uses one too, so
+// that both follow the same rule. The zero value is ready; an Observer is
+// not safe for concurrent use.
+type Observer struct {
+	stamp string
+	seen  time.Time // monotonic: when stamp was first seen
+}
+
+// Note records the outcome of an Acquire whose reply arrived at now
+// (read after the reply, so no later than the store's state the Result
+// describes). It returns the Takeover to send with the next Acquire, ""
+// until the same Stamp has been seen for its StampTTL, and, when it
+// returns "", how long until it could return one (0 when res carries no
+// Stamp): a waiter should try again no later than that.
+func (o *Observer) Note(res Result, now time.Time) (takeover string, wait time.Duration) {
+	if res.Acquired || res.Stamp == "" {
+		o.stamp = ""
+		return "", 0
+	}
+	if res.Stamp != o.stamp {
+		o.stamp, o.seen = res.Stamp, now
+	}
+	left := res.StampTTL - now.Sub(o.seen)
+	if left <= 0 {
+		return o.stamp, 0
+	}
+	return "", left
+}
