@@ -38,6 +38,10 @@ type MariaDBOptions struct {
 	// without TLS unless their user is created with REQUIRE SSL or
 	// REQUIRE X509. Default: no TLS.
 	TLS *PKI
+
+	// Clock, if not nil, is the server's wall clock (UTC_TIMESTAMP(),
+	// NOW()), which the test steps (see Clock). Default: the host's.
+	Clock *Clock
 }
 
 // StartMariaDB initialises a MariaDB data directory in a new temporary
@@ -126,7 +130,7 @@ func (m *MariaDB) startLocked(t testing.TB) {
 		return a
 	}
 	probe := func(port, pid int) error { return probeMariaDB(port, data) }
-	m.proc, m.port = launch(t, m.bin, m.dir, m.port, false, args, probe)
+	m.proc, m.port = launchEnv(t, m.bin, m.dir, m.port, false, args, probe, m.opts.Clock.env())
 }
 
 // probeMariaDB connects to 127.0.0.1:port and checks that the server is

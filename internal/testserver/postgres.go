@@ -29,6 +29,7 @@ type Postgres struct {
 	dir    string           // holds data/, the socket and server.log; kept across restarts
 	port   int              // kept across restarts
 	opts   *PostgresOptions // nil for StartPostgres: trust over TCP, no TLS
+	clock  *Clock           // the server's wall clock; nil: the host's
 
 	mu   sync.Mutex
 	proc *process // the postmaster; its backends are its children
@@ -43,7 +44,14 @@ type Postgres struct {
 // not installed, StartPostgres skips the test (see Need).
 func StartPostgres(t testing.TB) *Postgres {
 	t.Helper()
-	return startPostgres(t, nil)
+	return startPostgres(t, nil, nil)
+}
+
+// StartPostgresClock is StartPostgres for a server whose wall clock
+// (clock_timestamp(), now()) is c, which the test steps (see Clock).
+func StartPostgresClock(t testing.TB, c *Clock) *Postgres {
+	t.Helper()
+	return startPostgres(t, nil, c)
 }
 
 // PostgresOptions secures a server started by StartPostgresWith. The zero
@@ -83,13 +91,13 @@ type PostgresOptions struct {
 //	host      all  all         127.0.0.1/32 scram-sha-256
 func StartPostgresWith(t testing.TB, opts PostgresOptions) *Postgres {
 	t.Helper()
-	return startPostgres(t, &opts)
+	return startPostgres(t, &opts, nil)
 }
 
 // startPostgres is StartPostgres, or StartPostgresWith when opts is set.
-func startPostgres(t testing.TB, opts *PostgresOptions) *Postgres {
+func startPostgres(t testing.TB, opts *PostgresOptions, clock *Clock) *Postgres {
 	t.Helper()
-	p := &Postgres{bin: postgresBin(t, "postgres"), opts: opts}
+	p := &Postgres{bin: postgresBin(t, "postgres"), opts: opts, clock: clock}
 	initdb := postgresBin(t, "initdb")
 	// Not t.TempDir: its parents are private to root, and the socket path
 	// must stay short.
@@ -187,7 +195,7 @@ func (p *Postgres) startLocked(t testing.TB) {
 		bin = p.prefix[0]
 	}
 	probe := func(port, pid int) error { return probePostgres(p.dsn(port), port, data) }
-	p.proc, p.port = launch(t, bin, p.dir, p.port, false, args, probe)
+	p.proc, p.port = launchEnv(t, bin, p.dir, p.port, false, args, probe, p.clock.env())
 }
 
 // probePostgres connects to dsn and checks that the server on port is the

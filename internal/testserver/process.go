@@ -68,7 +68,7 @@ type process struct {
 // to logPath. The process gets its own process group, so that signals meant
 // for the test (such as Ctrl-C) do not reach it, and is killed if the test
 // process dies without running its cleanups.
-func startProcess(bin string, args []string, dir, logPath string) (*process, error) {
+func startProcess(bin string, args []string, dir, logPath string, env []string) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -76,6 +76,9 @@ func startProcess(bin string, args []string, dir, logPath string) (*process, err
 	defer logFile.Close() // the child has its own copy
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -152,6 +155,13 @@ type probeFunc func(port, pid int) error
 // process and its port, and fails the test if the server does not start.
 func launch(t testing.TB, bin, dir string, port int, bus bool, args func(port int) []string, probe probeFunc) (*process, int) {
 	t.Helper()
+	return launchEnv(t, bin, dir, port, bus, args, probe, nil)
+}
+
+// launchEnv is launch with env added to the server's environment (see
+// Clock).
+func launchEnv(t testing.TB, bin, dir string, port int, bus bool, args func(port int) []string, probe probeFunc, env []string) (*process, int) {
+	t.Helper()
 	logPath := filepath.Join(dir, "server.log")
 	var err error
 	for attempt := 1; attempt <= startAttempts; attempt++ {
@@ -162,7 +172,7 @@ func launch(t testing.TB, bin, dir string, port int, bus bool, args func(port in
 			time.Sleep(200 * time.Millisecond) // give the old owner of the port time to go away
 		}
 		var proc *process
-		proc, err = startProcess(bin, args(p), dir, logPath)
+		proc, err = startProcess(bin, args(p), dir, logPath, env)
 		if err != nil {
 			t.Fatalf("start %s: %v", bin, err)
 		}

@@ -64,6 +64,17 @@ type RedisOptions struct {
 	// by PKI's authority (tls-auth-clients yes). Client and the startup
 	// probe present PKI's client certificate.
 	ClientCerts bool
+
+	// Clock, if not nil, is the server's wall clock (TIME, and the
+	// expiry of keys), which the test steps (see Clock). Default: the
+	// host's.
+	Clock *Clock
+
+	// Persistent makes the server keep its data across Restart in an
+	// append-only file written before each reply (appendonly yes,
+	// appendfsync always). Default: no persistence; Restart starts
+	// empty.
+	Persistent bool
 }
 
 // StartRedisWith is StartRedis for a server configured by o: with a
@@ -94,15 +105,21 @@ func (r *Redis) startLocked(t testing.TB) {
 	t.Helper()
 	r.runs++
 	dir := filepath.Join(r.dir, fmt.Sprintf("run%d", r.runs))
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if r.opts.Persistent {
+		dir = filepath.Join(r.dir, "data")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatalf("create redis-server directory: %v", err)
 	}
 	args := func(port int) []string { return r.opts.args(redisArgs(port, dir)) }
-	r.proc, r.port = launch(t, r.bin, dir, r.port, false, args, r.opts.probe)
+	r.proc, r.port = launchEnv(t, r.bin, dir, r.port, false, args, r.opts.probe, r.opts.Clock.env())
 }
 
 // args returns the command line base amended for o.
 func (o RedisOptions) args(base []string) []string {
+	if o.Persistent {
+		base = append(base, "--appendonly", "yes", "--appendfsync", "always")
+	}
 	if o.Password != "" {
 		base = append(base, "--requirepass", o.Password)
 	}
