@@ -1,0 +1,168 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+)
+
+// stampDriver is a store whose clock says the holder's lease ran out less
+// than the clock bound ago: every Acquire without the right Takeover gets
+// Stamp, which is "A" until changeAt and "B" after (the holder renewed
+// once more), with StampTTL ttl. An Acquire whose Takeover equals the
+// current stamp takes the name with token 7.
+type stampDriver struct {
+	t0       time.Time
+	changeAt time.Duration
+	ttl      time.Duration
+
+	mu       sync.Mutex
+	calls    []stampCall
+	held     string // owner, once taken
+	refreshs []driver.Lease
+}
+
+type stampCall struct {
+	at       time.Duration // since t0
+	takeover string
+	stamp    string // in the reply, "" if acquired
+}
+
+func (d *stampDriver) stamp(now time.Time) string {
+	if now.Sub(d.t0) < d.changeAt {
+		return "A"
+	}
+	return "B"
+}
+
+func (d *stampDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	s := d.stamp(now)
+	c := stampCall{at: now.Sub(d.t0), takeover: l.Takeover}
+	if d.held == l.Owner || (l.Takeover != "" && l.Takeover == s) {
+		d.held = l.Owner
+		d.calls = append(d.calls, c)
+		return driver.Result{Acquired: true, Fence: 7}, nil
+	}
+	c.stamp = s
+	d.calls = append(d.calls, c)
+	return driver.Result{Stamp: s, StampTTL: d.ttl, Remaining: time.Hour}, nil
+}
+
+func (d *stampDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	errs := make([]error, len(ls))
+	for i, l := range ls {
+		d.refreshs = append(d.refreshs, l)
+		if d.held != l.Owner || (l.Fence != 0 && l.Fence != 7) {
+			errs[i] = driver.ErrNotHeld
+		}
+	}
+	return errs
+}
+
+func (d *stampDriver) Release(ctx context.Context, l driver.Lease) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.held != l.Owner {
+		return driver.ErrNotHeld
+	}
+	d.held = ""
+	return nil
+}
+
+func (d *stampDriver) Close() error { return nil }
+
+// A waiter takes a lease the store's clock says ran out (Result.Stamp)
+// only after it has seen the same stamp for StampTTL on its own clock:
+// not before, right after, counting again when the stamp changes; and
+// TryAcquire never does.
+func TestTakeoverAfterStampUnchangedForStampTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const stampTTL = 5 * time.Second
+		d := &stampDriver{t0: time.Now(), changeAt: 3 * time.Second, ttl: stampTTL}
+		l := backendNew(d)
+		defer l.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		k, err := l.Acquire(ctx, "a", dlock.WithTTL(stampTTL))
+		if err != nil {
+			t.Fatalf("Acquire(%q) = %v, want a lock after the stamp stayed the same for %v", "a", err, stampTTL)
+		}
+		defer k.Release(t.Context())
+		d.mu.Lock()
+		calls := d.calls
+		d.mu.Unlock()
+		firstB := time.Duration(-1)
+		for _, c := range calls {
+			if c.stamp == "B" && firstB < 0 {
+				firstB = c.at
+			}
+		}
+		if firstB < 0 {
+			t.Fatalf("calls = %+v, want a reply with stamp B", calls)
+		}
+		last := calls[len(calls)-1]
+		for _, c := range calls[:len(calls)-1] {
+			if c.takeover != "" {
+				t.Errorf("Acquire sent Takeover %q at %v, before the stamp had been seen unchanged for %v (B first seen at %v)", c.takeover, c.at, stampTTL, firstB)
+			}
+		}
+		if last.takeover != "B" {
+			t.Fatalf("last call = %+v, want Takeover B", last)
+		}
+		if want := firstB + stampTTL; last.at != want {
+			t.Errorf("Takeover sent at %v, want at %v (B first seen at %v, plus StampTTL %v)", last.at, want, firstB, stampTTL)
+		}
+		if k.Fence() != 7 {
+			t.Errorf("Fence() = %d, want 7", k.Fence())
+		}
+
+		// The registered lease keeps no Takeover: its renewals carry the
+		// token only.
+		time.Sleep(stampTTL)
+		d.mu.Lock()
+		refreshes := d.refreshs
+		d.mu.Unlock()
+		if len(refreshes) == 0 {
+			t.Fatalf("no renewal in %v with TTL %v", stampTTL, stampTTL)
+		}
+		for i, r := range refreshes {
+			if r.Takeover != "" || r.Fence != 7 {
+				t.Errorf("renewal %d: Takeover %q, Fence %d, want none and 7", i, r.Takeover, r.Fence)
+			}
+		}
+	})
+}
+
+func TestTryAcquireNeverTakesOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const stampTTL = time.Second
+		d := &stampDriver{t0: time.Now(), changeAt: time.Hour, ttl: stampTTL}
+		l := backendNew(d)
+		defer l.Close()
+		for range 30 {
+			k, err := l.TryAcquire(t.Context(), "a")
+			if !errors.Is(err, dlock.ErrNotAcquired) {
+				t.Fatalf("TryAcquire(%q) = %v, %v, want ErrNotAcquired while the store's clock says the lease ended less than the clock bound ago", "a", k, err)
+			}
+			time.Sleep(stampTTL / 5)
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, c := range d.calls {
+			if c.takeover != "" {
+				t.Errorf("TryAcquire sent Takeover %q at %v", c.takeover, c.at)
+			}
+		}
+	})
+}
