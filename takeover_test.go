@@ -21,6 +21,7 @@ type stampDriver struct {
 	t0       time.Time
 	changeAt time.Duration
 	ttl      time.Duration
+	refuse   bool // ignores Takeover, as a store whose state changed would
 
 	mu       sync.Mutex
 	calls    []stampCall
@@ -47,7 +48,10 @@ func (d *stampDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Resul
 	now := time.Now()
 	s := d.stamp(now)
 	c := stampCall{at: now.Sub(d.t0), takeover: l.Takeover}
-	if d.held == l.Owner || (l.Takeover != "" && l.Takeover == s) {
+	if len(d.calls) > 1000 {
+		return driver.Result{}, errors.New("stampDriver: more than 1000 calls")
+	}
+	if d.held == l.Owner || (!d.refuse && l.Takeover != "" && l.Takeover == s) {
 		d.held = l.Owner
 		d.calls = append(d.calls, c)
 		return driver.Result{Acquired: true, Fence: 7}, nil
@@ -163,6 +167,37 @@ func TestTryAcquireNeverTakesOver(t *testing.T) {
 			if c.takeover != "" {
 				t.Errorf("TryAcquire sent Takeover %q at %v", c.takeover, c.at)
 			}
+		}
+	})
+}
+
+// A refused takeover does not make the waiter spin: it waits as usual
+// before the next attempt.
+func TestRefusedTakeoverDoesNotSpin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const stampTTL = time.Second
+		d := &stampDriver{t0: time.Now(), changeAt: time.Hour, ttl: stampTTL, refuse: true}
+		l := backendNew(d)
+		defer l.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		_, err := l.Acquire(ctx, "a")
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Acquire(%q) = %v, want context.DeadlineExceeded", "a", err)
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		takeovers := 0
+		for _, c := range d.calls {
+			if c.takeover != "" {
+				takeovers++
+			}
+		}
+		// Past the first second the waiter polls at most every 2s
+		// (backend.DefaultMaxRetryInterval) and at least every 1s (half
+		// of it, the jitter's floor): about 5 to 9 takeovers in 9s.
+		if takeovers == 0 || len(d.calls) > 100 {
+			t.Errorf("in 10s: %d calls, %d with Takeover, want some takeovers and no spinning (at most 100 calls)", len(d.calls), takeovers)
 		}
 	})
 }

@@ -41,11 +41,7 @@ func (l *Locker) attemptLoop(a *attempt, wait bool) (*Lock, error) {
 			res driver.Result
 			err error
 		)
-		if l.direct(ctx) {
-			res, err = l.drv.Acquire(ctx, a.lease)
-		} else {
-			res, err = call(l, ctx, func() (driver.Result, error) { return l.drv.Acquire(ctx, a.lease) }, l.abandonLate(a.lease))
-		}
+		res, err = acquireOne(l, ctx, a.lease)
 		sent := a.lease.Takeover
 		a.lease.Takeover = "" // good for one attempt; never kept in a registered lease
 		if err == nil && res.Acquired {
