@@ -60,6 +60,7 @@ func init() {
 	seam.NewLocker = func(drv driver.Driver, minRetry, maxRetry time.Duration) any {
 		return newLocker(drv, minRetry, maxRetry)
 	}
+	seam.LockerDriver = func(l any) driver.Driver { return l.(*Locker).drv }
 }
 
 func newLocker(drv driver.Driver, minRetry, maxRetry time.Duration) *Locker {
