@@ -107,6 +107,9 @@ func TestSlowAcquisitionGetsTheStoresToken(t *testing.T) {
 						t.Fatalf("queued=%v try=%v: Acquire(%q) = %v, want a lock (the store granted it to this owner again)", queued, try, "a", err)
 					}
 					defer k.Release(t.Context())
+					d.mu.Lock()
+					t.Logf("steps to a handle: %d Acquire (the first delayed), %d Refresh", d.calls, len(d.refreshes))
+					d.mu.Unlock()
 					owner, fence, ok := store.Holder("a")
 					if !ok || owner != k.Owner() {
 						t.Fatalf("queued=%v try=%v: store holder = %q, %v, want %q", queued, try, owner, ok, k.Owner())
@@ -216,4 +219,62 @@ func (d *recordingDriver) Release(ctx context.Context, l driver.Lease) error {
 	d.releases = append(d.releases, l)
 	d.mu.Unlock()
 	return d.Driver.Release(ctx, l)
+}
+
+// countingDriver counts memlock's steps.
+type countingDriver struct {
+	driver.Driver
+	mu                            sync.Mutex
+	acquires, refreshes, releases int
+}
+
+func (d *countingDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
+	d.mu.Lock()
+	d.acquires++
+	d.mu.Unlock()
+	return d.Driver.Acquire(ctx, l)
+}
+
+func (d *countingDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
+	d.mu.Lock()
+	d.refreshes++
+	d.mu.Unlock()
+	return d.Driver.Refresh(ctx, ls)
+}
+
+func (d *countingDriver) Release(ctx context.Context, l driver.Lease) error {
+	d.mu.Lock()
+	d.releases++
+	d.mu.Unlock()
+	return d.Driver.Release(ctx, l)
+}
+
+// The token checks cost no step on the fast path: an uncontended
+// TryAcquire or Acquire and its Release are one Acquire and one Release.
+func TestFastPathSteps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &countingDriver{Driver: memlock.NewStore().Driver()}
+		l := backendNew(d)
+		defer l.Close()
+		for _, try := range []bool{false, true} {
+			var k *dlock.Lock
+			var err error
+			if try {
+				k, err = l.TryAcquire(t.Context(), "a")
+			} else {
+				k, err = l.Acquire(t.Context(), "a")
+			}
+			if err != nil {
+				t.Fatalf("try=%v: Acquire(%q) = %v", try, "a", err)
+			}
+			if err := k.Release(t.Context()); err != nil {
+				t.Fatalf("try=%v: Release(%q) = %v", try, "a", err)
+			}
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.acquires != 2 || d.refreshes != 0 || d.releases != 2 {
+			t.Errorf("two cycles took %d Acquire, %d Refresh, %d Release steps, want 2, 0, 2", d.acquires, d.refreshes, d.releases)
+		}
+	})
 }
