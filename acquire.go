@@ -14,10 +14,11 @@ import (
 // the error wraps ErrNotAcquired. If ctx carries a Lock of this Locker
 // holding name (see Lock.Context), it re-enters instead.
 //
-// On a store whose leases run on its wall clock (Redis, SQL), TryAcquire
-// also fails while the store's clock says the holder's lease ended less
-// than the backend's clock bound ago: a forward step of that clock may
-// have ended it early, and one attempt cannot tell (see Acquire).
+// On a backend whose leases run on the store's wall clock (its package
+// documentation says so), TryAcquire also fails while the store's clock
+// says the holder's lease ended less than the backend's clock bound ago:
+// a forward step of that clock may have ended it early, and one attempt
+// cannot tell (see Acquire).
 func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
 	return l.acquire(ctx, name, opts, false)
 }
