@@ -13,6 +13,12 @@ import (
 // TryAcquire makes one attempt to take name. If another owner holds it,
 // the error wraps ErrNotAcquired. If ctx carries a Lock of this Locker
 // holding name (see Lock.Context), it re-enters instead.
+//
+// On a backend whose leases run on the store's wall clock (its package
+// documentation says so), TryAcquire also fails while the store's clock
+// says the holder's lease ended less than the backend's clock bound ago:
+// a forward step of that clock may have ended it early, and one attempt
+// cannot tell (see Acquire).
 func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
 	return l.acquire(ctx, name, opts, false)
 }
@@ -30,10 +36,20 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...Option) (*
 // renewal and metadata; the options of the re-entering call are checked
 // (bad ones are an error) and otherwise ignored.
 //
-// The handle Acquire returns always has time left: if the store answered
-// so late that more than half the lease may have passed, Acquire checks
-// with an owner-checked refresh that the lease is still its own before
-// handing it out.
+// On a store whose leases run on its wall clock, a lease that clock says
+// ended less than the backend's clock bound ago is not taken at once: a
+// waiter takes it once it has seen the holder's state unchanged for the
+// holder's TTL on its own monotonic clock, or when the store's clock says
+// it ended more than the bound ago, whichever comes first. A step of the
+// store's clock within the bound thus never ends a lease under its
+// holder.
+//
+// The handle Acquire returns always has time left and the token the store
+// holds: if the store answered so late that more than half the lease may
+// have passed, Acquire checks with a refresh that checks owner and token
+// before handing it out, and if the token is no longer the one the store
+// holds for this acquisition (a late grant that lapsed before the store
+// granted the name to it again), it asks the store for the current one.
 func (l *Locker) Acquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
 	return l.acquire(ctx, name, opts, true)
 }
@@ -134,14 +150,15 @@ func (l *Locker) acquireQueued(a *attempt) (*Lock, error) {
 	if err == nil && !res.Acquired {
 		err = errors.New("driver returned from its queue without the lock")
 	}
+	fence := res.Fence
 	if err == nil {
-		start, err = l.confirm(ctx, a.lease, start)
+		fence, start, err = l.confirm(ctx, a.lease, fence, start)
 	}
 	if err != nil {
 		l.abandon(a.lease)
 		return nil, l.acquireError(ctx, a.lease.Name, err)
 	}
-	return l.register(a, res.Fence, start)
+	return l.register(a, fence, start)
 }
 
 // closedBy is a context that ends with its Context (the Locker's
@@ -174,21 +191,57 @@ func (l *Locker) acquireError(ctx context.Context, name string, err error) error
 }
 
 // confirm makes sure a handle is never handed out with its lease nearly or
-// already gone: if more than half the TTL has passed since start (the
-// send time of the step that took the lease), it renews the lease with
-// an owner-checked refresh and returns that refresh's send time instead.
-// The error wraps driver.ErrNotHeld if the lease is no longer the owner's.
-func (l *Locker) confirm(ctx context.Context, lease driver.Lease, start time.Time) (time.Time, error) {
+// already gone, nor with a token the store no longer holds: if more than
+// half the TTL has passed since start (the send time of the step that
+// took the lease), it renews the lease with a refresh that checks owner
+// and token (Lease.Fence), and returns that refresh's send time instead.
+//
+// A slow reply may carry a grant that lapsed unused while the store
+// granted the same owner the name again with a new token (a queued
+// waiter's grant, handed on twice). The refresh then fails with
+// driver.ErrNotHeld, and confirm asks the store which token stands with
+// one Acquire of the same lease: an owner-checked re-entry that returns
+// the token the store holds, or, if the name is free, a new one. Either
+// stands, and confirm goes on with it (checking again if that step was
+// slow too). The fence confirm returns is thus the token the store held
+// for this owner when its last step was sent. The error wraps
+// driver.ErrNotHeld and ErrNotHeld if another owner holds the name.
+func (l *Locker) confirm(ctx context.Context, lease driver.Lease, fence uint64, start time.Time) (uint64, time.Time, error) {
+	lease.Takeover, lease.Waiting = "", false // leave no intent behind
 	for range confirmAttempts {
 		if time.Since(start) < lease.TTL/2 {
-			return start, nil
+			return fence, start, nil
 		}
+		lease.Fence = fence
 		start = time.Now()
-		if err := refreshOne(l, ctx, lease); err != nil {
-			return start, fmt.Errorf("the store answered after more than half the lease of %v, and the check that followed failed: %w", lease.TTL, err)
+		err := refreshOne(l, ctx, lease)
+		if err == nil {
+			continue // checks the time the refresh took
 		}
+		if !errors.Is(err, driver.ErrNotHeld) {
+			return fence, start, fmt.Errorf("the store answered after more than half the lease of %v, and the check that followed failed: %w", lease.TTL, err)
+		}
+		lease.Fence = 0
+		start = time.Now()
+		res, aerr := acquireOne(l, ctx, lease)
+		switch {
+		case aerr != nil:
+			return fence, start, fmt.Errorf("the store answered after more than half the lease of %v with a token it no longer holds (%v), and asking it for the current one failed: %w", lease.TTL, err, aerr)
+		case !res.Acquired:
+			return fence, start, fmt.Errorf("the store answered after more than half the lease of %v, and another owner holds the name now: %w: %w", lease.TTL, ErrNotHeld, err)
+		}
+		fence = res.Fence
 	}
-	return start, fmt.Errorf("the store took more than half the lease of %v to answer, %d times: %w", lease.TTL, confirmAttempts, errSlowStore)
+	return fence, start, fmt.Errorf("the store took more than half the lease of %v to answer, %d times: %w", lease.TTL, confirmAttempts, errSlowStore)
+}
+
+// acquireOne runs one driver Acquire of lease, releasing what it took if
+// ctx ends before it answers.
+func acquireOne(l *Locker, ctx context.Context, lease driver.Lease) (driver.Result, error) {
+	if l.direct(ctx) {
+		return l.drv.Acquire(ctx, lease)
+	}
+	return call(l, ctx, func() (driver.Result, error) { return l.drv.Acquire(ctx, lease) }, l.abandonLate(lease))
 }
 
 // confirmAttempts bounds the refreshes confirm makes.
@@ -213,7 +266,7 @@ func (l *Locker) abandon(lease driver.Lease) {
 func (l *Locker) releaseDetached(lease driver.Lease) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	l.drv.Release(ctx, lease)
+	l.drv.Release(ctx, ownerOnly(lease))
 }
 
 // abandonLate is call's late handler for Acquire: it frees what a step

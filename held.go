@@ -20,8 +20,7 @@ const (
 // held is one server-side acquisition, shared by its re-entered handles.
 type held struct {
 	l      *Locker
-	lease  driver.Lease
-	fence  uint64
+	lease  driver.Lease // Fence is the acquisition's token; Takeover is empty
 	owner  *owner
 	start  time.Time    // when the lease began (local, monotonic)
 	parent ownerContext // every handle's context derives from it
@@ -53,7 +52,8 @@ func lossMargin(ttl time.Duration) time.Duration { return ttl / 10 }
 // init makes h a new acquisition of its lease by l for own, taken by a
 // call with context ctx, with the given fence, whose lease began at start.
 func (h *held) init(l *Locker, ctx context.Context, own *owner, fence uint64, start time.Time) {
-	h.l, h.owner, h.fence, h.start = l, own, fence, start
+	h.l, h.owner, h.start = l, own, start
+	h.lease.Fence, h.lease.Takeover = fence, "" // every renewal checks the token
 	h.parent = ownerContext{values: ctx, owner: own}
 	h.index = [2]int{-1, -1}
 	h.handles = h.firstArr[:0]

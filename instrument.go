@@ -111,7 +111,7 @@ func (l *Locker) reentered(ctx context.Context, k *Lock, handles int) {
 	if hs == nil {
 		return
 	}
-	e := ReentryEvent{Backend: l.backend, Name: k.h.lease.Name, Owner: k.h.lease.Owner, Fence: k.h.fence, Handles: handles}
+	e := ReentryEvent{Backend: l.backend, Name: k.h.lease.Name, Owner: k.h.lease.Owner, Fence: k.h.lease.Fence, Handles: handles}
 	for _, h := range *hs {
 		if h.Reentered != nil {
 			h.Reentered(ctx, e)
@@ -122,7 +122,7 @@ func (l *Locker) reentered(ctx context.Context, k *Lock, handles int) {
 // released reports that h's lease was freed on the store (or the attempt
 // failed) by a call that began at start and returned err.
 func (l *Locker) released(hs []Hook, ctx context.Context, h *held, start time.Time, closed bool, err error) {
-	e := ReleaseEvent{Backend: l.backend, Name: h.lease.Name, Owner: h.lease.Owner, Fence: h.fence,
+	e := ReleaseEvent{Backend: l.backend, Name: h.lease.Name, Owner: h.lease.Owner, Fence: h.lease.Fence,
 		Held: start.Sub(h.start), Duration: time.Since(start), Closed: closed, Err: err}
 	switch {
 	case err == nil:
@@ -187,7 +187,7 @@ func (l *Locker) unlock() {
 		return
 	}
 	for _, r := range pending {
-		e := LossEvent{Backend: l.backend, Name: r.h.lease.Name, Owner: r.h.lease.Owner, Fence: r.h.fence,
+		e := LossEvent{Backend: l.backend, Name: r.h.lease.Name, Owner: r.h.lease.Owner, Fence: r.h.lease.Fence,
 			Held: r.at.Sub(r.h.start), Reason: r.reason, Cause: r.cause}
 		for _, h := range *hs {
 			if h.Lost != nil {

@@ -30,7 +30,7 @@ func (k *Lock) Name() string { return k.h.lease.Name }
 // Each shared hold and each semaphore permit gets a token of its own,
 // above every token issued before on the name. Re-entered handles share
 // their acquisition's token.
-func (k *Lock) Fence() uint64 { return k.h.fence }
+func (k *Lock) Fence() uint64 { return k.h.lease.Fence }
 
 // Owner returns the owner string the store keeps for this acquisition, as
 // LockInfo.Owner reports it (Inspect, Observe): to tell this holder from
@@ -154,6 +154,7 @@ func (k *Lock) Release(ctx context.Context) error {
 // It returns the step's error, or, if ctx ends first, an error wrapping
 // ctx's and leaves the step to finish in the background.
 func (l *Locker) releaseLease(ctx context.Context, lease driver.Lease) error {
+	lease = ownerOnly(lease)
 	if l.inline && ctx.Err() == nil {
 		// The driver honours ctx: try in this goroutine, and only if ctx
 		// ends during the step finish it detached.
@@ -191,6 +192,14 @@ func (k *Lock) stateError(op string, done bool, st state) error {
 		return fmt.Errorf("dlock: %s %s: %w: %w", op, quote(k.h.lease.Name), ErrNotHeld, ErrClosed)
 	}
 	return nil
+}
+
+// ownerOnly returns lease without its token: releases are owner-checked
+// only, so that a lease is freed whatever token the store holds for its
+// owner (the owner string is unique to one acquisition).
+func ownerOnly(lease driver.Lease) driver.Lease {
+	lease.Fence, lease.Takeover = 0, ""
+	return lease
 }
 
 func refreshOne(l *Locker, ctx context.Context, lease driver.Lease) error {

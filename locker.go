@@ -60,6 +60,7 @@ func init() {
 	seam.NewLocker = func(drv driver.Driver, minRetry, maxRetry time.Duration) any {
 		return newLocker(drv, minRetry, maxRetry)
 	}
+	seam.LockerDriver = func(l any) driver.Driver { return l.(*Locker).drv }
 }
 
 func newLocker(drv driver.Driver, minRetry, maxRetry time.Duration) *Locker {
@@ -129,7 +130,7 @@ func (l *Locker) Close() error {
 	hs := l.hooks.Load()
 	for _, h := range all {
 		start := time.Now()
-		err := l.drv.Release(ctx, h.lease)
+		err := l.drv.Release(ctx, ownerOnly(h.lease))
 		if hs != nil {
 			l.released(*hs, h.values(), h, start, true, err)
 		}

@@ -11,7 +11,10 @@ import (
 
 // acquireLoop tries to take a.lease, and if wait is set waits between
 // attempts for a wake-up: a store notification, a release in this Locker,
-// or the holder's remaining lease running out.
+// or the holder's remaining lease running out. A waiter applies the
+// takeover rule of driver.Result.Stamp: once it has seen the same Stamp
+// for its StampTTL on its own clock, its next attempt carries it as
+// Lease.Takeover.
 func (l *Locker) acquireLoop(a *attempt, wait bool) (*Lock, error) {
 	k, err := l.attemptLoop(a, wait)
 	if k == nil && a.queued {
@@ -29,6 +32,7 @@ func (l *Locker) attemptLoop(a *attempt, wait bool) (*Lock, error) {
 		wake  <-chan struct{}
 		local chan struct{}
 		delay time.Duration
+		obs   driver.Observer // the takeover rule, for this wait only
 	)
 	for {
 		start := time.Now()
@@ -37,15 +41,14 @@ func (l *Locker) attemptLoop(a *attempt, wait bool) (*Lock, error) {
 			res driver.Result
 			err error
 		)
-		if l.direct(ctx) {
-			res, err = l.drv.Acquire(ctx, a.lease)
-		} else {
-			res, err = call(l, ctx, func() (driver.Result, error) { return l.drv.Acquire(ctx, a.lease) }, l.abandonLate(a.lease))
-		}
+		res, err = acquireOne(l, ctx, a.lease)
+		sent := a.lease.Takeover
+		a.lease.Takeover = "" // good for one attempt; never kept in a registered lease
 		if err == nil && res.Acquired {
-			start, err = l.confirm(ctx, a.lease, start)
+			var fence uint64
+			fence, start, err = l.confirm(ctx, a.lease, res.Fence, start)
 			if err == nil {
-				return l.register(a, res.Fence, start)
+				return l.register(a, fence, start)
 			}
 			if errors.Is(err, driver.ErrNotHeld) {
 				// The lease ran out before we could use it: not acquired.
@@ -61,6 +64,8 @@ func (l *Locker) attemptLoop(a *attempt, wait bool) (*Lock, error) {
 		if !wait {
 			return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ErrNotAcquired)
 		}
+		takeover, until := obs.Note(res, time.Now())
+		a.lease.Takeover = takeover
 		if local == nil {
 			// Subscribe before the next attempt, so that a release
 			// between that attempt and the wait is not missed.
@@ -78,10 +83,18 @@ func (l *Locker) attemptLoop(a *attempt, wait bool) (*Lock, error) {
 			}
 			continue
 		}
+		if takeover != "" && takeover != sent {
+			// The holders the stamp names have given up by now. (If the
+			// same takeover was just refused, the wait goes on as usual.)
+			continue
+		}
 		var sleep time.Duration
 		delay, sleep = l.nextDelay(delay, res.Remaining, wake != nil)
 		if a.queued {
 			sleep = min(sleep, a.lease.TTL/3) // the intent lasts a TTL
+		}
+		if until > 0 {
+			sleep = min(sleep, until) // try again when a takeover is due
 		}
 		t := time.NewTimer(sleep)
 		select {

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // Harness describes the store under test. Fields are funcs so that adding
@@ -54,6 +55,12 @@ type Harness struct {
 	// waiters fairly, and the suite checks they are served in arrival
 	// order.
 	Queued func(t testing.TB, name string) int
+
+	// LockerAndDriver returns a new Locker, as NewLocker does, and the
+	// driver it runs on, for properties that call a driver step directly
+	// on a lease the Locker holds (a refresh with another token).
+	// Optional: without it those properties are skipped.
+	LockerAndDriver func(t testing.TB) (*dlock.Locker, driver.Driver)
 
 	// NoModes is set for a backend that documents why it cannot have
 	// shared locks and semaphores (it does not implement
@@ -102,6 +109,7 @@ var properties = []property{
 	{"FencingIncreases", "fencing tokens strictly increase each time the name passes from free to held, including after expiry", testFencing},
 	{"LeaseExpiresWithoutRenewal", "with WithoutRenewal the lease ends after its TTL: Done closes first, then another owner gets the name, not before", testLeaseExpires},
 	{"RenewalHoldsLock", "an auto-renewed lock is held well past its TTL and nobody else gets it", testRenewal},
+	{"RefreshChecksToken", "a driver's Refresh of a held lease with another token (Lease.Fence) fails with ErrNotHeld and leaves the lock held; with the lease's own token, or none, it extends (skipped without Harness.LockerAndDriver)", testRefreshChecksToken},
 	{"RefreshExtends", "Refresh extends a WithoutRenewal lease", testRefresh},
 	{"ExpireClosesDone", "a lock deleted behind its holder's back closes the holder's Done within one renewal interval, with cause ErrLost", testExpireClosesDone},
 	{"LateReleaseIsSafe", "a Release after the lease expired and another owner took the name returns ErrNotHeld and does not free the new owner's lock", testLateRelease},

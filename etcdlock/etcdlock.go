@@ -43,6 +43,16 @@
 // the order holds become possible, shared holds and permits included: a
 // writer's token is above every earlier reader's.
 //
+// Leases run on the session and the driver's monotonic clock, never on a
+// wall clock, so a step of the server's clock ends none early: the
+// driver never sets Result.Stamp. A lease's owner string names one
+// acquisition and the driver keeps one key for it at a time, whose
+// create revision is the token; Refresh checks that key, and when
+// Lease.Fence is set also that it is this token (a compare in the
+// driver's own table, no extra request), so a token that is no longer
+// the owner's is refused even if the owner holds the name through a
+// later key.
+//
 // Inspect reports every key that holds, with its mode; ForceRelease
 // deletes them all (not the waiters'), and Locker.Observe is pushed by a
 // watch on the name's keys.

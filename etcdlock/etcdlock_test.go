@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/etcdlock"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
@@ -35,6 +36,13 @@ func harness(cli *clientv3.Client) dlocktest.Harness {
 				t.Fatalf("etcdlock.New = %v", err)
 			}
 			return l
+		},
+		LockerAndDriver: func(t testing.TB) (*dlock.Locker, driver.Driver) {
+			l, err := etcdlock.New(cli, nil)
+			if err != nil {
+				t.Fatalf("etcdlock.New = %v", err)
+			}
+			return l, etcdlock.DriverOf(l)
 		},
 		Expire: func(t testing.TB, name string) {
 			t.Helper()

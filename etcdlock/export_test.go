@@ -6,7 +6,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/seam"
 	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
@@ -54,3 +56,7 @@ func ForgedRefresh(ctx context.Context, cli *clientv3.Client, prefix, name, owne
 	defer d.Close()
 	return d.Refresh(ctx, []driver.Lease{{Name: name, Owner: owner, TTL: time.Minute}})[0]
 }
+
+// DriverOf returns the driver l runs on, for dlocktest's
+// Harness.LockerAndDriver.
+func DriverOf(l *dlock.Locker) driver.Driver { return seam.LockerDriver(l) }

@@ -43,7 +43,13 @@ func (d *etcdDriver) refresh(ctx context.Context, ls []driver.Lease, errs []erro
 	held := make([]entry, len(ls))
 	var ops []clientv3.Op
 	for i, l := range ls {
-		if e, _, ok := d.leases.Held(l.Owner); ok {
+		e, fence, ok := d.leases.Held(l.Owner)
+		switch {
+		case !ok:
+			errs[i] = fmt.Errorf("etcdlock: refresh %q: %w", l.Name, driver.ErrNotHeld)
+		case l.Fence != 0 && l.Fence != fence:
+			errs[i] = fmt.Errorf("etcdlock: refresh %q: the owner holds it with token %d, not %d: %w", l.Name, fence, l.Fence, driver.ErrNotHeld)
+		default:
 			held[i] = e
 			ops = append(ops, clientv3.OpGet(e.key))
 		}
@@ -55,7 +61,9 @@ func (d *etcdDriver) refresh(ctx context.Context, ls []driver.Lease, errs []erro
 		resp, err = d.cli.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
 			for i, l := range ls {
-				errs[i] = fmt.Errorf("etcdlock: refresh %q: %w", l.Name, denied(err))
+				if held[i].key != "" {
+					errs[i] = fmt.Errorf("etcdlock: refresh %q: %w", l.Name, denied(err))
+				}
 			}
 			return
 		}
@@ -64,8 +72,7 @@ func (d *etcdDriver) refresh(ctx context.Context, ls []driver.Lease, errs []erro
 	for i, l := range ls {
 		e := held[i]
 		if e.key == "" {
-			errs[i] = fmt.Errorf("etcdlock: refresh %q: %w", l.Name, driver.ErrNotHeld)
-			continue
+			continue // refused above
 		}
 		kvs := resp.Responses[op].GetResponseRange().GetKvs()
 		op++

@@ -5,7 +5,10 @@
 // goroutines of one process are the only contenders. It keeps the whole
 // contract (leases, renewal, loss signal, reentrancy, fencing, woken
 // waiters) and works under testing/synctest, since it measures time with
-// the standard clock.
+// the standard clock. Leases run on the monotonic clock of the process, so
+// no clock step can end one early: memlock never sets Result.Stamp and
+// ignores Lease.Takeover. Refresh checks the token (Lease.Fence) as well
+// as the owner.
 package memlock
 
 import (
@@ -266,6 +269,10 @@ func (d *memDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 		j := e.find(l.Owner)
 		if j < 0 {
 			errs[i] = fmt.Errorf("memlock: refresh %q: %w", l.Name, driver.ErrNotHeld)
+			continue
+		}
+		if l.Fence != 0 && e.holders[j].fence != l.Fence {
+			errs[i] = fmt.Errorf("memlock: refresh %q: the owner holds it with token %d, not %d: %w", l.Name, e.holders[j].fence, l.Fence, driver.ErrNotHeld)
 			continue
 		}
 		e.holders[j].expires = now.Add(l.TTL)

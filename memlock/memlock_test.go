@@ -26,6 +26,10 @@ func harness() dlocktest.Harness {
 				t.Fatalf("Expire(%q): not held", name)
 			}
 		},
+		LockerAndDriver: func(t testing.TB) (*dlock.Locker, driver.Driver) {
+			d := store.Driver()
+			return backend.New(d, nil), d
+		},
 		TTL: 300 * time.Millisecond,
 	}
 }
@@ -53,9 +57,13 @@ type noModes struct {
 func TestConformanceWithoutModes(t *testing.T) {
 	store := memlock.NewStore()
 	h := harness()
-	h.NewLocker = func(t testing.TB) *dlock.Locker {
+	h.LockerAndDriver = func(t testing.TB) (*dlock.Locker, driver.Driver) {
 		d := store.Driver()
-		return backend.New(noModes{d, d.(driver.Notifier), d.(driver.Inspector), d.(driver.ForceReleaser)}, nil)
+		return backend.New(noModes{d, d.(driver.Notifier), d.(driver.Inspector), d.(driver.ForceReleaser)}, nil), d
+	}
+	h.NewLocker = func(t testing.TB) *dlock.Locker {
+		l, _ := h.LockerAndDriver(t)
+		return l
 	}
 	h.Expire = func(t testing.TB, name string) {
 		if !store.Expire(name) {

@@ -3,6 +3,9 @@ package zklock
 import (
 	"github.com/go-zookeeper/zk"
 
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/seam"
 	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
@@ -20,3 +23,7 @@ func Queued(conn *zk.Conn, name string) int {
 	kids, modes := queueOf(kids)
 	return len(kids) - sessionlock.Holding(modes)
 }
+
+// DriverOf returns the driver l runs on, for dlocktest's
+// Harness.LockerAndDriver.
+func DriverOf(l *dlock.Locker) driver.Driver { return seam.LockerDriver(l) }

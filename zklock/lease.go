@@ -43,9 +43,12 @@ func (d *zkDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 // refresh checks that l's child still exists on its session and, if so,
 // extends the lease's deadline from the request's send time.
 func (d *zkDriver) refresh(ctx context.Context, l driver.Lease) error {
-	e, _, ok := d.leases.Held(l.Owner)
+	e, fence, ok := d.leases.Held(l.Owner)
 	if !ok {
 		return fmt.Errorf("zklock: refresh %q: %w", l.Name, driver.ErrNotHeld)
+	}
+	if l.Fence != 0 && l.Fence != fence {
+		return fmt.Errorf("zklock: refresh %q: the owner holds it with token %d, not %d: %w", l.Name, fence, l.Fence, driver.ErrNotHeld)
 	}
 	start := time.Now()
 	ok, st, err := d.exists(ctx, e.path)

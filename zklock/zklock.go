@@ -54,6 +54,15 @@
 // server removes an empty parent and it is created again (sequence
 // numbers do), so tokens keep increasing across that.
 //
+// Leases run on the session and the driver's monotonic clock, never on a
+// wall clock, so a step of the server's clock ends none early: the
+// driver never sets Result.Stamp. A lease's owner string names one
+// acquisition and the driver keeps one child for it at a time, whose
+// czxid is the token; Refresh checks that child, and when Lease.Fence is
+// set also that it is this token (a compare in the driver's own table,
+// no extra request), so a token that is no longer the owner's is
+// refused even if the owner holds the name through a later child.
+//
 // Inspect reports every child that holds, with its mode; ForceRelease
 // deletes them all (not the waiters'), and Locker.Observe is pushed by a
 // watch on the parent's children.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/zklock"
 )
@@ -30,6 +31,13 @@ func harness(conn *zk.Conn) dlocktest.Harness {
 				t.Fatalf("zklock.New = %v", err)
 			}
 			return l
+		},
+		LockerAndDriver: func(t testing.TB) (*dlock.Locker, driver.Driver) {
+			l, err := zklock.New(conn, nil)
+			if err != nil {
+				t.Fatalf("zklock.New = %v", err)
+			}
+			return l, zklock.DriverOf(l)
 		},
 		Expire: func(t testing.TB, name string) {
 			t.Helper()

@@ -20,6 +20,11 @@ import (
 // init; package backend, which imports dlock, calls it.
 var NewLocker func(drv driver.Driver, minRetry, maxRetry time.Duration) any
 
+// LockerDriver returns the driver a *dlock.Locker runs on, for backends'
+// tests that call driver steps on leases a Locker holds. Package dlock
+// sets it in its init.
+var LockerDriver func(locker any) driver.Driver
+
 var (
 	mu      sync.RWMutex
 	openers = map[string]any{}
