@@ -72,10 +72,9 @@ type Lease struct {
 	// Takeover, when not empty, is a Result.Stamp that the core has seen
 	// unchanged for that Result's StampTTL on its own monotonic clock.
 	// Acquire may then take Name from the holders the stamp describes,
-	// although the store's clock does not yet say their leases ended
-	// ClockBound ago, if and only if their state is still exactly that
-	// stamp (a compare-and-set in the same atomic step). See
-	// Result.Stamp.
+	// whatever the store's clock says of their leases, if and only if
+	// their state is still exactly that stamp (a compare-and-set in the
+	// same atomic step). See Result.Stamp.
 	Takeover string
 }
 
@@ -118,25 +117,29 @@ type Result struct {
 	Ahead  int
 
 	// Stamp, when not Acquired, is set by a driver whose leases are
-	// measured by the store's wall clock when the only holders that keep
-	// Name from Owner have leases that this clock says ran out, but less
-	// than the driver's clock bound ago. The driver does not take Name
-	// then: a forward step of the store's clock may have ended those
-	// leases early while their holders still believe they hold. Stamp
-	// identifies those holders' state and changes whenever one of them
-	// is renewed, replaced or released (owner, token and expiry, say);
-	// StampTTL is the longest lease among them.
+	// measured by the store's wall clock to describe the exclusive holder
+	// that keeps Name from Owner (or, where a driver offers it for them,
+	// the holders): their state, which changes whenever one of them is
+	// renewed, replaced or released (owner, token and expiry, say).
+	// StampTTL is the longest lease among them. A driver sets it at least
+	// when the store's clock says those leases ran out, but less than the
+	// driver's clock bound ago: it does not take Name then, since a
+	// forward step of that clock may have ended them early while their
+	// holders still believe they hold. It may set it for live holders
+	// too, which lets a waiter start counting earlier.
 	//
 	// The core (and a Queuer's own wait loop, through Observer) notes
 	// when it first saw a Stamp, after the reply arrived; once it has
 	// seen the same Stamp for StampTTL on its own monotonic clock, it
-	// calls Acquire again with Lease.Takeover set to it. By then each of
-	// those holders has given its lease up, since a holder's Done closes
-	// 0.9×TTL after sending the renewal that wrote the state the stamp
-	// shows, which was before the taker first saw it. No wall clock is
-	// involved in that rule. Remaining, with Stamp set, is how long until
-	// the store's clock says those leases ended more than the clock bound
-	// ago (when the driver takes Name without a takeover), or 0.
+	// calls Acquire again with Lease.Takeover set to it, and the driver
+	// takes Name if the holders' state is still that stamp, whatever the
+	// store's clock says of their leases. By then each of those holders
+	// has given its lease up, since a holder's Done closes 0.9×TTL after
+	// sending the renewal that wrote the state the stamp shows, which was
+	// before the taker first saw it. No wall clock is involved in that
+	// rule. Remaining, with Stamp set for leases in doubt, is how long
+	// until the store's clock says those leases ended more than the
+	// clock bound ago (when the driver takes Name without a takeover).
 	Stamp    string
 	StampTTL time.Duration
 }

@@ -17,8 +17,11 @@ type Observer struct {
 // (read after the reply, so no later than the store's state the Result
 // describes). It returns the Takeover to send with the next Acquire, ""
 // until the same Stamp has been seen for its StampTTL, and, when it
-// returns "", how long until it could return one (0 when res carries no
-// Stamp): a waiter should try again no later than that.
+// returns "", how long the waiter may go before it looks again (0 when
+// res carries no Stamp): until a takeover would be due, and at most a
+// third of StampTTL, so that it first sees the holders' last state
+// within a third of their lease of its writing, and a holder that died
+// is taken over at most 4/3 of its TTL after its last renewal.
 func (o *Observer) Note(res Result, now time.Time) (takeover string, wait time.Duration) {
 	if res.Acquired || res.Stamp == "" {
 		o.stamp = ""
@@ -31,5 +34,5 @@ func (o *Observer) Note(res Result, now time.Time) (takeover string, wait time.D
 	if left <= 0 {
 		return o.stamp, 0
 	}
-	return "", left
+	return "", min(left, max(res.StampTTL/3, time.Millisecond))
 }
