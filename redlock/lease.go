@@ -15,7 +15,9 @@ import (
 
 // Refresh extends each lease on every master, one pipeline per master,
 // and re-creates it where it is gone. A lease stays held if a majority of
-// the masters still held it (see the package documentation).
+// the masters still held it, with its token: l.Fence when that is not 0,
+// else the token its acquisition here got (see the package
+// documentation).
 func (d *rlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	if len(ls) == 0 {
 		return nil
@@ -27,6 +29,11 @@ func (d *rlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 		timeout = min(timeout, d.timeoutFor(l.TTL))
 		h := d.token(l.Owner)
 		tokens[i] = h.token
+		if l.Fence != 0 {
+			// The token the core believes this acquisition holds: the
+			// masters' keys must carry exactly it (see refreshScript).
+			tokens[i] = l.Fence
+		}
 		if h.key != "" {
 			onMasters[i].Owner = h.key
 		}

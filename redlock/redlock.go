@@ -119,7 +119,7 @@
 //
 // Importing the package registers this with dlock.Open:
 //
-//	redlock://[user:pass@]host:port,host:port,host:port[?prefix=...]
+//	redlock://[user:pass@]host:port,host:port,host:port[?prefix=...&clock_bound=10s]
 //
 // with at least three hosts (an odd number is best: a fourth master adds
 // no tolerance to three). Every master takes the same user and password.
@@ -191,6 +191,15 @@ type Options struct {
 	// restarted master sits out. Default: dlock.MaxTTL.
 	MaxTTL time.Duration
 
+	// ClockBound is the largest step of one master's wall clock, forward
+	// or back, that the restart guard allows for: a master restarted
+	// empty sits out MaxTTL + drift + ClockBound by its own clock, so
+	// that a forward step of that clock by up to ClockBound after the
+	// restart still leaves it out until every key it may have forgotten
+	// has expired. It must not be negative. Default:
+	// driver.DefaultClockBound (also when 0).
+	ClockBound time.Duration
+
 	// MaxRetryInterval bounds how long a waiter waits for a wake-up
 	// before trying again. It must not be negative.
 	// Default: backend.DefaultMaxRetryInterval.
@@ -232,6 +241,7 @@ type rlDriver struct {
 	driftFactor float64
 	drift       time.Duration
 	maxTTL      time.Duration
+	clockBound  time.Duration
 	maxRetry    time.Duration
 	own         bool // Close closes the masters' clients (Open made them)
 
@@ -264,7 +274,7 @@ func newDriver(clients []redis.UniversalClient, opts *Options) (*rlDriver, error
 	d := &rlDriver{
 		masters: clients, quorum: len(clients)/2 + 1,
 		prefix: o.Prefix, nodeTimeout: o.NodeTimeout,
-		driftFactor: o.DriftFactor, drift: o.Drift, maxTTL: o.MaxTTL, maxRetry: o.MaxRetryInterval,
+		driftFactor: o.DriftFactor, drift: o.Drift, maxTTL: o.MaxTTL, clockBound: o.ClockBound, maxRetry: o.MaxRetryInterval,
 		tokens: make(map[string]held),
 	}
 	if d.prefix == "" {
@@ -275,6 +285,9 @@ func newDriver(clients []redis.UniversalClient, opts *Options) (*rlDriver, error
 	}
 	if d.maxTTL == 0 {
 		d.maxTTL = dlock.MaxTTL
+	}
+	if d.clockBound == 0 {
+		d.clockBound = driver.DefaultClockBound
 	}
 	return d, nil
 }
@@ -296,6 +309,8 @@ func (o Options) check() error {
 		return fmt.Errorf("MaxTTL %v outside [0, %v]", o.MaxTTL, dlock.MaxTTL)
 	case o.MaxTTL > 0 && o.MaxTTL < dlock.MinTTL:
 		return fmt.Errorf("MaxTTL %v below dlock.MinTTL %v", o.MaxTTL, dlock.MinTTL)
+	case o.ClockBound < 0:
+		return fmt.Errorf("negative ClockBound %v", o.ClockBound)
 	case o.MaxRetryInterval < 0:
 		return fmt.Errorf("negative MaxRetryInterval %v", o.MaxRetryInterval)
 	}
@@ -316,7 +331,9 @@ func (d *rlDriver) timeoutFor(ttl time.Duration) time.Duration {
 }
 
 // guard is how young a master's epoch must be to be discounted.
-func (d *rlDriver) guard() time.Duration { return d.maxTTL + d.driftFor(d.maxTTL) }
+func (d *rlDriver) guard() time.Duration {
+	return d.maxTTL + d.driftFor(d.maxTTL) + d.clockBound
+}
 
 func (d *rlDriver) lockKey(name string) string { return Key(d.prefix, name) }
 func (d *rlDriver) markKey(name string) string { return d.prefix + "f:" + name }
