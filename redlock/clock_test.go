@@ -101,7 +101,7 @@ func TestRestartedMasterClockStepsForward(t *testing.T) {
 	a := mustNew(t, clients(t, reach), opts)
 	ka := mustHold(t, a, "n", dlock.WithTTL(ttl), dlock.WithoutRenewal())
 	wantAbove(t, "of A", ka.Fence(), prev)
-	rs[1].Restart(t)           // forgets A's key
+	rs[1].Restart(t)                                                                                         // forgets A's key
 	if _, err := b.TryAcquire(t.Context(), "n", dlock.WithTTL(ttl)); !errors.Is(err, dlock.ErrNotAcquired) { // master 1's new epoch begins
 		t.Fatalf("TryAcquire(%q) after the restart = %v, want ErrNotAcquired", "n", err)
 	}
