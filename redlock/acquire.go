@@ -55,7 +55,7 @@ func (d *rlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 		if counting < d.quorum {
 			// Not a contention: with fewer than a quorum of counting
 			// masters no one can take the name, free or not.
-			return driver.Result{}, fmt.Errorf("redlock: acquire %q: %d of %d masters answered but only %d count toward a quorum of %d: %d restarted (or had their data flushed, or their clock stepped back) less than Options.MaxTTL + drift + ClockBound (%v) ago by their own clock; they count again after that", l.Name, answered, len(votes), counting, d.quorum, answered-counting, d.guard())
+			return driver.Result{}, fmt.Errorf("redlock: acquire %q: %d of %d masters answered but only %d count toward a quorum of %d: by its own clock, the data of each of the other %d is younger than the restart guard (%v, Options.MaxTTL + drift + ClockBound) and more than %v younger than the others' (a restart or flush, or clocks that stepped); it counts once older than the guard", l.Name, answered, len(votes), counting, d.quorum, answered-counting, d.guard(), epochSlack)
 		}
 		// A counting master refused: another owner holds a key there
 		// (possibly contenders that split the votes).
