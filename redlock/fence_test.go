@@ -38,6 +38,22 @@ func TestRefreshChecksFence(t *testing.T) {
 			t.Fatalf("Refresh(%q) with token %d, held with %d = %v, want ErrNotHeld", l.Name, f, res.Fence, errs[0])
 		}
 	}
+	// The masters' side: two of three keys carry the owner with another
+	// token; a refresh with the token the acquisition got is refused.
+	key := redlock.Key("", "n")
+	for _, c := range cs[:2] {
+		v, err := c.Get(t.Context(), key).Result()
+		if err != nil {
+			t.Fatalf("GET %q = %v, want the lock", key, err)
+		}
+		owner, _, _ := strings.Cut(v, "|")
+		if err := c.Set(t.Context(), key, owner+"|"+strconv.FormatUint(res.Fence+1, 10)+"|", 5*time.Second).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if errs := drv.Refresh(t.Context(), []driver.Lease{right}); !errors.Is(errs[0], driver.ErrNotHeld) {
+		t.Fatalf("Refresh(%q) with token %d, held on 2 of 3 masters with %d = %v, want ErrNotHeld", l.Name, right.Fence, res.Fence+1, errs[0])
+	}
 }
 
 // TestRefreshWritesMissingToken: on a master that granted the acquisition
