@@ -144,18 +144,21 @@
 //     its TIME in µs; the marks, not the clocks, make tokens increase, so
 //     a step of any master's clock, either way, never lowers a token
 //     while a majority keeps its marks (they last 30 days after a name's
-//     last acquisition, and survive nothing but a restart without
-//     persistence, which the guard above covers for a minority). After 30
-//     idle days tokens still increase unless a master's clock is now more
-//     than 30 days behind the clock that made the last token.
+//     last acquisition; only a restart without persistence, or a flush,
+//     loses them earlier, and the restart guard above covers that for a
+//     minority, with each restarted master's own clock). After 30 idle
+//     days tokens still increase unless a master's clock is now more than
+//     30 days behind the clock that made the last token.
 //   - Availability and the restart rule: each master's epoch age is
 //     measured by that master's own clock; a step of any size on at most
 //     f masters, forward or back, does not keep the others from counting
-//     (see Restarted masters). A master whose clock stepped back by s
-//     more than a second below the reference sits out while its age is
-//     below the guard (in the first 24h14m34s of its epoch, plus s), which
-//     costs nothing while the others make a quorum; a master whose clock
-//     stepped forward counts. A restarted master whose clock steps forward
+//     (see Restarted masters). A master whose clock stepped back by s,
+//     so that its age is more than a second below the reference, sits
+//     out while its age is below the guard (the first 24h14m34s of its
+//     epoch, plus s): that costs nothing while the other masters make a
+//     quorum, and makes the lock unavailable (an error, not "held") when
+//     they do not, as with one of three masters down. A master whose
+//     clock stepped forward counts. A restarted master whose clock steps forward
 //     by s after the restart sits out the guard minus s by real time, at
 //     least MaxTTL + drift for s up to Options.ClockBound.
 //
@@ -248,8 +251,8 @@ type Options struct {
 	Drift       time.Duration
 
 	// MaxTTL is the longest TTL any client of these masters uses: a master
-	// whose data is younger than MaxTTL plus drift does not count toward a
-	// quorum (see the package documentation), and Acquire with a longer
+	// whose data is younger than MaxTTL plus drift plus ClockBound does
+	// not count toward a quorum (see the package documentation), and Acquire with a longer
 	// TTL fails with dlock.ErrInvalid. Lower it to shorten how long a
 	// restarted master sits out. Default: dlock.MaxTTL.
 	MaxTTL time.Duration
