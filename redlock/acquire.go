@@ -43,7 +43,7 @@ func (d *rlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 			d.releaseOn(d.masters[i], l, "c")
 		}
 	})
-	answered, granted := d.tally(votes)
+	answered, counting, granted := d.tally(votes)
 	if granted < d.quorum {
 		d.giveBack(ctx, l, "c")
 		if err := ctx.Err(); err != nil {
@@ -52,6 +52,13 @@ func (d *rlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 		if answered < d.quorum {
 			return driver.Result{}, fmt.Errorf("redlock: acquire %q: %d of %d masters answered, want %d: %w", l.Name, answered, len(votes), d.quorum, rediserr.Denied(firstErr(votes)))
 		}
+		if counting < d.quorum {
+			// Not a contention: with fewer than a quorum of counting
+			// masters no one can take the name, free or not.
+			return driver.Result{}, fmt.Errorf("redlock: acquire %q: %d of %d masters answered but only %d count toward a quorum of %d: by its own clock, the data of each of the other %d is younger than the restart guard (%v, Options.MaxTTL + drift + ClockBound) and more than %v younger than the others' (a restart or flush, or clocks that stepped); it counts once older than the guard", l.Name, answered, len(votes), counting, d.quorum, answered-counting, d.guard(), epochSlack)
+		}
+		// A counting master refused: another owner holds a key there
+		// (possibly contenders that split the votes).
 		return driver.Result{Remaining: d.remaining(votes, l.TTL)}, nil
 	}
 	var token uint64
@@ -117,16 +124,30 @@ func (d *rlDriver) vote(ctx context.Context, c redis.UniversalClient, l driver.L
 	return v
 }
 
-// tally marks which answering masters count toward a quorum (not a master
-// whose data is younger than the restart guard and than the oldest
-// answering master's, see the package documentation) and returns how many
-// masters answered and how many counting ones granted.
-func (d *rlDriver) tally(votes []vote) (answered, granted int) {
-	var oldest time.Duration
+// tally marks which answering masters count toward a quorum and returns
+// how many masters answered, how many of them count, and how many
+// counting ones granted. A master counts unless its data is younger than
+// the restart guard and more than epochSlack younger than the reference
+// age: the quorum-th youngest epoch age among the A answers, that is the
+// (A − quorum + 1)-th oldest. Each age is measured by its master's own
+// clock. If at most f = N − quorum masters are faulty (stepped clocks,
+// either way; restarted; not answering), at most A − quorum of the
+// answers are, so at most A − quorum ages lie above the healthy masters'
+// and at most A − quorum below them, and the reference is a healthy
+// master's age: a minority cannot make the healthy masters look
+// restarted, nor a restarted master look old (see the package
+// documentation).
+func (d *rlDriver) tally(votes []vote) (answered, counting, granted int) {
+	ages := make([]time.Duration, 0, len(votes))
 	for _, v := range votes {
 		if v.err == nil {
-			oldest = max(oldest, v.age)
+			ages = append(ages, v.age)
 		}
+	}
+	slices.Sort(ages) // youngest first
+	var ref time.Duration
+	if len(ages) > 0 {
+		ref = ages[min(d.quorum, len(ages))-1] // below a quorum, Acquire fails anyway
 	}
 	for i := range votes {
 		v := &votes[i]
@@ -134,12 +155,15 @@ func (d *rlDriver) tally(votes []vote) (answered, granted int) {
 			continue
 		}
 		answered++
-		v.counts = v.age >= d.guard() || v.age >= oldest-epochSlack
-		if v.granted && v.counts {
-			granted++
+		v.counts = v.age >= d.guard() || v.age >= ref-epochSlack
+		if v.counts {
+			counting++
+			if v.granted {
+				granted++
+			}
 		}
 	}
-	return answered, granted
+	return answered, counting, granted
 }
 
 // remaining returns how long until a majority of the masters may be free:

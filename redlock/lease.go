@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -15,36 +14,58 @@ import (
 
 // Refresh extends each lease on every master, one pipeline per master,
 // and re-creates it where it is gone. A lease stays held if a majority of
-// the masters still held it (see the package documentation).
+// the masters still held it, with its token: l.Fence when that is not 0,
+// else the token its acquisition here got (see the package
+// documentation).
 func (d *rlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	if len(ls) == 0 {
 		return nil
 	}
 	timeout := d.timeoutFor(ls[0].TTL)
-	tokens := make([]uint64, len(ls))
-	onMasters := slices.Clone(ls) // with the owners their keys carry
+	errs := make([]error, len(ls))
+	var (
+		send      []int          // the leases sent to the masters, by index in ls
+		onMasters []driver.Lease // with the owners their keys carry
+		tokens    []uint64       // the token each must carry (0: any)
+	)
 	for i, l := range ls {
-		timeout = min(timeout, d.timeoutFor(l.TTL))
 		h := d.token(l.Owner)
-		tokens[i] = h.token
-		if h.key != "" {
-			onMasters[i].Owner = h.key
+		tok := h.token
+		if l.Fence != 0 {
+			if h.key != "" && h.token != l.Fence {
+				// This owner's acquisition here got another token: the
+				// lease the core describes is not the one the masters hold.
+				errs[i] = fmt.Errorf("redlock: refresh %q: token %d, acquired here with %d: %w", l.Name, l.Fence, h.token, driver.ErrNotHeld)
+				continue
+			}
+			tok = l.Fence // the masters' keys must carry exactly it (see refreshScript)
 		}
+		if h.key != "" {
+			l.Owner = h.key
+		}
+		timeout = min(timeout, d.timeoutFor(l.TTL))
+		send = append(send, i)
+		onMasters = append(onMasters, l)
+		tokens = append(tokens, tok)
 	}
-	// results[m][i] is master m's answer for lease i: 1 extended, 2
-	// re-created, 0 held by another owner, -1 unknown.
-	noAnswer := make([]int, len(ls))
-	for i := range noAnswer {
-		noAnswer[i] = -1
+	if len(send) == 0 {
+		return errs
+	}
+	// results[m][j] is master m's answer for lease send[j]: 1 extended, 2
+	// re-created, 0 held by another owner (or with another token), -1
+	// unknown.
+	noAnswer := make([]int, len(send))
+	for j := range noAnswer {
+		noAnswer[j] = -1
 	}
 	results := each(ctx, d, timeout, noAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) []int {
 		return d.refreshOn(ctx, c, onMasters, tokens)
 	}, nil)
-	errs := make([]error, len(ls))
-	for i, l := range ls {
+	for j, i := range send {
+		l := ls[i]
 		held, unknown := 0, 0
 		for m := range results {
-			switch results[m][i] {
+			switch results[m][j] {
 			case 1:
 				held++
 			case -1:
@@ -57,7 +78,7 @@ func (d *rlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 			errs[i] = fmt.Errorf("redlock: refresh %q: %d of %d masters extended it and %d did not answer, want %d", l.Name, held, len(d.masters), unknown, d.quorum)
 		default:
 			errs[i] = fmt.Errorf("redlock: refresh %q: held on %d of %d masters, want %d: %w", l.Name, held, len(d.masters), d.quorum, driver.ErrNotHeld)
-			d.giveBack(ctx, onMasters[i], "r") // what it re-created, and the minority it still held
+			d.giveBack(ctx, onMasters[j], "r") // what it re-created, and the minority it still held
 			d.forget(l.Owner)
 		}
 	}

@@ -23,9 +23,15 @@ func init() { backend.Register("redlock", open) }
 // answer PING (a minority may be down), or fails when ctx ends first. The
 // Locker closes the clients it creates.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
-	q, err := backend.URLParams(u, append([]string{"prefix"}, backend.TLSParams...)...)
+	q, err := backend.URLParams(u, append([]string{"prefix", "clock_bound"}, backend.TLSParams...)...)
 	if err != nil {
 		return nil, err
+	}
+	opts := &Options{Prefix: q.Get("prefix")}
+	if v := q.Get("clock_bound"); v != "" {
+		if opts.ClockBound, err = time.ParseDuration(v); err != nil || opts.ClockBound < 0 {
+			return nil, fmt.Errorf("%w: clock_bound %q is not a duration of 0 or more such as 10s", dlock.ErrBadURL, v)
+		}
 	}
 	if p := strings.Trim(u.Path, "/"); p != "" {
 		return nil, fmt.Errorf("%w: redlock:// takes no path (got %q)", dlock.ErrBadURL, p)
@@ -49,7 +55,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		clients[i] = redis.NewClient(&redis.Options{Addr: h, Username: user, Password: pass, TLSConfig: tc, ContextTimeoutEnabled: true})
 		clients[i].AddHook(redisquiet.Hook{}) // go-redis logs nothing about them
 	}
-	d, err := newDriver(clients, &Options{Prefix: q.Get("prefix")})
+	d, err := newDriver(clients, opts)
 	if err != nil { // unreachable: the options are valid
 		closeAll(clients)
 		return nil, fmt.Errorf("%w: %w", dlock.ErrBadURL, err)

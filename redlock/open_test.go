@@ -16,6 +16,7 @@ func TestOpenURLs(t *testing.T) {
 	for _, tc := range []struct{ url, key string }{
 		{"redlock://" + hosts, redlock.Key("", "n")},
 		{"redlock://" + hosts + "?prefix=app:", "app:l:n"},
+		{"redlock://" + hosts + "?clock_bound=2s", redlock.Key("", "n")},
 		{"redlock://" + hosts + ",127.0.0.1:1", redlock.Key("", "n")}, // a fourth master down: 3 of 4 answer
 	} {
 		l, err := dlock.Open(t.Context(), tc.url)
@@ -45,8 +46,10 @@ func TestOpenURLErrors(t *testing.T) {
 		{"redlock://", "dlock: bad store URL: redlock:// URL has no host"},
 		{"redlock://h:1,h:2", "dlock: bad store URL: redlock:// needs at least 3 hosts, got 2"},
 		{"redlock://h:1,h:2,h:99999", `dlock: bad store URL: bad port "99999" for host "h"`},
+		{"redlock://h:1,h:2,h:3?clock_bound=10", `dlock: bad store URL: clock_bound "10" is not a duration`},
+		{"redlock://h:1,h:2,h:3?clock_bound=-1s", `dlock: bad store URL: clock_bound "-1s" is not a duration`},
 		{"redlock://h:1,h:2,h:3/0", `dlock: bad store URL: redlock:// takes no path (got "0")`},
-		{"redlock://h:1,h:2,h:3?table=t", `dlock: bad store URL: unknown parameter "table" for redlock:// (known: prefix, tls, tls_ca, tls_cert, tls_key, tls_server_name, tls_insecure_skip_verify)`},
+		{"redlock://h:1,h:2,h:3?table=t", `dlock: bad store URL: unknown parameter "table" for redlock:// (known: prefix, clock_bound, tls, tls_ca, tls_cert, tls_key, tls_server_name, tls_insecure_skip_verify)`},
 	} {
 		_, err := dlock.Open(t.Context(), tc.url)
 		if !errors.Is(err, dlock.ErrBadURL) || !strings.Contains(err.Error(), tc.want) {

@@ -37,8 +37,10 @@
 //
 // # Renewal
 //
-// A refresh extends the lease on every master in one pipeline per master,
-// and re-creates the key, with its token, on masters where it is gone (a
+// A refresh extends the lease on every master in one pipeline per master
+// where the key carries the lease's owner and token (driver.Lease.Fence,
+// when the core sets it), and re-creates the key, with its token, on
+// masters where it is gone (a
 // master restarted empty, or an expiry). It succeeds only if a majority
 // still held the lease when it arrived: a key re-created on a master
 // where the name was free does not count, since another owner may have
@@ -57,15 +59,15 @@
 // of the masters that granted, and Acquire writes it, owner-checked, into
 // the lock and the marks of a majority before it returns.
 //
-// Why they increase: holder A returned token f only after f was in the
+// Why they increase: holder A returned token t only after t was in the
 // marks of a majority W, each write made while A still held the key
 // there. A later holder B was granted by a majority G, which meets W in
 // some master m; m granted B after A's key on m ended, so after A's write,
-// so m's candidate, and B's token, is above f. This assumes that a
+// so m's candidate, and B's token, is above t. This assumes that a
 // majority of the masters keep their data (a master that restarted empty
-// within the longest TTL is discounted, see below), and that a key lives
-// at least TTL − drift after it was sent (bounded clock drift, no pause
-// of a master's clock). The marks expire after 30 days without an
+// within the longest TTL is discounted, see below); the order of the
+// steps on m, not a clock, does the rest, so clocks enter only through
+// that restart guard (see Clocks). The marks expire after 30 days without an
 // acquisition of their name (so idle names cost nothing forever); after
 // that, tokens still increase while the masters' clocks differ by less
 // than 30 days, since a candidate is at least the master's clock in µs.
@@ -76,25 +78,89 @@
 // holder may then hold on only a minority, and without a defence another
 // client could win a majority with the restarted master's vote while the
 // first still believes it holds (the central objection to Redlock). The
-// defence: each master keeps an epoch, the time its data set began
-// (written by the scripts with the server's run id, so a restart, with
-// or without persistence, or a FLUSHALL starts a new one), and every
-// script reports its age. A master whose epoch is younger than
-// Options.MaxTTL + drift, and more than a second younger than the oldest
-// epoch among the masters that answered, does not count toward a quorum
-// (it still gets the key), so by the time it counts, every key it may
-// have forgotten has expired. Acquire refuses a TTL above MaxTTL.
+// defence: each master keeps an epoch, the time its data set began by its
+// own clock (written by the scripts with the server's run id, so a
+// restart, with or without persistence, or a FLUSHALL starts a new one),
+// and every script reports its age. The reference age is the quorum-th
+// youngest of the A answers (the (A−quorum+1)-th oldest). A master whose
+// epoch is younger than the guard, Options.MaxTTL + drift +
+// Options.ClockBound (24h14m34s with the defaults), and more than a
+// second younger than the reference does not count toward a quorum (it
+// still gets the key), so by the time it counts, every key it may have
+// forgotten has expired. Acquire refuses a TTL above MaxTTL. When fewer
+// than a quorum of the masters that answered count, Acquire fails with an
+// error saying how many counted and why, not with "held": nobody can
+// take the name then, free or not.
+//
+// The reference is chosen so that a minority cannot move it: if at most
+// N − quorum masters are faulty in any way (restarted, not answering, or
+// with a clock stepped either way by any amount), at most A − quorum of
+// the answers are, so it is the age of a master that is not, and every
+// healthy master counts (their epochs began within a second of each
+// other) while a restarted one does not. With more faulty masters the
+// lock may become unavailable (with three masters, one down and one whose
+// clock stepped forward by more than a second in the first guard of its
+// epoch: the two answers disagree and the healthy one may be the one that
+// sits out), or, when a majority restarted, unprotected (below).
 //
 // What remains: masters that were never seen by anyone before cannot be
 // told apart from restarted ones, so when every master that answers is
 // young (a new deployment, or a majority restarted at once, which
-// breaks the assumption above), none is discounted; a restart within a
-// second of the masters' first use is not caught; persistence that loses
-// recent writes without a restart (eviction with a volatile maxmemory
-// policy) is not detected, so run the masters with maxmemory-policy
-// noeviction. And, as with every lock, a holder paused past its lease
-// (GC, SIGSTOP, a VM migration) may act on a lock it lost: pass its
-// token to storage that rejects stale ones (package fence).
+// breaks the assumption above), none is discounted; a restart less than a
+// second after the masters' first use is not caught, nor one less than
+// s + 1 s after it if the restarted master's clock then steps forward by
+// s (its age gains s; a step up to ClockBound is otherwise covered by the
+// guard); persistence that loses recent writes without a restart
+// (eviction with a volatile maxmemory policy) is not detected, so run the
+// masters with maxmemory-policy noeviction. And, as with every lock, a
+// holder paused past its lease (GC, SIGSTOP, a VM migration) may act on a
+// lock it lost: pass its token to storage that rejects stale ones
+// (package fence).
+//
+// # Clocks
+//
+// Which clock each promise depends on, with the defaults (N masters,
+// quorum N/2+1, f = N − quorum):
+//
+//   - Exclusion: each key expires by its master's wall clock (SET PX);
+//     the client counts the validity, TTL − elapsed − (TTL×1% + 2 ms), on
+//     its own monotonic clock, and the core closes Done at 0.9×TTL of
+//     it. A master whose clock runs up to 1% fast, or steps forward by
+//     less than TTL×1% + 2 ms, is within the allowance. A larger forward
+//     step of s on a master ends its keys up to s early, so that master
+//     may grant the name to another client: that is one faulty master.
+//     Two holders need a quorum of votes, so the lock stays exclusive
+//     while at most f masters are faulty in all (down, unreachable from
+//     the holder, restarted, or stepped forward); with three masters one
+//     such step is tolerated, not two at once (masters sharing one host
+//     clock, or an NTP step on all of them, can end a holder's lease
+//     early on a majority: Redlock then gives no exclusion, whatever
+//     Options.ClockBound says). The holder's next refresh re-creates the
+//     key on a master that dropped it. A back step of s makes a master
+//     keep keys up to s longer: after a holder's crash that master
+//     refuses the name s longer, which delays no one while the others
+//     make a quorum.
+//   - Tokens: a master's candidate is one above its mark, and at least
+//     its TIME in µs; the marks, not the clocks, make tokens increase, so
+//     a step of any master's clock, either way, never lowers a token
+//     while a majority keeps its marks (they last 30 days after a name's
+//     last acquisition; only a restart without persistence, or a flush,
+//     loses them earlier, and the restart guard above covers that for a
+//     minority, with each restarted master's own clock). After 30 idle
+//     days tokens still increase unless a master's clock is now more than
+//     30 days behind the clock that made the last token.
+//   - Availability and the restart rule: each master's epoch age is
+//     measured by that master's own clock; a step of any size on at most
+//     f masters, forward or back, does not keep the others from counting
+//     (see Restarted masters). A master whose clock stepped back by s,
+//     so that its age is more than a second below the reference, sits
+//     out while its age is below the guard (the first 24h14m34s of its
+//     epoch, plus s): that costs nothing while the other masters make a
+//     quorum, and makes the lock unavailable (an error, not "held") when
+//     they do not, as with one of three masters down. A master whose
+//     clock stepped forward counts. A restarted master whose clock steps forward
+//     by s after the restart sits out the guard minus s by real time, at
+//     least MaxTTL + drift for s up to Options.ClockBound.
 //
 // # No shared locks or semaphores
 //
@@ -119,7 +185,7 @@
 //
 // Importing the package registers this with dlock.Open:
 //
-//	redlock://[user:pass@]host:port,host:port,host:port[?prefix=...]
+//	redlock://[user:pass@]host:port,host:port,host:port[?prefix=...&clock_bound=10s]
 //
 // with at least three hosts (an odd number is best: a fourth master adds
 // no tolerance to three). Every master takes the same user and password.
@@ -185,11 +251,20 @@ type Options struct {
 	Drift       time.Duration
 
 	// MaxTTL is the longest TTL any client of these masters uses: a master
-	// whose data is younger than MaxTTL plus drift does not count toward a
-	// quorum (see the package documentation), and Acquire with a longer
+	// whose data is younger than MaxTTL plus drift plus ClockBound does
+	// not count toward a quorum (see the package documentation), and Acquire with a longer
 	// TTL fails with dlock.ErrInvalid. Lower it to shorten how long a
 	// restarted master sits out. Default: dlock.MaxTTL.
 	MaxTTL time.Duration
+
+	// ClockBound is the largest step of one master's wall clock, forward
+	// or back, that the restart guard allows for: a master restarted
+	// empty sits out MaxTTL + drift + ClockBound by its own clock, so
+	// that a forward step of that clock by up to ClockBound after the
+	// restart still leaves it out until every key it may have forgotten
+	// has expired. It must not be negative. Default:
+	// driver.DefaultClockBound (also when 0).
+	ClockBound time.Duration
 
 	// MaxRetryInterval bounds how long a waiter waits for a wake-up
 	// before trying again. It must not be negative.
@@ -232,6 +307,7 @@ type rlDriver struct {
 	driftFactor float64
 	drift       time.Duration
 	maxTTL      time.Duration
+	clockBound  time.Duration
 	maxRetry    time.Duration
 	own         bool // Close closes the masters' clients (Open made them)
 
@@ -264,7 +340,7 @@ func newDriver(clients []redis.UniversalClient, opts *Options) (*rlDriver, error
 	d := &rlDriver{
 		masters: clients, quorum: len(clients)/2 + 1,
 		prefix: o.Prefix, nodeTimeout: o.NodeTimeout,
-		driftFactor: o.DriftFactor, drift: o.Drift, maxTTL: o.MaxTTL, maxRetry: o.MaxRetryInterval,
+		driftFactor: o.DriftFactor, drift: o.Drift, maxTTL: o.MaxTTL, clockBound: o.ClockBound, maxRetry: o.MaxRetryInterval,
 		tokens: make(map[string]held),
 	}
 	if d.prefix == "" {
@@ -275,6 +351,9 @@ func newDriver(clients []redis.UniversalClient, opts *Options) (*rlDriver, error
 	}
 	if d.maxTTL == 0 {
 		d.maxTTL = dlock.MaxTTL
+	}
+	if d.clockBound == 0 {
+		d.clockBound = driver.DefaultClockBound
 	}
 	return d, nil
 }
@@ -296,6 +375,8 @@ func (o Options) check() error {
 		return fmt.Errorf("MaxTTL %v outside [0, %v]", o.MaxTTL, dlock.MaxTTL)
 	case o.MaxTTL > 0 && o.MaxTTL < dlock.MinTTL:
 		return fmt.Errorf("MaxTTL %v below dlock.MinTTL %v", o.MaxTTL, dlock.MinTTL)
+	case o.ClockBound < 0:
+		return fmt.Errorf("negative ClockBound %v", o.ClockBound)
 	case o.MaxRetryInterval < 0:
 		return fmt.Errorf("negative MaxRetryInterval %v", o.MaxRetryInterval)
 	}
@@ -316,7 +397,9 @@ func (d *rlDriver) timeoutFor(ttl time.Duration) time.Duration {
 }
 
 // guard is how young a master's epoch must be to be discounted.
-func (d *rlDriver) guard() time.Duration { return d.maxTTL + d.driftFor(d.maxTTL) }
+func (d *rlDriver) guard() time.Duration {
+	return d.maxTTL + d.driftFor(d.maxTTL) + d.clockBound
+}
 
 func (d *rlDriver) lockKey(name string) string { return Key(d.prefix, name) }
 func (d *rlDriver) markKey(name string) string { return d.prefix + "f:" + name }
