@@ -247,9 +247,10 @@ import (
 // DefaultPrefix is Options.Prefix's default.
 const DefaultPrefix = "dlock:"
 
-// tombstoneTTL is how long a released lock's key keeps its last fencing
-// token.
-const tombstoneTTL = 5 * time.Second
+// tombstoneExtra is how much longer than the clock bound a released
+// lock's key keeps its last fencing token (see "Fencing tokens" in the
+// package documentation).
+const tombstoneExtra = time.Second
 
 // Options configures a Redis Locker. A nil *Options means defaults.
 type Options struct {
@@ -282,6 +283,16 @@ type Options struct {
 	// extend. It must not be negative. Default: a tenth of the lease's
 	// TTL, at most one second (at least a millisecond).
 	WaitTimeout time.Duration
+
+	// ClockBound is the largest step of the Redis server's wall clock,
+	// forward or back, that neither ends a lease under its holder nor
+	// makes a fencing token go down (see "Clock steps" in the package
+	// documentation). A lock's key lives its TTL plus ClockBound on the
+	// server; a released name's token is kept for ClockBound plus one
+	// second. Every Locker sharing names should use the same bound. It
+	// must not be negative; 0 means the default. Default:
+	// driver.DefaultClockBound.
+	ClockBound time.Duration
 }
 
 // New returns a Locker on the Redis server behind client: a *redis.Client,
@@ -317,7 +328,10 @@ func newLocker(client redis.UniversalClient, opts *Options, ownClient bool) (*dl
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	d := &redisDriver{c: client, prefix: o.Prefix, ownClient: ownClient}
+	if o.ClockBound == 0 {
+		o.ClockBound = driver.DefaultClockBound
+	}
+	d := &redisDriver{c: client, prefix: o.Prefix, bound: o.ClockBound, ownClient: ownClient}
 	if o.WaitReplicas > 0 {
 		switch client.(type) {
 		case *redis.Client, *redis.ClusterClient:
@@ -344,6 +358,9 @@ func (o Options) check() error {
 	}
 	if o.WaitTimeout < 0 {
 		return fmt.Errorf("negative WaitTimeout %v", o.WaitTimeout)
+	}
+	if o.ClockBound < 0 {
+		return fmt.Errorf("negative ClockBound %v", o.ClockBound)
 	}
 	return nil
 }
@@ -378,6 +395,7 @@ var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 type redisDriver struct {
 	c         redis.UniversalClient
 	prefix    string
+	bound     time.Duration // Options.ClockBound
 	grants    *grants
 	batch     *batcher
 	wait      *replicaWait   // nil: no WAIT after writes
@@ -404,6 +422,11 @@ func (d *redisDriver) keys(name string) []string {
 func (d *redisDriver) channelPrefix() string { return d.prefix + "w:" }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+// tombstone is how long a released name's key keeps its last token: past
+// the clock bound, so that a step back of the server's clock by up to the
+// bound, once the tombstone is gone, cannot bring TIME below that token.
+func (d *redisDriver) tombstone() time.Duration { return d.bound + tombstoneExtra }
 
 // heartbeat is how often a waiter refreshes its place in the queue: at
 // most half the granted lease (see grantLease), so that a waiter whose
@@ -454,21 +477,27 @@ const (
 func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue string, ticket int) (driver.Result, error) {
 	keep := 3 * heartbeat(l.TTL)
 	call := d.batch.run(&scriptCall{ctx: ctx, script: acquireScript, keys: d.keys(l.Name), wait: true, ttl: l.TTL,
-		args: []any{l.Owner, ms(l.TTL), l.Metadata, queue, ms(keep), d.channelPrefix(), modeArg(l), ticket}})
+		args: []any{l.Owner, ms(l.TTL), l.Metadata, queue, ms(keep), d.channelPrefix(), modeArg(l), ticket, l.Takeover, ms(d.bound)}})
 	vals, err := call.cmd.Slice()
 	if err != nil {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, denied(err))
 	}
-	if len(vals) != 2 && len(vals) != 3 {
+	if len(vals) != 2 && len(vals) != 3 && len(vals) != 5 {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: unexpected reply %v", l.Name, vals)
 	}
 	switch ok, _ := vals[0].(int64); ok {
 	case 0:
 		pttl, _ := vals[1].(int64)
 		res := driver.Result{Remaining: time.Duration(max(pttl, 0)) * time.Millisecond}
-		if len(vals) == 3 {
-			ahead, _ := vals[2].(int64)
-			res.Waited, res.Ahead = true, int(ahead)
+		if len(vals) >= 3 {
+			if ahead, _ := vals[2].(int64); ahead >= 0 {
+				res.Waited, res.Ahead = true, int(ahead)
+			}
+		}
+		if len(vals) == 5 {
+			res.Stamp, _ = vals[3].(string)
+			stampTTL, _ := vals[4].(int64)
+			res.StampTTL = time.Duration(stampTTL) * time.Millisecond
 		}
 		return res, nil
 	case -1:
@@ -522,6 +551,7 @@ func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver
 	hb := heartbeat(l.TTL)
 	waited, ahead := false, -1 // for Result.Waited and Ahead
 	var sent []time.Time       // by ticket - 1: when each call was sent
+	var obs driver.Observer    // the holder's stamp, for a takeover
 	queue := joinQueue
 	for {
 		ticket := 0
@@ -551,6 +581,17 @@ func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver
 		if res.Remaining > 0 {
 			wait = min(wait, res.Remaining+time.Millisecond)
 		}
+		// The holder's stamp, unchanged for its TTL on this process's
+		// clock, means it has given the lease up (see driver.Result.Stamp):
+		// the next call takes the name over if the stamp still stands.
+		takeover, left := obs.Note(res, time.Now())
+		l.Takeover = takeover
+		switch {
+		case takeover != "":
+			continue
+		case left > 0:
+			wait = min(wait, left+time.Millisecond)
+		}
 		if ready != nil {
 			// Queued before the Locker's subscription was confirmed: a
 			// grant may go unheard, so ask again once it is (or soon).
@@ -559,7 +600,12 @@ func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver
 		t := time.NewTimer(wait)
 		select {
 		case msg := <-wake: // a grant, a resubscription or a refusal
-			if fence, at, ok := granted(msg, sent); ok {
+			if fence, at, ok := granted(msg, sent); ok && time.Since(at) < l.TTL/2 {
+				// The call with the message's ticket was sent recently
+				// enough that the grant cannot have lapsed; an older one
+				// may name a grant that lapsed unused (the name passed on
+				// since, and perhaps back to this owner with a newer
+				// token): the next call asks the server.
 				t.Stop()
 				return driver.Result{Acquired: true, Fence: fence, LeaseStart: at, Waited: true, Ahead: ahead}, nil
 			}
@@ -638,7 +684,7 @@ func (d *redisDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	errs := make([]error, len(ls))
 	calls := make([]*scriptCall, len(ls))
 	for i, l := range ls {
-		calls[i] = &scriptCall{ctx: ctx, script: refreshScript, keys: []string{Key(d.prefix, l.Name)}, args: []any{l.Owner, ms(l.TTL)}, wait: true, ttl: l.TTL}
+		calls[i] = &scriptCall{ctx: ctx, script: refreshScript, keys: []string{Key(d.prefix, l.Name)}, args: []any{l.Owner, ms(l.TTL), strconv.FormatUint(l.Fence, 10), ms(d.bound)}, wait: true, ttl: l.TTL}
 	}
 	runScripts(ctx, d.c, d.wait, calls)
 	for i, c := range calls {
@@ -663,7 +709,7 @@ func (d *redisDriver) Release(ctx context.Context, l driver.Lease) error {
 	// No WAIT: a release a failover loses keeps the name busy until its
 	// lease ends, no more.
 	reply, err := d.batch.run(&scriptCall{ctx: ctx, script: releaseScript, keys: d.keys(l.Name),
-		args: []any{l.Owner, ms(tombstoneTTL), d.channelPrefix()}}).cmd.Result()
+		args: []any{l.Owner, ms(d.tombstone()), d.channelPrefix(), ms(d.bound)}}).cmd.Result()
 	if err != nil {
 		return fmt.Errorf("redislock: release %q: %w", l.Name, denied(err))
 	}
