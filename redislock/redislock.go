@@ -25,7 +25,12 @@
 // since. So it names the ticket of the waiter's script call that wrote
 // the queue entry it was granted from: the grant happened after that call
 // was sent, and the waiter measures its lease (its full TTL) from then,
-// which is never later than the server's. A contended acquisition
+// which is never later than the server's. The waiter takes the message as
+// the grant only if that call was sent less than TTL/2 ago (the margin
+// of the core's confirmation): an older message may name a grant that
+// lapsed unused, after which the name may have passed on and come back to
+// the same waiter with a newer token, so the waiter asks the server
+// instead, which returns the token that stands. A contended acquisition
 // therefore costs two script calls: the attempt that queues and the
 // release that hands over. A waiter whose entry was last written more
 // than half a second ago is granted only a short lease and told so
@@ -38,10 +43,13 @@
 //
 // A waiter refreshes its place every min(TTL/3, 1 s); that refresh also
 // catches a grant whose message (or, within one Locker, the release's
-// reply) was lost, and a holder that died without releasing. The waiter
-// first in line also tries again as soon as the holder's lease ends, so a
-// holder that died is replaced at once; the others only take their turn
-// after it, or at their next refresh if the first in line died too. A
+// reply) was lost, and a holder that died without releasing: each reply
+// carries the exclusive holder's stamp, which changes at each of its
+// renewals, and a waiter that has seen the same stamp for the holder's
+// TTL on its own monotonic clock takes the name over (see "Clock steps"),
+// so a holder that died is replaced about a TTL after its last renewal,
+// whatever the server's clock says. A waiter that arrives later observes
+// for a TTL from its arrival. A
 // waiter that dies loses its place after three heartbeats.
 // If the lock is handed to it within half a second of its last write to
 // the queue, it gets its TTL, as a holder that died just after taking the
@@ -78,8 +86,10 @@
 // # Keys
 //
 // A lock on name lives in a string key, Prefix + "{" + escaped name + "}",
-// whose value is "owner|fence[|metadata]" while held, or
-// "owner|fence,queue expiry[|metadata]" when the name was handed to its
+// whose value is "owner|fence.ttl.n[|metadata]" while held (ttl the
+// holder's lease in ms, n a counter raised by each renewal; the key
+// lives ttl plus the clock bound), or
+// "owner|fence.ttl.n,queue expiry[|metadata]" when the name was handed to its
 // holder from the queue (the time, in ms on the server's clock, until
 // which the queue lives at least, so that waiters joining it need not
 // extend it each time); its waiters in
@@ -88,7 +98,8 @@
 // A name held in shared mode or as a semaphore is a hash under the same
 // key instead: owner -> "expiry_ms|fence|metadata" per holder (expiry on
 // the server's clock), "f" -> the last fence issued and "m" -> the mode
-// ("s", or the limit). The hash expires with its latest holder, and
+// ("s", or the limit). The hash expires with its latest holder (plus the
+// clock bound), and
 // becomes the string tombstone (below) when its last holder leaves. The
 // exclusive scripts read the key with a GET that fails on a hash, which
 // is how they find the other modes: a name never used in them costs the
@@ -99,20 +110,67 @@
 //
 // # Fencing tokens
 //
-// The token is the Redis server's TIME in microseconds at acquisition,
-// raised to one more than the previous token if the key still remembers
-// one: the tombstone's, the exclusive holder's, or the hash's "f" for
-// shared holds and permits, each of which gets a token of its own. So an
-// exclusive holder's token is above every earlier reader's. On release the key is not deleted but replaced by a tombstone
-// "|fence" that expires after 5 s, so a release followed at once
-// by an acquisition still counts up even if the server's clock stepped
-// back; nothing stays behind per name once the tombstone expires. Tokens
-// therefore strictly increase as long as the server's clock does not step
-// back by more than 5 s, or, after a failover to a replica that
-// lost the latest writes, as long as the new master's clock is not behind
-// the old one's by more than the failover took. (Without persistence a
-// failover can also lose a held lock outright; that is Redis's
-// replication model, and why the tokens exist.)
+// Each token is the larger of one more than the previous token, if the
+// key still remembers one (the tombstone's, the exclusive holder's, or
+// the hash's "f" for shared holds and permits, each of which gets a token
+// of its own), and the Redis server's TIME in microseconds. So an
+// exclusive holder's token is above every earlier reader's, and tokens
+// stay above TIME-based ones even where the last writes were lost. On
+// release the key is not deleted but replaced by a tombstone "|fence"
+// that lives the clock bound plus one second (11 s by default); nothing
+// stays behind per name once it expires. A step back of the server's
+// clock by up to the bound while the tombstone lives leaves it in place
+// (it lives longer), and one after it expired leaves TIME above the
+// token it kept, so tokens strictly increase under any step of up to the
+// bound, across a restart of a server that persists its writes before
+// answering (appendonly yes with appendfsync always: the keys and
+// tombstones survive the restart).
+//
+// The exception, which this package cannot close: a server without
+// persistence (or with appendfsync everysec, which may lose the last
+// second) forgets every key when it restarts, tombstones included, and
+// the next token then comes from TIME alone; if the server's clock is
+// then behind the TIME of the last token handed out (a step back, by any
+// amount, of a clock that had not yet run past it), the next token is
+// below it. Likewise after a failover to a replica that lost the latest
+// writes, when the new master's clock is behind the old one's by more
+// than the failover took. (Without persistence a restart or failover can
+// also lose a held lock outright; that is Redis's replication model, and
+// why the tokens exist.)
+//
+// # Clock steps
+//
+// Redis measures leases with its wall clock (SET PX), which can step.
+// Options.ClockBound (clock_bound in a URL; driver.DefaultClockBound, 10
+// s, by default) is the largest step, forward or back, that this package
+// tolerates at any moment: a lock's key lives its TTL plus the bound, so
+// a forward step of up to the bound does not end it under its holder.
+// The lease itself (what Inspect and dlock status report as remaining)
+// ends at the TTL; a key whose lease ran out by the server's clock less
+// than the bound ago is in doubt: no acquisition takes it by the server's
+// clock alone. Instead the attempt reports the holder's stamp (its owner,
+// token, TTL and renewal count, which every renewal changes, see
+// driver.Result.Stamp), and a waiter that has seen the same stamp for the
+// holder's TTL on its own monotonic clock takes the name over, if the
+// stamp still stands, in the same script: a holder's Done closes
+// 0.9×TTL after sending the renewal that wrote that stamp, which was
+// before the taker first saw it. A queued waiter observes the stamp from
+// its first reply, in doubt or not, so a crashed holder is replaced about
+// a TTL after its last renewal; a fresh Acquire about a TTL after it
+// arrives; TryAcquire does not take a name in doubt. A key in doubt for
+// longer than the bound (nobody observed it) expires and the name is free
+// as before. Renewals also check the token (driver.Lease.Fence), not
+// only the owner.
+//
+// Shared holds and permits are not taken over this way: a holder counts
+// as live until its expiry plus the bound by the server's clock, so a
+// crashed reader or permit holder keeps the name (or its permit) for up
+// to its TTL plus the bound. Queue entries, their expiries and the grant
+// leases' freshness are read off the server's clock too, but only for
+// liveness: a step can drop a waiter's place early (it joins again at its
+// next heartbeat) or keep a dead waiter's longer, and a grant's lease is
+// measured by the waiter from a call it sent before the grant, whatever
+// the server's clock says.
 //
 // # Under faults
 //
@@ -180,8 +238,9 @@
 //	redis+cluster://[user:pass@]host[:port][,host[:port]]
 //
 // with the query parameters prefix (Options.Prefix), wait_replicas
-// (Options.WaitReplicas, a number) and wait_timeout (Options.WaitTimeout,
-// a Go duration such as 200ms), and the TLS parameters of
+// (Options.WaitReplicas, a number), wait_timeout (Options.WaitTimeout,
+// a Go duration such as 200ms) and clock_bound (Options.ClockBound, a Go
+// duration such as 10s), and the TLS parameters of
 // backend.TLSParams: tls_ca, tls_cert and tls_key, tls_server_name,
 // tls_insecure_skip_verify (only "true" skips verification). rediss://
 // always speaks TLS, verifying the server against the system's

@@ -60,9 +60,9 @@ import (
 // a holder and extends the lease to its own TTL.
 
 // common holds the Lua helpers the general paths share. The server's TIME
-// is read only when needed (and once per script): for the first token of
-// a name whose tombstone is gone, for the expiries of shared holds and
-// permits, and for queue deadlines when someone waits.
+// is read only when needed (and once per script): for every new token
+// (see fence_after), for the expiries of shared holds and permits, and
+// for queue deadlines when someone waits.
 //
 // A name's state is a table st: last (the last fence issued), n (live
 // holders), mode ("x" for an exclusive holder, "s" shared, a limit, nil
