@@ -292,3 +292,38 @@ func TestFreshLockerTakesOverCrashedHolder(t *testing.T) {
 		t.Errorf("Acquire(%q) Fence() = %d, want above the crashed holder's %d", name, k.Fence(), fence)
 	}
 }
+
+// TestClockBoundSetsKeyLives: a lock's key lives its TTL plus the clock
+// bound, and a released name's tombstone the bound plus one second, with
+// the bound from Options.ClockBound or the URL's clock_bound.
+func TestClockBoundSetsKeyLives(t *testing.T) {
+	r := testserver.StartRedis(t)
+	client := r.Client(t)
+	const ttl, bound = time.Second, 3 * time.Second
+	viaNew, err := redislock.New(client, &redislock.Options{ClockBound: bound})
+	if err != nil {
+		t.Fatalf("redislock.New = %v", err)
+	}
+	defer viaNew.Close()
+	viaURL, err := dlock.Open(t.Context(), "redis://"+r.Addr()+"?clock_bound=3s")
+	if err != nil {
+		t.Fatalf("dlock.Open = %v", err)
+	}
+	defer viaURL.Close()
+	for i, l := range []*dlock.Locker{viaNew, viaURL} {
+		name := "bound-" + strconv.Itoa(i)
+		key := redislock.Key("", name)
+		k := dlocktest.MustTryAcquire(t, l, name, dlock.WithTTL(ttl))
+		if pttl := client.PTTL(t.Context(), key).Val(); pttl <= bound || pttl > ttl+bound {
+			t.Errorf("PTTL %s of a held lock (TTL %v, bound %v) = %v, want in (%v, %v]", key, ttl, bound, pttl, bound, ttl+bound)
+		}
+		hs, err := l.Inspect(t.Context(), name)
+		if err != nil || len(hs) != 1 || hs[0].Remaining > ttl {
+			t.Errorf("Inspect(%q) = %v, %v, want one holder with at most the TTL %v remaining", name, hs, err, ttl)
+		}
+		dlocktest.MustRelease(t, k)
+		if pttl := client.PTTL(t.Context(), key).Val(); pttl <= bound || pttl > bound+time.Second {
+			t.Errorf("PTTL %s of a tombstone (bound %v) = %v, want in (%v, %v]", key, bound, pttl, bound, bound+time.Second)
+		}
+	}
+}

@@ -66,6 +66,8 @@ func TestOpenURLErrors(t *testing.T) {
 		{"redis+sentinel://h:1", "dlock: bad store URL: redis+sentinel:// needs the master name as its path"},
 		{"redis+cluster://h:1/0", "dlock: bad store URL: redis+cluster:// takes no path"},
 		{"redis://h:1/0?prefix=a{b}", `dlock: bad store URL: prefix "a{b}" contains a brace`},
+		{"redis://h:1/0?clock_bound=10", `dlock: bad store URL: clock_bound "10" is not a duration`},
+		{"redis://h:1/0?clock_bound=-1s", "dlock: bad store URL: negative ClockBound -1s"},
 	} {
 		_, err := dlock.Open(t.Context(), tc.url)
 		if !errors.Is(err, dlock.ErrBadURL) || !strings.Contains(err.Error(), tc.want) {
