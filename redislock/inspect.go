@@ -55,7 +55,7 @@ func (d *redisDriver) Inspect(ctx context.Context, names []string) ([]driver.Hol
 		if !ok {
 			continue
 		}
-		h.Remaining = max(ttls[i].Val(), 0)
+		h.Remaining = max(ttls[i].Val()-d.bound, 0) // the key outlives the lease by the clock bound
 		hs = append(hs, h)
 	}
 	if len(hashes) == 0 {
@@ -78,12 +78,12 @@ func (d *redisDriver) Inspect(ctx context.Context, names []string) ([]driver.Hol
 			v, _ := vals[1].(string)
 			if h, ok := parseHolder(k, v); ok {
 				ttl, _ := vals[2].(int64)
-				h.Remaining = time.Duration(max(ttl, 0)) * time.Millisecond
+				h.Remaining = max(time.Duration(ttl)*time.Millisecond-d.bound, 0)
 				hs = append(hs, h)
 			}
 			continue
 		}
-		hs = append(hs, parseHolders(k, vals)...)
+		hs = append(hs, parseHolders(k, vals, d.bound)...)
 	}
 	return hs, nil
 }
@@ -94,8 +94,10 @@ func isWrongType(err error) bool {
 
 // parseHolders decodes inspectHashScript's reply on the hash of a name
 // held in shared mode or as a semaphore (see scripts.go): its live
-// holders, in fence order.
-func parseHolders(key string, vals []any) []driver.Holder {
+// holders (those whose lease ended less than bound ago by the server's
+// clock, which the scripts count as live, with Remaining 0), in fence
+// order.
+func parseHolders(key string, vals []any, bound time.Duration) []driver.Holder {
 	name, ok := nameOf(key)
 	if len(vals) != 2 || !ok {
 		return nil
@@ -119,11 +121,11 @@ func parseHolders(key string, vals []any) []driver.Holder {
 		}
 		exp, err1 := strconv.ParseInt(parts[0], 10, 64)
 		fence, err2 := strconv.ParseUint(parts[1], 10, 64)
-		if err1 != nil || err2 != nil || exp <= now {
+		if err1 != nil || err2 != nil || exp+bound.Milliseconds() <= now {
 			continue
 		}
 		hs = append(hs, driver.Holder{Name: name, Owner: owner, Fence: fence, Metadata: parts[2],
-			Remaining: time.Duration(exp-now) * time.Millisecond, Shared: mode == "s", Limit: limit})
+			Remaining: time.Duration(max(exp-now, 0)) * time.Millisecond, Shared: mode == "s", Limit: limit})
 	}
 	slices.SortFunc(hs, func(a, b driver.Holder) int { return cmp.Compare(a.Fence, b.Fence) })
 	return hs
@@ -138,6 +140,7 @@ func parseHolder(key, v string) (driver.Holder, bool) {
 	}
 	fenceText, meta, _ := strings.Cut(rest, "|")
 	fenceText, _, _ = strings.Cut(fenceText, ",") // then how long the queue lives (see scripts.go)
+	fenceText, _, _ = strings.Cut(fenceText, ".") // then the holder's TTL and renewal counter
 	fence, err := strconv.ParseUint(fenceText, 10, 64)
 	if err != nil {
 		return driver.Holder{}, false
@@ -209,7 +212,7 @@ func (d *redisDriver) Waiters(ctx context.Context, names []string) ([]int, error
 // ForceRelease frees name whatever its owner, keeping its fencing token,
 // and wakes its waiters.
 func (d *redisDriver) ForceRelease(ctx context.Context, name string) (bool, error) {
-	n, err := forceReleaseScript.Run(ctx, d.c, d.keys(name), ms(tombstoneTTL), d.channelPrefix()).Int64()
+	n, err := forceReleaseScript.Run(ctx, d.c, d.keys(name), ms(d.tombstone()), d.channelPrefix(), ms(d.bound)).Int64()
 	if err != nil {
 		return false, fmt.Errorf("redislock: force release %q: %w", name, denied(err))
 	}

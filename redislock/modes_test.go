@@ -213,8 +213,8 @@ func TestSharedFencesInStore(t *testing.T) {
 	dlocktest.MustRelease(t, kw)
 	ka := dlocktest.MustTryAcquire(t, a, name, dlock.Shared())
 	kb := dlocktest.MustTryAcquire(t, b, name, dlock.Shared())
-	if ka.Fence() != kw.Fence()+1 || kb.Fence() != ka.Fence()+1 {
-		t.Errorf("readers' fences %d, %d after a writer's %d, want %d, %d", ka.Fence(), kb.Fence(), kw.Fence(), kw.Fence()+1, kw.Fence()+2)
+	if ka.Fence() <= kw.Fence() || kb.Fence() <= ka.Fence() {
+		t.Errorf("readers' fences %d, %d after a writer's %d, want each above the one before", ka.Fence(), kb.Fence(), kw.Fence())
 	}
 	if f := client.HGet(t.Context(), key, "f").Val(); f != strconv.FormatUint(kb.Fence(), 10) {
 		t.Errorf("HGET %s f = %q, want the last reader's fence %d", key, f, kb.Fence())
@@ -231,8 +231,8 @@ func TestSharedFencesInStore(t *testing.T) {
 		t.Errorf("GET %s after the last reader left = %q, want the tombstone |%d", key, v, kb.Fence())
 	}
 	k := dlocktest.MustTryAcquire(t, w, name)
-	if k.Fence() != kb.Fence()+1 {
-		t.Errorf("writer's fence after the readers = %d, want %d", k.Fence(), kb.Fence()+1)
+	if k.Fence() <= kb.Fence() {
+		t.Errorf("writer's fence after the readers = %d, want above %d", k.Fence(), kb.Fence())
 	}
 	dlocktest.MustRelease(t, k)
 }

@@ -25,7 +25,7 @@ func init() {
 // documentation. The Locker closes the client it creates, which never
 // writes to standard error (see internal/redisquiet).
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
-	q, err := backend.URLParams(u, append([]string{"prefix", "wait_replicas", "wait_timeout"}, backend.TLSParams...)...)
+	q, err := backend.URLParams(u, append([]string{"prefix", "wait_replicas", "wait_timeout", "clock_bound"}, backend.TLSParams...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -38,6 +38,11 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if v := q.Get("wait_timeout"); v != "" {
 		if opts.WaitTimeout, err = time.ParseDuration(v); err != nil {
 			return nil, fmt.Errorf("%w: wait_timeout %q is not a duration such as 200ms", dlock.ErrBadURL, v)
+		}
+	}
+	if v := q.Get("clock_bound"); v != "" {
+		if opts.ClockBound, err = time.ParseDuration(v); err != nil {
+			return nil, fmt.Errorf("%w: clock_bound %q is not a duration such as 10s", dlock.ErrBadURL, v)
 		}
 	}
 	if err := opts.check(); err != nil {

@@ -55,7 +55,7 @@ func TestOpenURLErrors(t *testing.T) {
 		{"redis://h:1,h:2", "dlock: bad store URL: redis:// takes one host; use redis+cluster:// or redis+sentinel:// for several"},
 		{"redis://h:99999", `dlock: bad store URL: bad port "99999" for host "h"`},
 		{"redis://h/x", `dlock: bad store URL: database "x" is not a number`},
-		{"redis://h/0?table=t", `dlock: bad store URL: unknown parameter "table" for redis:// (known: prefix, wait_replicas, wait_timeout, tls, tls_ca, tls_cert, tls_key, tls_server_name, tls_insecure_skip_verify)`},
+		{"redis://h/0?table=t", `dlock: bad store URL: unknown parameter "table" for redis:// (known: prefix, wait_replicas, wait_timeout, clock_bound, tls, tls_ca, tls_cert, tls_key, tls_server_name, tls_insecure_skip_verify)`},
 		{"rediss://h:1?tls_insecure_skip_verify=yes", `dlock: bad store URL: tls_insecure_skip_verify "yes" is neither true nor false`},
 		{"redis+cluster://h:1?tls_cert=c.pem", "dlock: bad store URL: tls_cert and tls_key go together"},
 		{"redis+sentinel://h:1/m?tls_ca=/nonexistent/ca.pem", "dlock: bad store URL: tls_ca: open /nonexistent/ca.pem"},
@@ -66,6 +66,8 @@ func TestOpenURLErrors(t *testing.T) {
 		{"redis+sentinel://h:1", "dlock: bad store URL: redis+sentinel:// needs the master name as its path"},
 		{"redis+cluster://h:1/0", "dlock: bad store URL: redis+cluster:// takes no path"},
 		{"redis://h:1/0?prefix=a{b}", `dlock: bad store URL: prefix "a{b}" contains a brace`},
+		{"redis://h:1/0?clock_bound=10", `dlock: bad store URL: clock_bound "10" is not a duration`},
+		{"redis://h:1/0?clock_bound=-1s", "dlock: bad store URL: negative ClockBound -1s"},
 	} {
 		_, err := dlock.Open(t.Context(), tc.url)
 		if !errors.Is(err, dlock.ErrBadURL) || !strings.Contains(err.Error(), tc.want) {

@@ -148,8 +148,8 @@ func TestInspectHandedOver(t *testing.T) {
 	dlocktest.MustRelease(t, k)
 	kb := dlocktest.WantAcquired(t, got, name, time.Minute).Lock
 	defer dlocktest.MustRelease(t, kb)
-	if v := client.Get(t.Context(), redislock.Key("", name)).Val(); !strings.HasPrefix(v, kb.Owner()+"|"+strconv.FormatUint(kb.Fence(), 10)+",") {
-		t.Fatalf("GET %s = %q, want the new holder's owner|fence,queue expiry", redislock.Key("", name), v)
+	if v := client.Get(t.Context(), redislock.Key("", name)).Val(); !strings.HasPrefix(v, kb.Owner()+"|"+strconv.FormatUint(kb.Fence(), 10)+".60000.0,") {
+		t.Fatalf("GET %s = %q, want the new holder's owner|fence.ttl.renewals,queue expiry", redislock.Key("", name), v)
 	}
 	infos, err := a.Inspect(t.Context(), name)
 	if err != nil || len(infos) != 1 {

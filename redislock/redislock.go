@@ -25,7 +25,12 @@
 // since. So it names the ticket of the waiter's script call that wrote
 // the queue entry it was granted from: the grant happened after that call
 // was sent, and the waiter measures its lease (its full TTL) from then,
-// which is never later than the server's. A contended acquisition
+// which is never later than the server's. The waiter takes the message as
+// the grant only if that call was sent less than TTL/2 ago (the margin
+// of the core's confirmation): an older message may name a grant that
+// lapsed unused, after which the name may have passed on and come back to
+// the same waiter with a newer token, so the waiter asks the server
+// instead, which returns the token that stands. A contended acquisition
 // therefore costs two script calls: the attempt that queues and the
 // release that hands over. A waiter whose entry was last written more
 // than half a second ago is granted only a short lease and told so
@@ -38,10 +43,13 @@
 //
 // A waiter refreshes its place every min(TTL/3, 1 s); that refresh also
 // catches a grant whose message (or, within one Locker, the release's
-// reply) was lost, and a holder that died without releasing. The waiter
-// first in line also tries again as soon as the holder's lease ends, so a
-// holder that died is replaced at once; the others only take their turn
-// after it, or at their next refresh if the first in line died too. A
+// reply) was lost, and a holder that died without releasing: each reply
+// carries the exclusive holder's stamp, which changes at each of its
+// renewals, and a waiter that has seen the same stamp for the holder's
+// TTL on its own monotonic clock takes the name over (see "Clock steps"),
+// so a holder that died is replaced about a TTL after its last renewal,
+// whatever the server's clock says. A waiter that arrives later observes
+// for a TTL from its arrival. A
 // waiter that dies loses its place after three heartbeats.
 // If the lock is handed to it within half a second of its last write to
 // the queue, it gets its TTL, as a holder that died just after taking the
@@ -78,8 +86,10 @@
 // # Keys
 //
 // A lock on name lives in a string key, Prefix + "{" + escaped name + "}",
-// whose value is "owner|fence[|metadata]" while held, or
-// "owner|fence,queue expiry[|metadata]" when the name was handed to its
+// whose value is "owner|fence.ttl.n[|metadata]" while held (ttl the
+// holder's lease in ms, n a counter raised by each renewal; the key
+// lives ttl plus the clock bound), or
+// "owner|fence.ttl.n,queue expiry[|metadata]" when the name was handed to its
 // holder from the queue (the time, in ms on the server's clock, until
 // which the queue lives at least, so that waiters joining it need not
 // extend it each time); its waiters in
@@ -88,7 +98,8 @@
 // A name held in shared mode or as a semaphore is a hash under the same
 // key instead: owner -> "expiry_ms|fence|metadata" per holder (expiry on
 // the server's clock), "f" -> the last fence issued and "m" -> the mode
-// ("s", or the limit). The hash expires with its latest holder, and
+// ("s", or the limit). The hash expires with its latest holder (plus the
+// clock bound), and
 // becomes the string tombstone (below) when its last holder leaves. The
 // exclusive scripts read the key with a GET that fails on a hash, which
 // is how they find the other modes: a name never used in them costs the
@@ -99,20 +110,67 @@
 //
 // # Fencing tokens
 //
-// The token is the Redis server's TIME in microseconds at acquisition,
-// raised to one more than the previous token if the key still remembers
-// one: the tombstone's, the exclusive holder's, or the hash's "f" for
-// shared holds and permits, each of which gets a token of its own. So an
-// exclusive holder's token is above every earlier reader's. On release the key is not deleted but replaced by a tombstone
-// "|fence" that expires after 5 s, so a release followed at once
-// by an acquisition still counts up even if the server's clock stepped
-// back; nothing stays behind per name once the tombstone expires. Tokens
-// therefore strictly increase as long as the server's clock does not step
-// back by more than 5 s, or, after a failover to a replica that
-// lost the latest writes, as long as the new master's clock is not behind
-// the old one's by more than the failover took. (Without persistence a
-// failover can also lose a held lock outright; that is Redis's
-// replication model, and why the tokens exist.)
+// Each token is the larger of one more than the previous token, if the
+// key still remembers one (the tombstone's, the exclusive holder's, or
+// the hash's "f" for shared holds and permits, each of which gets a token
+// of its own), and the Redis server's TIME in microseconds. So an
+// exclusive holder's token is above every earlier reader's, and tokens
+// stay above TIME-based ones even where the last writes were lost. On
+// release the key is not deleted but replaced by a tombstone "|fence"
+// that lives the clock bound plus one second (11 s by default); nothing
+// stays behind per name once it expires. A step back of the server's
+// clock by up to the bound while the tombstone lives leaves it in place
+// (it lives longer), and one after it expired leaves TIME above the
+// token it kept, so tokens strictly increase under any step of up to the
+// bound, across a restart of a server that persists its writes before
+// answering (appendonly yes with appendfsync always: the keys and
+// tombstones survive the restart).
+//
+// The exception, which this package cannot close: a server without
+// persistence (or with appendfsync everysec, which may lose the last
+// second) forgets every key when it restarts, tombstones included, and
+// the next token then comes from TIME alone; if the server's clock is
+// then behind the TIME of the last token handed out (a step back, by any
+// amount, of a clock that had not yet run past it), the next token is
+// below it. Likewise after a failover to a replica that lost the latest
+// writes, when the new master's clock is behind the old one's by more
+// than the failover took. (Without persistence a restart or failover can
+// also lose a held lock outright; that is Redis's replication model, and
+// why the tokens exist.)
+//
+// # Clock steps
+//
+// Redis measures leases with its wall clock (SET PX), which can step.
+// Options.ClockBound (clock_bound in a URL; driver.DefaultClockBound, 10
+// s, by default) is the largest step, forward or back, that this package
+// tolerates at any moment: a lock's key lives its TTL plus the bound, so
+// a forward step of up to the bound does not end it under its holder.
+// The lease itself (what Inspect and dlock status report as remaining)
+// ends at the TTL; a key whose lease ran out by the server's clock less
+// than the bound ago is in doubt: no acquisition takes it by the server's
+// clock alone. Instead the attempt reports the holder's stamp (its owner,
+// token, TTL and renewal count, which every renewal changes, see
+// driver.Result.Stamp), and a waiter that has seen the same stamp for the
+// holder's TTL on its own monotonic clock takes the name over, if the
+// stamp still stands, in the same script: a holder's Done closes
+// 0.9×TTL after sending the renewal that wrote that stamp, which was
+// before the taker first saw it. A queued waiter observes the stamp from
+// its first reply, in doubt or not, so a crashed holder is replaced about
+// a TTL after its last renewal; a fresh Acquire about a TTL after it
+// arrives; TryAcquire does not take a name in doubt. A key in doubt for
+// longer than the bound (nobody observed it) expires and the name is free
+// as before. Renewals also check the token (driver.Lease.Fence), not
+// only the owner.
+//
+// Shared holds and permits are not taken over this way: a holder counts
+// as live until its expiry plus the bound by the server's clock, so a
+// crashed reader or permit holder keeps the name (or its permit) for up
+// to its TTL plus the bound. Queue entries, their expiries and the grant
+// leases' freshness are read off the server's clock too, but only for
+// liveness: a step can drop a waiter's place early (it joins again at its
+// next heartbeat) or keep a dead waiter's longer, and a grant's lease is
+// measured by the waiter from a call it sent before the grant, whatever
+// the server's clock says.
 //
 // # Under faults
 //
@@ -180,8 +238,9 @@
 //	redis+cluster://[user:pass@]host[:port][,host[:port]]
 //
 // with the query parameters prefix (Options.Prefix), wait_replicas
-// (Options.WaitReplicas, a number) and wait_timeout (Options.WaitTimeout,
-// a Go duration such as 200ms), and the TLS parameters of
+// (Options.WaitReplicas, a number), wait_timeout (Options.WaitTimeout,
+// a Go duration such as 200ms) and clock_bound (Options.ClockBound, a Go
+// duration such as 10s), and the TLS parameters of
 // backend.TLSParams: tls_ca, tls_cert and tls_key, tls_server_name,
 // tls_insecure_skip_verify (only "true" skips verification). rediss://
 // always speaks TLS, verifying the server against the system's
@@ -247,9 +306,10 @@ import (
 // DefaultPrefix is Options.Prefix's default.
 const DefaultPrefix = "dlock:"
 
-// tombstoneTTL is how long a released lock's key keeps its last fencing
-// token.
-const tombstoneTTL = 5 * time.Second
+// tombstoneExtra is how much longer than the clock bound a released
+// lock's key keeps its last fencing token (see "Fencing tokens" in the
+// package documentation).
+const tombstoneExtra = time.Second
 
 // Options configures a Redis Locker. A nil *Options means defaults.
 type Options struct {
@@ -282,6 +342,16 @@ type Options struct {
 	// extend. It must not be negative. Default: a tenth of the lease's
 	// TTL, at most one second (at least a millisecond).
 	WaitTimeout time.Duration
+
+	// ClockBound is the largest step of the Redis server's wall clock,
+	// forward or back, that neither ends a lease under its holder nor
+	// makes a fencing token go down (see "Clock steps" in the package
+	// documentation). A lock's key lives its TTL plus ClockBound on the
+	// server; a released name's token is kept for ClockBound plus one
+	// second. Every Locker sharing names should use the same bound. It
+	// must not be negative; 0 means the default. Default:
+	// driver.DefaultClockBound.
+	ClockBound time.Duration
 }
 
 // New returns a Locker on the Redis server behind client: a *redis.Client,
@@ -317,7 +387,10 @@ func newLocker(client redis.UniversalClient, opts *Options, ownClient bool) (*dl
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	d := &redisDriver{c: client, prefix: o.Prefix, ownClient: ownClient}
+	if o.ClockBound == 0 {
+		o.ClockBound = driver.DefaultClockBound
+	}
+	d := &redisDriver{c: client, prefix: o.Prefix, bound: o.ClockBound, ownClient: ownClient}
 	if o.WaitReplicas > 0 {
 		switch client.(type) {
 		case *redis.Client, *redis.ClusterClient:
@@ -344,6 +417,9 @@ func (o Options) check() error {
 	}
 	if o.WaitTimeout < 0 {
 		return fmt.Errorf("negative WaitTimeout %v", o.WaitTimeout)
+	}
+	if o.ClockBound < 0 {
+		return fmt.Errorf("negative ClockBound %v", o.ClockBound)
 	}
 	return nil
 }
@@ -378,6 +454,7 @@ var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 type redisDriver struct {
 	c         redis.UniversalClient
 	prefix    string
+	bound     time.Duration // Options.ClockBound
 	grants    *grants
 	batch     *batcher
 	wait      *replicaWait   // nil: no WAIT after writes
@@ -404,6 +481,11 @@ func (d *redisDriver) keys(name string) []string {
 func (d *redisDriver) channelPrefix() string { return d.prefix + "w:" }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+// tombstone is how long a released name's key keeps its last token: past
+// the clock bound, so that a step back of the server's clock by up to the
+// bound, once the tombstone is gone, cannot bring TIME below that token.
+func (d *redisDriver) tombstone() time.Duration { return d.bound + tombstoneExtra }
 
 // heartbeat is how often a waiter refreshes its place in the queue: at
 // most half the granted lease (see grantLease), so that a waiter whose
@@ -454,21 +536,27 @@ const (
 func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue string, ticket int) (driver.Result, error) {
 	keep := 3 * heartbeat(l.TTL)
 	call := d.batch.run(&scriptCall{ctx: ctx, script: acquireScript, keys: d.keys(l.Name), wait: true, ttl: l.TTL,
-		args: []any{l.Owner, ms(l.TTL), l.Metadata, queue, ms(keep), d.channelPrefix(), modeArg(l), ticket}})
+		args: []any{l.Owner, ms(l.TTL), l.Metadata, queue, ms(keep), d.channelPrefix(), modeArg(l), ticket, l.Takeover, ms(d.bound)}})
 	vals, err := call.cmd.Slice()
 	if err != nil {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, denied(err))
 	}
-	if len(vals) != 2 && len(vals) != 3 {
+	if len(vals) != 2 && len(vals) != 3 && len(vals) != 5 {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: unexpected reply %v", l.Name, vals)
 	}
 	switch ok, _ := vals[0].(int64); ok {
 	case 0:
 		pttl, _ := vals[1].(int64)
 		res := driver.Result{Remaining: time.Duration(max(pttl, 0)) * time.Millisecond}
-		if len(vals) == 3 {
-			ahead, _ := vals[2].(int64)
-			res.Waited, res.Ahead = true, int(ahead)
+		if len(vals) >= 3 {
+			if ahead, _ := vals[2].(int64); ahead >= 0 {
+				res.Waited, res.Ahead = true, int(ahead)
+			}
+		}
+		if len(vals) == 5 {
+			res.Stamp, _ = vals[3].(string)
+			stampTTL, _ := vals[4].(int64)
+			res.StampTTL = time.Duration(stampTTL) * time.Millisecond
 		}
 		return res, nil
 	case -1:
@@ -522,6 +610,7 @@ func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver
 	hb := heartbeat(l.TTL)
 	waited, ahead := false, -1 // for Result.Waited and Ahead
 	var sent []time.Time       // by ticket - 1: when each call was sent
+	var obs driver.Observer    // the holder's stamp, for a takeover
 	queue := joinQueue
 	for {
 		ticket := 0
@@ -551,6 +640,17 @@ func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver
 		if res.Remaining > 0 {
 			wait = min(wait, res.Remaining+time.Millisecond)
 		}
+		// The holder's stamp, unchanged for its TTL on this process's
+		// clock, means it has given the lease up (see driver.Result.Stamp):
+		// the next call takes the name over if the stamp still stands.
+		takeover, left := obs.Note(res, time.Now())
+		l.Takeover = takeover
+		switch {
+		case takeover != "":
+			continue
+		case left > 0:
+			wait = min(wait, left+time.Millisecond)
+		}
 		if ready != nil {
 			// Queued before the Locker's subscription was confirmed: a
 			// grant may go unheard, so ask again once it is (or soon).
@@ -559,7 +659,12 @@ func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver
 		t := time.NewTimer(wait)
 		select {
 		case msg := <-wake: // a grant, a resubscription or a refusal
-			if fence, at, ok := granted(msg, sent); ok {
+			if fence, at, ok := granted(msg, sent); ok && time.Since(at) < l.TTL/2 {
+				// The call with the message's ticket was sent recently
+				// enough that the grant cannot have lapsed; an older one
+				// may name a grant that lapsed unused (the name passed on
+				// since, and perhaps back to this owner with a newer
+				// token): the next call asks the server.
 				t.Stop()
 				return driver.Result{Acquired: true, Fence: fence, LeaseStart: at, Waited: true, Ahead: ahead}, nil
 			}
@@ -638,7 +743,7 @@ func (d *redisDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	errs := make([]error, len(ls))
 	calls := make([]*scriptCall, len(ls))
 	for i, l := range ls {
-		calls[i] = &scriptCall{ctx: ctx, script: refreshScript, keys: []string{Key(d.prefix, l.Name)}, args: []any{l.Owner, ms(l.TTL)}, wait: true, ttl: l.TTL}
+		calls[i] = &scriptCall{ctx: ctx, script: refreshScript, keys: []string{Key(d.prefix, l.Name)}, args: []any{l.Owner, ms(l.TTL), strconv.FormatUint(l.Fence, 10), ms(d.bound)}, wait: true, ttl: l.TTL}
 	}
 	runScripts(ctx, d.c, d.wait, calls)
 	for i, c := range calls {
@@ -663,7 +768,7 @@ func (d *redisDriver) Release(ctx context.Context, l driver.Lease) error {
 	// No WAIT: a release a failover loses keeps the name busy until its
 	// lease ends, no more.
 	reply, err := d.batch.run(&scriptCall{ctx: ctx, script: releaseScript, keys: d.keys(l.Name),
-		args: []any{l.Owner, ms(tombstoneTTL), d.channelPrefix()}}).cmd.Result()
+		args: []any{l.Owner, ms(d.tombstone()), d.channelPrefix(), ms(d.bound)}}).cmd.Result()
 	if err != nil {
 		return fmt.Errorf("redislock: release %q: %w", l.Name, denied(err))
 	}

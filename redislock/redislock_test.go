@@ -66,6 +66,7 @@ func TestNewValidates(t *testing.T) {
 		{"nil *redis.Client", (*redis.Client)(nil), nil},
 		{"prefix with a brace", client, &redislock.Options{Prefix: "app{x}:"}},
 		{"negative MaxRetryInterval", client, &redislock.Options{MaxRetryInterval: -time.Second}},
+		{"negative ClockBound", client, &redislock.Options{ClockBound: -time.Second}},
 	} {
 		if l, err := redislock.New(tc.client, tc.opts); !errors.Is(err, dlock.ErrInvalid) {
 			if l != nil {

@@ -9,8 +9,14 @@ import (
 // Keys of one name, all sharing the name's hash tag (see Key):
 //
 //	K  = Key(prefix, name)  a string while the name is free or held
-//	                        exclusively: owner|fence[,qexp][|metadata]
-//	                        while held (qexp: until when, at least, the
+//	                        exclusively: owner|fence.ttl.n[,qexp][|metadata]
+//	                        while held (ttl: the holder's lease in ms;
+//	                        n: a renewal counter, one more at every
+//	                        renewal, so that owner|fence.ttl.n, the
+//	                        stamp, changes whenever the lease is written;
+//	                        the key lives ttl + the clock bound, see
+//	                        "Clock steps" in the package documentation;
+//	                        qexp: until when, at least, the
 //	                        queue lives, server clock, ms; written when
 //	                        the name was handed on from the queue, see
 //	                        queue_alive), |fence as a tombstone after
@@ -54,16 +60,24 @@ import (
 // a holder and extends the lease to its own TTL.
 
 // common holds the Lua helpers the general paths share. The server's TIME
-// is read only when needed (and once per script): for the first token of
-// a name whose tombstone is gone, for the expiries of shared holds and
-// permits, and for queue deadlines when someone waits.
+// is read only when needed (and once per script): for every new token
+// (see fence_after), for the expiries of shared holds and permits, and
+// for queue deadlines when someone waits.
 //
 // A name's state is a table st: last (the last fence issued), n (live
 // holders), mode ("x" for an exclusive holder, "s" shared, a limit, nil
 // when n is 0), owner and fence (the exclusive holder), hs (the other
 // holders by owner: exp, fence, metadata), minexp (their earliest
-// expiry), glease (the shortest lease granted by this script).
+// expiry), glease (the shortest lease granted by this script); for an
+// exclusive holder also ttl (its lease, ms; 0 in a value written before
+// values recorded it), rn (its renewal counter), stamp (the value up to
+// the counter) and rest (what follows it: ",qexp" and "|metadata").
+//
+// The clock bound (ms) is every script's last argument: an exclusive
+// key lives its holder's TTL plus the bound, a shared holder or permit
+// counts as live until its expiry plus the bound, by the server's clock.
 var common = `
+local bound_ms = tonumber(ARGV[#ARGV])
 local grant_ms = ` + strconv.FormatInt(grantLease.Milliseconds(), 10) + `
 local queue_ms = ` + strconv.FormatInt(queueTTL.Milliseconds(), 10) + `
 local fresh_ms = ` + strconv.FormatInt(freshGrant.Milliseconds(), 10) + `
@@ -77,15 +91,21 @@ local function now_us()
 end
 local function now_ms() return math.floor(now_us() / 1000) end
 local function num(x) return string.format('%.0f', x) end
+-- fence_after returns the next token: above last, and no lower than the
+-- server's TIME in microseconds, so that tokens stay above TIME-based
+-- ones even when the last writes were lost.
 local function fence_after(last)
-  if last > 0 then return num(last + 1) end
-  return num(now_us())
+  return num(math.max(last + 1, now_us()))
 end
 local function put(K, owner, fence, meta, ttl, qexp)
-  local val = owner .. '|' .. fence
+  local val = owner .. '|' .. fence .. '.' .. num(ttl) .. '.0'
   if qexp then val = val .. ',' .. num(qexp) end
   if meta ~= '' then val = val .. '|' .. meta end
-  redis.call('SET', K, val, 'PX', ttl)
+  redis.call('SET', K, val, 'PX', ttl + bound_ms)
+end
+-- renew extends the exclusive holder's lease to ttl, counting the renewal.
+local function renew(K, st, ttl)
+  redis.call('SET', K, st.owner .. '|' .. st.fence .. '.' .. num(ttl) .. '.' .. num(st.rn + 1) .. st.rest, 'PX', ttl + bound_ms)
 end
 -- load returns the state of K, whose GET (through pcall) returned v, or
 -- nil if K holds a value dlock did not write. It drops expired holders.
@@ -103,7 +123,7 @@ local function load(K, v)
       else
         local exp, f, meta = string.match(val, '^(%d+)|(%d+)|(.*)$')
         exp = tonumber(exp)
-        if exp and exp > now then
+        if exp and exp + bound_ms > now then
           st.hs[k] = {exp = exp, fence = f, meta = meta}
           st.n = st.n + 1
           if not st.minexp or exp < st.minexp then st.minexp = exp end
@@ -114,11 +134,15 @@ local function load(K, v)
     end
     if st.n == 0 then st.mode = nil end
   elseif v then
-    local o, f, qx = string.match(v, '^([^|]*)|(%d+),?(%d*)')
+    local o, f, ttl, rn, pos = string.match(v, '^([^|]*)|(%d+)%.?(%d*)%.?(%d*)()')
     if not o then return nil end
     st.last = tonumber(f)
-    st.qexp = tonumber(qx)
-    if o ~= '' then st.n, st.mode, st.owner, st.fence = 1, 'x', o, f end
+    st.qexp = tonumber(string.match(v, '^,(%d+)', pos))
+    if o ~= '' then
+      st.n, st.mode, st.owner, st.fence = 1, 'x', o, f
+      st.ttl, st.rn = tonumber(ttl) or 0, tonumber(rn) or 0
+      st.stamp, st.rest = string.sub(v, 1, pos - 1), string.sub(v, pos)
+    end
   end
   return st
 end
@@ -147,7 +171,7 @@ local function add(K, st, owner, mode, meta, ms, qexp)
     if st.n == 0 then redis.call('DEL', K) end
     local exp = now_ms() + ms
     redis.call('HSET', K, owner, num(exp) .. '|' .. f .. '|' .. meta, 'f', f, 'm', mode)
-    if redis.call('PTTL', K) < ms then redis.call('PEXPIRE', K, ms) end
+    if redis.call('PTTL', K) < ms + bound_ms then redis.call('PEXPIRE', K, ms + bound_ms) end
     st.hs[owner] = {exp = exp, fence = f, meta = meta}
     if not st.minexp or exp < st.minexp then st.minexp = exp end
   end
@@ -291,32 +315,54 @@ end
 // keep the place taken by an earlier call of the same wait), keep ms
 // (how long the queue keeps the place without a refresh), chanp, mode
 // ("x" exclusive, "s" shared, or a semaphore's limit), ticket (this
-// call's number in its wait, or "0": see grant).
+// call's number in its wait, or "0": see grant), takeover (a stamp, or
+// ""), clock bound ms.
 //
 // It returns {1, fence} when owner holds the name (taken now, granted
 // while it waited, or re-entered after a lost reply), with its lease set
 // to TTL; {0, ms} when not: how long until a holder's lease ends at the
 // latest, and {0, ms, ahead} when owner joined the queue in this call,
 // with how many were ahead of it then (holders and queued entries, live
-// or not yet found dead); {-1, mode} when the name is held (or handed to
+// or not yet found dead); {0, ms, ahead or -1, stamp, ttl} when the
+// name is held exclusively by another owner whose stamp the caller may
+// observe: always when queue is set, else only when the holder's lease
+// ran out by the server's clock less than the bound ago ("in doubt";
+// ms is then the key's PTTL, until it ended more than the bound ago,
+// and otherwise the lease left, PTTL minus the bound). A takeover equal
+// to the holder's stamp frees the name as if the holder had released it
+// (handing it to the queue's head first). {-1, mode} when the name is held (or handed to
 // a waiter) in a mode that disagrees with owner's. Entries queued first
 // are served first; owner takes the name only when the queue is empty
 // (or it is granted from it); with queue set, owner is put in (or kept
 // in) line.
 var acquireScript = redis.NewScript(acquireFast + common + `
 local K, Q = KEYS[1], KEYS[2]
-local owner, ttl, meta, queue, keep, chanp, mode, ticket = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+local owner, ttl, meta, queue, keep, chanp, mode, ticket, takeover = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 local st = load(K, v0)
 if not st then return redis.error_reply('dlock: key holds a value dlock did not write') end
 if st.owner == owner then
-  redis.call('PEXPIRE', K, ttl)
+  renew(K, st, ttl)
   return {1, st.fence}
 end
 local mine = st.hs[owner]
 if mine then
   redis.call('HSET', K, owner, num(now_ms() + ttl) .. '|' .. mine.fence .. '|' .. mine.meta)
-  if redis.call('PTTL', K) < ttl then redis.call('PEXPIRE', K, ttl) end
+  if redis.call('PTTL', K) < ttl + bound_ms then redis.call('PEXPIRE', K, ttl + bound_ms) end
   return {1, mine.fence}
+end
+-- stamp: the exclusive holder's, for the caller to observe (see the
+-- reply above); a value that does not record the holder's TTL gets none.
+local stamp, pttl
+if st.mode == 'x' and st.ttl > 0 then
+  if takeover ~= '' and takeover == st.stamp then
+    st.n, st.mode, st.owner, st.fence = 0, nil, nil, nil
+  else
+    stamp = st.stamp
+    if queue == '0' then
+      pttl = redis.call('PTTL', K)
+      if pttl > bound_ms then stamp = nil end
+    end
+  end
 end
 if not compatible(st, mode) then return {-1, st.mode} end
 if st.n == 0 or st.mode ~= 'x' then
@@ -339,16 +385,19 @@ elseif place and place > 0 then
   -- name if the holder died.)
   wait = 0
 elseif st.mode == 'x' then
-  wait = redis.call('PTTL', K)
+  wait = pttl or redis.call('PTTL', K)
+  if wait > bound_ms then wait = wait - bound_ms end
 elseif st.n > 0 then
   wait = st.minexp - now_ms()
+  if wait <= 0 then wait = wait + bound_ms end
 end
+if stamp then return {0, wait, ahead and st.n + ahead or -1, stamp, st.ttl} end
 if ahead then return {0, wait, st.n + ahead} end
 return {0, wait}
 `)
 
 // acquireFast takes a free name nobody waits for, exclusively, with the
-// fewest commands (GET, EXISTS, SET), before the helpers of the general
+// fewest commands (GET, EXISTS, TIME, SET), before the helpers of the general
 // case are even defined. GET fails on a hash (a name held in shared mode
 // or as a semaphore); pcall keeps that error as v0 for the general case.
 // Any other error (NOPERM: a user without GET) is the script's reply.
@@ -357,16 +406,11 @@ local v0 = redis.pcall('GET', KEYS[1])
 if type(v0) == 'table' and string.sub(v0.err or '', 1, 9) ~= 'WRONGTYPE' then return v0 end
 if ARGV[7] == 'x' and type(v0) ~= 'table' and (not v0 or string.byte(v0, 1) == 124) and redis.call('EXISTS', KEYS[2]) == 0 then
   local last = v0 and tonumber(string.sub(v0, 2)) or 0
-  local f
-  if last > 0 then
-    f = string.format('%.0f', last + 1)
-  else
-    local t = redis.call('TIME')
-    f = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
-  end
-  local val = ARGV[1] .. '|' .. f
+  local t = redis.call('TIME')
+  local f = string.format('%.0f', math.max(last + 1, tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  local val = ARGV[1] .. '|' .. f .. '.' .. ARGV[2] .. '.0'
   if ARGV[3] ~= '' then val = val .. '|' .. ARGV[3] end
-  redis.call('SET', KEYS[1], val, 'PX', ARGV[2])
+  redis.call('SET', KEYS[1], val, 'PX', tonumber(ARGV[2]) + tonumber(ARGV[#ARGV]))
   return {1, f}
 end
 `
@@ -384,26 +428,36 @@ if type(v) == 'string' then
 end
 `
 
-// refreshScript: KEYS K; ARGV owner, TTL ms. Returns 1 if extended, 0 if
-// not held by owner.
-var refreshScript = redis.NewScript(ownerHeld + `
+// refreshScript: KEYS K; ARGV owner, TTL ms, fence ("0": any), clock
+// bound ms. Returns 1 if extended, 0 if not held by owner (with that
+// fence). An exclusive holder's value is rewritten with its renewal
+// counter raised (GET and SET, as GET and PEXPIRE before), so that its
+// stamp changes.
+var refreshScript = redis.NewScript(`
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' and string.sub(v.err or '', 1, 9) ~= 'WRONGTYPE' then return v end
+local owner, ttl, fence, bound = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
 if type(v) == 'table' then
-  local e = redis.call('HGET', KEYS[1], ARGV[1])
+  local e = redis.call('HGET', KEYS[1], owner)
   if not e then return 0 end
-  local exp, rest = string.match(e, '^(%d+)(|.*)$')
+  local exp, f, rest = string.match(e, '^(%d+)|(%d+)(|.*)$')
+  if not exp or (fence ~= '0' and f ~= fence) then return 0 end
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if not exp or tonumber(exp) <= now then return 0 end
-  redis.call('HSET', KEYS[1], ARGV[1], string.format('%.0f', now + tonumber(ARGV[2])) .. rest)
-  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+  if tonumber(exp) + bound <= now then return 0 end
+  redis.call('HSET', KEYS[1], owner, string.format('%.0f', now + ttl) .. '|' .. f .. rest)
+  if redis.call('PTTL', KEYS[1]) < ttl + bound then redis.call('PEXPIRE', KEYS[1], ttl + bound) end
   return 1
 end
-if not held then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if not v then return 0 end
+local o, f, _, rn, pos = string.match(v, '^([^|]*)|(%d+)%.?(%d*)%.?(%d*)()')
+if o ~= owner or (fence ~= '0' and f ~= fence) then return 0 end
+redis.call('SET', KEYS[1], o .. '|' .. f .. '.' .. ARGV[2] .. '.' .. string.format('%.0f', (tonumber(rn) or 0) + 1) .. string.sub(v, pos), 'PX', ttl + bound)
 return 1
 `)
 
-// releaseScript: KEYS K, Q; ARGV owner, tombstone ms, chanp. If owner
+// releaseScript: KEYS K, Q; ARGV owner, tombstone ms, chanp, clock bound
+// ms. If owner
 // holds the name, frees its hold: hands the name on to the queue's head
 // entries that now fit, or, if nobody holds it any more, leaves a
 // tombstone keeping the fence. Otherwise takes owner out of the queue (a
@@ -451,7 +505,8 @@ if st.n == 0 then tombstone(K, st, ARGV[2]) end
 return res
 `)
 
-// forceReleaseScript: KEYS K, Q; ARGV tombstone ms, chanp. Frees the
+// forceReleaseScript: KEYS K, Q; ARGV tombstone ms, chanp, clock bound
+// ms. Frees the
 // name whatever its holders, handing it to its waiters. Returns 1 if it
 // was held.
 var forceReleaseScript = redis.NewScript(common + `
