@@ -21,7 +21,7 @@ import (
 
 // event is one line of a worker's history.
 type event struct {
-	Ev       string `json:"ev"`             // "acquire" (called), "held", "end", "call", "ret", "stall", "error"
+	Ev       string `json:"ev"`             // "acquire" (called), "held", "end" (belief ended), "release" (Release returned), "call", "ret", "stall", "error"
 	Worker   int    `json:"worker"`         // the worker's number
 	Acq      int    `json:"acq"`            // the acquisition's number in this worker
 	ID       int    `json:"id,omitempty"`   // a register operation's number in this worker (call and ret)
@@ -164,6 +164,7 @@ func work(ctx context.Context, args []string, checkLeaks bool) error {
 		end("released")
 		reg.do(ctx, "released", fence, 0)
 		k.Release(context.Background())
+		h.add(event{Ev: "release", Worker: n, Acq: acq, T: now()})
 		sleepCtx(ctx, rand.N(ttl/10))
 	}
 	// A long-running worker leaves nothing behind once its Locker is
