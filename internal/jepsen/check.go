@@ -335,13 +335,13 @@ func checkPermits(o *outcome, ivs []*interval, limit int, pauses []pause, lossy 
 }
 
 // acquisition is one successful Acquire as its worker saw it: when it was
-// called, the fence it returned, and when it ended (Release returned, or
-// the loss was observed; 0 if neither: the worker was killed holding it,
-// or the run ended).
+// called and when it returned, the fence it returned, and when it ended
+// (Release returned, or the loss was observed; 0 if neither: the worker
+// was killed holding it, or the run ended).
 type acquisition struct {
-	worker, acq   int
-	fence         uint64
-	called, ended int64
+	worker, acq         int
+	fence               uint64
+	called, held, ended int64
 }
 
 // acquisitions reads one worker's history.
@@ -354,7 +354,7 @@ func acquisitions(evs []event) []acquisition {
 		case "acquire":
 			called[e.Acq] = e.T
 		case "held":
-			byAcq[e.Acq] = &acquisition{worker: e.Worker, acq: e.Acq, fence: e.Fence, called: called[e.Acq]}
+			byAcq[e.Acq] = &acquisition{worker: e.Worker, acq: e.Acq, fence: e.Fence, called: called[e.Acq], held: e.T}
 			order = append(order, e.Acq)
 		case "end":
 			// A loss ends the acquisition when observed; a release only
@@ -375,13 +375,19 @@ func acquisitions(evs []event) []acquisition {
 	return out
 }
 
-// checkTokenOrder wants every acquisition whose Acquire was called after
-// another acquisition had ended (its Release returned, or its loss was
-// observed) to have a strictly higher fence: whatever happened to the
-// store, a token never goes down or repeats across acquisitions ordered
-// in real time. Each acquisition below the highest fence that ended
-// before it began is one token inversion: a violation, or expected when
-// mayInvert (a documented exception), counted apart.
+// checkTokenOrder wants every acquisition that was granted (Acquire
+// returned) after another acquisition had ended (its Release returned, or
+// its loss was observed) to have a strictly higher fence: whatever
+// happened to the store, a token never goes down or repeats across
+// acquisitions ordered in real time. This covers every acquisition whose
+// Acquire was called after the other ended, and also a waiter whose
+// Acquire began earlier but returned a grant older than a later holder's
+// (a late grant message): on an exclusive lock a grant older than the
+// other's is either still valid when the other was granted (an overlap) or
+// lapsed, and then must not be returned. Each acquisition whose fence is
+// not above the highest fence ended before it was granted is one token
+// inversion: a violation, or expected when mayInvert (a documented
+// exception), counted apart.
 func checkTokenOrder(o *outcome, acqs []acquisition, mayInvert bool) {
 	ended := make([]acquisition, 0, len(acqs))
 	for _, a := range acqs {
@@ -390,13 +396,13 @@ func checkTokenOrder(o *outcome, acqs []acquisition, mayInvert bool) {
 		}
 	}
 	sort.Slice(ended, func(i, j int) bool { return ended[i].ended < ended[j].ended })
-	began := slices.Clone(acqs)
-	sort.Slice(began, func(i, j int) bool { return began[i].called < began[j].called })
+	granted := slices.Clone(acqs)
+	sort.Slice(granted, func(i, j int) bool { return granted[i].held < granted[j].held })
 	// Sweep both in time order, keeping the highest fence ended so far.
 	var top acquisition
 	i, reported := 0, 0
-	for _, b := range began {
-		for ; i < len(ended) && ended[i].ended < b.called; i++ {
+	for _, b := range granted {
+		for ; i < len(ended) && ended[i].ended < b.held; i++ {
 			if ended[i].fence > top.fence || top.ended == 0 {
 				top = ended[i]
 			}
@@ -411,8 +417,8 @@ func checkTokenOrder(o *outcome, acqs []acquisition, mayInvert bool) {
 		o.inversions++
 		if reported < 5 {
 			reported++
-			o.violate("token inversion: worker %d acquired with fence %d (Acquire called at %d) after worker %d's acquisition with fence %d had ended (at %d)",
-				b.worker, b.fence, b.called, top.worker, top.fence, top.ended)
+			o.violate("token inversion: worker %d acquired with fence %d (Acquire called at %d, returned at %d) after worker %d's acquisition with fence %d had ended (at %d)",
+				b.worker, b.fence, b.called, b.held, top.worker, top.fence, top.ended)
 		}
 	}
 	if o.inversions > reported {

@@ -181,18 +181,18 @@ func TestLastHeldCall(t *testing.T) {
 	}
 }
 
-// The token order checker: an acquisition whose Acquire was called after
+// The token order checker: an acquisition granted (Acquire returned) after
 // another ended (Release returned, or the loss was seen) has a higher
 // fence, unless the run is a documented exception.
 func TestTokenOrderChecker(t *testing.T) {
-	// acq is one acquisition: Acquire called at called, held with fence,
-	// released at rel (Release returned at rel+1).
+	// acq is one acquisition: Acquire called at called, returned at
+	// called+1 with fence, belief ended at rel, Release returned at rel+10.
 	acq := func(w, n int, fence uint64, called, rel int64) []event {
 		return []event{
 			{Ev: "acquire", Worker: w, Acq: n, T: called},
 			{Ev: "held", Worker: w, Acq: n, Fence: fence, T: called + 1},
 			{Ev: "end", Worker: w, Acq: n, Why: "released", T: rel},
-			{Ev: "release", Worker: w, Acq: n, T: rel + 1},
+			{Ev: "release", Worker: w, Acq: n, T: rel + 10},
 		}
 	}
 	run := func(t *testing.T, mayInvert bool, histories ...[]event) *outcome {
@@ -220,10 +220,19 @@ func TestTokenOrderChecker(t *testing.T) {
 	})
 	t.Run("a lower fence after a release fails", func(t *testing.T) {
 		// Worker 1 called Acquire at 50, after worker 0's fence 7 had
-		// been released (31), and got fence 3.
+		// been released (40), and got fence 3.
 		o := run(t, false, acq(0, 1, 7, 10, 30), acq(1, 1, 3, 50, 60))
 		if o.inversions != 1 || len(o.violations) != 1 || !strings.Contains(o.violations[0], "token inversion: worker 1 acquired with fence 3") {
 			t.Errorf("violations = %q, inversions %d; want one token inversion", o.violations, o.inversions)
+		}
+	})
+	t.Run("a late grant's lower fence fails", func(t *testing.T) {
+		// Worker 1 called Acquire at 5, before worker 0's, but it
+		// returned fence 3 at 50, after fence 7 had been released (40).
+		w1 := acq(1, 1, 3, 5, 60)
+		w1[1].T = 50
+		if o := run(t, false, acq(0, 1, 7, 10, 30), w1); o.inversions != 1 {
+			t.Errorf("inversions = %d (violations %q), want 1", o.inversions, o.violations)
 		}
 	})
 	t.Run("a repeated fence fails", func(t *testing.T) {
@@ -243,8 +252,9 @@ func TestTokenOrderChecker(t *testing.T) {
 		}
 	})
 	t.Run("acquisitions concurrent in real time may come in any order", func(t *testing.T) {
-		// Worker 1 called Acquire at 25, before worker 0's release
-		// returned (31), and held from 35: their order is not known.
+		// Worker 1's Acquire returned at 35, after worker 0's belief
+		// ended (30) but before its Release returned (40): their order
+		// is not known.
 		w1 := acq(1, 1, 3, 25, 60)
 		w1[1].T = 35
 		if o := run(t, false, acq(0, 1, 7, 10, 30), w1); o.inversions != 0 || len(o.violations) != 0 {

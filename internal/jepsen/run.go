@@ -256,11 +256,12 @@ var Nemeses = []Nemesis{
 			p.ResetConnections(c.T)
 		}
 	}},
-	// The store's wall clock steps, permanent for the rest of the run (an
-	// undo would be a second step, the opposite nemesis); Run puts the
-	// clocks back once the workers have stopped. Each run's TTL (1 s) is
-	// below the 5 s steps, so a forward step ends every lease at once by
-	// the store's clock; 10 s is driver.DefaultClockBound.
+	// The store's wall clock steps (see StepClocks), permanent for the
+	// rest of the run (an undo would be a step the other way, the
+	// opposite nemesis); Run puts the clocks back once the workers have
+	// stopped. Each run's TTL (1 s) is below the 5 s steps, so a forward
+	// step ends every lease at once by the store's clock; 10 s is
+	// driver.DefaultClockBound.
 	{"clock-forward-5s", func(c *Cluster) { c.StepClocks(5*time.Second, false) }},
 	{"clock-back-5s", func(c *Cluster) { c.StepClocks(-5*time.Second, false) }},
 	{"clock-forward-10s", func(c *Cluster) { c.StepClocks(driver.DefaultClockBound, false) }},
@@ -324,22 +325,37 @@ func needsClocks(name string) int {
 	return 1
 }
 
-// StepClocks steps the store's wall clocks by d: every one, or only the
-// first (one server of several, e.g. one Redlock master) if one is set.
-// The step stays; the nemesis then waits three TTLs, past every lease
-// written before it, so that the takeovers it may allow happen within
-// the fault.
+// StepClocks steps the store's wall clocks by d, clockSteps times, each
+// while a worker holds the lock and two TTLs after the last, so that every
+// lease was written after at most one step: each step is one of at most
+// d (the promise covers a step at any moment), and each finds a holder
+// whose lease it shortens or lengthens (one step finds a waiter trying in
+// the holder's remaining time only now and then). It steps every clock,
+// or only the first (one server of several, e.g. one Redlock master) if
+// one is set. The steps stay: Run puts the clocks back after the workers
+// have stopped.
 func (c *Cluster) StepClocks(d time.Duration, one bool) {
 	clocks := c.Target.Clocks
 	if one {
 		clocks = clocks[:1]
 	}
-	for _, k := range clocks {
-		k.Step(d)
+	for i := range clockSteps {
+		if i > 0 {
+			time.Sleep(2 * c.Options.TTL)
+		}
+		c.Holder()
+		for _, k := range clocks {
+			k.Step(d)
+		}
 	}
-	c.event(fmt.Sprintf("stepped %d clock(s) by %v", len(clocks), d))
-	time.Sleep(3 * c.Options.TTL)
+	c.event(fmt.Sprintf("stepped %d clock(s) by %v, %d times", len(clocks), d, clockSteps))
+	// Past every lease written before the last step: the takeovers it
+	// may allow happen within the fault.
+	time.Sleep(2 * c.Options.TTL)
 }
+
+// clockSteps is how many times a clock nemesis steps the clock.
+const clockSteps = 3
 
 func (c *Cluster) event(s string) {
 	c.mu.Lock()
