@@ -272,7 +272,10 @@ var Nemeses = []Nemesis{
 		// back empty, and any token taken from its clock is below the
 		// last ones handed out.
 		c.Holder()
-		c.StepClocks(-5*time.Second, false)
+		for _, k := range c.Target.Clocks {
+			k.Step(-5 * time.Second)
+		}
+		c.event("stepped the clock(s) by -5s")
 		c.Target.Server.Restart(c.T)
 		c.event("restarted the server")
 	}},
