@@ -69,7 +69,9 @@ var targets = []struct {
 	}},
 	{"sqlite", func(t testing.TB) jepsen.Target {
 		path := filepath.Join(t.TempDir(), "locks.db")
-		return jepsen.Target{Name: "sqlite", URL: func(string) string { return "sqlite://" + path }}
+		// SQLite's clock is each worker's own: they put it on this one.
+		return jepsen.Target{Name: "sqlite", URL: func(string) string { return "sqlite://" + path },
+			Clocks: []*testserver.Clock{testserver.NewClock(t)}, SQLiteClock: true}
 	}},
 	{"redis", func(t testing.TB) jepsen.Target {
 		c := testserver.NewClock(t)

@@ -49,7 +49,9 @@ func (h *history) add(e event) {
 
 // Worker is the lock worker (see internal/testworker). Its args are a
 // store URL, the register's address, the lock name, the TTL, the path of
-// its history and its number. It loops acquire, read, write, release
+// its history, its number, the semaphore's limit (0: a lock) and, for a
+// SQLite store whose clock the runner steps, the Clock's file (see
+// useSQLiteClock). It loops acquire, read, write, release
 // until ctx ends, printing "ready" once its Locker is open. After it has
 // closed its Locker it checks that no goroutine and no socket was left
 // behind.
@@ -58,8 +60,13 @@ func Worker(ctx context.Context, args []string) error {
 }
 
 func work(ctx context.Context, args []string, checkLeaks bool) error {
-	if len(args) != 7 {
-		return fmt.Errorf("worker: want STORE REGISTER NAME TTL HISTORY N LIMIT, got %q", args)
+	if len(args) != 7 && len(args) != 8 {
+		return fmt.Errorf("worker: want STORE REGISTER NAME TTL HISTORY N LIMIT [SQLITE-CLOCK], got %q", args)
+	}
+	if len(args) == 8 {
+		if err := useSQLiteClock(args[7]); err != nil {
+			return err
+		}
 	}
 	store, regAddr, name := args[0], args[1], args[2]
 	ttl, err := time.ParseDuration(args[3])
