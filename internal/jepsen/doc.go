@@ -57,7 +57,8 @@
 // holder's remaining time only now and then). The steps stay until the
 // run's workers have stopped (an undo would be a step the other way,
 // another nemesis), then the clocks are put back. clock-one-forward-5s
-// steps one Redlock master's clock only; clock-back-restart-server steps
+// steps one Redlock master's clock only (the last: the restart nemeses
+// restart the first, whose state is then younger than the others'); clock-back-restart-server steps
 // the clock back by 5 s and restarts the server at once (the token a
 // store without persistence hands out next may come from its clock).
 // late-grant holds (not drops) a queued waiter's link past a grant's

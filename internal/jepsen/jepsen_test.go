@@ -153,7 +153,7 @@ var targets = []struct {
 		// minority lost or forgetting must not let a second holder in
 		// (the restart defence), so the run is not lossy.
 		// Each master has a clock of its own: the clock nemeses step them
-		// all, clock-one-forward-5s only the first's.
+		// all, clock-one-forward-5s only the last's.
 		var m []*testserver.Redis
 		var clocks []*testserver.Clock
 		for range 3 {

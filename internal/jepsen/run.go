@@ -348,13 +348,15 @@ func needsClocks(name string) int {
 // d (the promise covers a step at any moment), and each finds a holder
 // whose lease it shortens or lengthens (one step finds a waiter trying in
 // the holder's remaining time only now and then). It steps every clock,
-// or only the first (one server of several, e.g. one Redlock master) if
+// or only the last (one server of several, e.g. one Redlock master) if
 // one is set. The steps stay: Run puts the clocks back after the workers
 // have stopped.
 func (c *Cluster) StepClocks(d time.Duration, one bool) {
 	clocks := c.Target.Clocks
 	if one {
-		clocks = clocks[:1]
+		// The last server's: not Server, which the other nemeses
+		// restart, so its state is as old as any other's.
+		clocks = clocks[len(clocks)-1:]
 	}
 	for i := range clockSteps {
 		if i > 0 {
