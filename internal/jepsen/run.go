@@ -270,28 +270,16 @@ var Nemeses = []Nemesis{
 			p.ResetConnections(c.T)
 		}
 	}},
-	// The store's wall clock steps (see StepClocks), permanent for the
-	// rest of the run (an undo would be a step the other way, the
-	// opposite nemesis); Run puts the clocks back once the workers have
-	// stopped. Each run's TTL (1 s) is below the 5 s steps, so a forward
-	// step ends every lease at once by the store's clock; 10 s is
-	// driver.DefaultClockBound.
-	{"clock-forward-5s", func(c *Cluster) { c.StepClocks(5*time.Second, false) }},
-	{"clock-back-5s", func(c *Cluster) { c.StepClocks(-5*time.Second, false) }},
-	{"clock-forward-10s", func(c *Cluster) { c.StepClocks(driver.DefaultClockBound, false) }},
-	{"clock-back-10s", func(c *Cluster) { c.StepClocks(-driver.DefaultClockBound, false) }},
-	{"clock-one-forward-5s", func(c *Cluster) { c.StepClocks(5*time.Second, true) }},
-	{"clock-back-restart-server", func(c *Cluster) {
-		// A step back, then a restart: a store without persistence comes
-		// back empty, and any token taken from its clock is below the
-		// last ones handed out.
+	{"partition-waiter", func(c *Cluster) {
+		// Cut a worker off right after it has queued, for longer than
+		// the TTL, then heal: the stale-grant case.
 		c.Holder()
-		for _, k := range c.Target.Clocks {
-			k.Step(-5 * time.Second)
+		n := c.Waiter()
+		if n < 0 {
+			c.T.Fatalf("no worker waited for the lock within 30 s")
 		}
-		c.event("stepped the clock(s) by -5s")
-		c.Target.Server.Restart(c.T)
-		c.event("restarted the server")
+		time.Sleep(c.Options.TTL / 20) // its queued attempt has been answered
+		c.fault(2*c.Options.TTL, func(p *testserver.Proxy) { p.Partition(c.T) }, c.proxies[n])
 	}},
 	{"late-grant", func(c *Cluster) {
 		// A waiter's link is held (not dropped) right after its queued
@@ -313,17 +301,32 @@ var Nemeses = []Nemesis{
 		p.Heal(c.T)
 		c.event(fmt.Sprintf("held worker %d's link for %v, then 100 ms slow for 1s", n, max(3*time.Second, 3*c.Options.TTL)))
 	}},
-	{"partition-waiter", func(c *Cluster) {
-		// Cut a worker off right after it has queued, for longer than
-		// the TTL, then heal: the stale-grant case.
+	// The store's wall clock steps (see StepClocks), last: a store that a
+	// step leaves confused (a Redlock master's state) would otherwise
+	// blame the nemeses after it. The steps are permanent for the rest
+	// of the run (an undo would be a step the other way, the opposite
+	// nemesis); Run puts the clocks back once the workers have stopped. Each run's TTL (1 s) is below the 5 s steps, so a forward
+	// step ends every lease at once by the store's clock; 10 s is
+	// driver.DefaultClockBound.
+	{"clock-forward-5s", func(c *Cluster) { c.StepClocks(5*time.Second, false) }},
+	{"clock-back-5s", func(c *Cluster) { c.StepClocks(-5*time.Second, false) }},
+	{"clock-forward-10s", func(c *Cluster) { c.StepClocks(driver.DefaultClockBound, false) }},
+	{"clock-back-10s", func(c *Cluster) { c.StepClocks(-driver.DefaultClockBound, false) }},
+	{"clock-back-restart-server", func(c *Cluster) {
+		// A step back, then a restart: a store without persistence comes
+		// back empty, and any token taken from its clock is below the
+		// last ones handed out.
 		c.Holder()
-		n := c.Waiter()
-		if n < 0 {
-			c.T.Fatalf("no worker waited for the lock within 30 s")
+		for _, k := range c.Target.Clocks {
+			k.Step(-5 * time.Second)
 		}
-		time.Sleep(c.Options.TTL / 20) // its queued attempt has been answered
-		c.fault(2*c.Options.TTL, func(p *testserver.Proxy) { p.Partition(c.T) }, c.proxies[n])
+		c.event("stepped the clock(s) by -5s")
+		c.Target.Server.Restart(c.T)
+		c.event("restarted the server")
 	}},
+	// Last of all: on Redlock, the state of the master it steps outlives
+	// the run (the clock put back is a step back of that master).
+	{"clock-one-forward-5s", func(c *Cluster) { c.StepClocks(5*time.Second, true) }},
 }
 
 func needsServer(name string) bool { return strings.HasSuffix(name, "-server") }
