@@ -167,6 +167,13 @@ var targets = []struct {
 			Upstream: m[0].Addr(),
 			Server:   m[0],
 			Clocks:   clocks,
+			// A forward step on a majority of the masters ends a holder's
+			// keys early on a quorum: Redlock documents that it then gives
+			// no exclusion, whatever its ClockBound (see package redlock),
+			// so those overlaps are expected, and fencing must make them
+			// harmless. One master's step (clock-one-forward-5s) must keep
+			// it exclusive and available, and no step may lower a token.
+			Forgets: []string{"clock-forward-5s", "clock-forward-10s"},
 		}
 	}},
 	{"mariadb", func(t testing.TB) jepsen.Target {
