@@ -54,7 +54,7 @@ func TestCheckersCatchViolations(t *testing.T) {
 		writeJSONL(t, p0, w0)
 		writeJSONL(t, p1, w1)
 		writeJSONL(t, pr, reg)
-		o, err := check([]string{p0, p1}, pr, nil, pauses, 200, false, 0)
+		o, err := check([]string{p0, p1}, pr, nil, pauses, 200, false, false, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +134,7 @@ func TestPermitChecker(t *testing.T) {
 		}
 		pr := filepath.Join(dir, "r")
 		writeJSONL(t, pr, []regOp{})
-		o, err := check(paths, pr, nil, pauses, 200, false, 2)
+		o, err := check(paths, pr, nil, pauses, 200, false, false, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,5 +178,115 @@ func TestLastHeldCall(t *testing.T) {
 	writeJSONL(t, path, []event{{Ev: "acquire", Acq: 1, T: 5}, {Ev: "held", Acq: 1, T: 8}, {Ev: "end", Acq: 1, T: 9}})
 	if _, holding := lastHeldCall(t, path); holding {
 		t.Errorf("lastHeldCall of a worker that released = holding, want not")
+	}
+}
+
+// The token order checker: an acquisition granted (Acquire returned) after
+// another ended (Release returned, or the loss was seen) has a higher
+// fence, unless the run is a documented exception.
+func TestTokenOrderChecker(t *testing.T) {
+	// acq is one acquisition: Acquire called at called, returned at
+	// called+1 with fence, belief ended at rel, Release returned at rel+10.
+	acq := func(w, n int, fence uint64, called, rel int64) []event {
+		return []event{
+			{Ev: "acquire", Worker: w, Acq: n, T: called},
+			{Ev: "held", Worker: w, Acq: n, Fence: fence, T: called + 1},
+			{Ev: "end", Worker: w, Acq: n, Why: "released", T: rel},
+			{Ev: "release", Worker: w, Acq: n, T: rel + 10},
+		}
+	}
+	run := func(t *testing.T, mayInvert bool, histories ...[]event) *outcome {
+		t.Helper()
+		dir := t.TempDir()
+		var paths []string
+		for i, h := range histories {
+			p := filepath.Join(dir, strconv.Itoa(i))
+			writeJSONL(t, p, h)
+			paths = append(paths, p)
+		}
+		pr := filepath.Join(dir, "r")
+		writeJSONL(t, pr, []regOp{})
+		o, err := check(paths, pr, nil, nil, 1000, false, mayInvert, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	t.Run("increasing fences pass", func(t *testing.T) {
+		o := run(t, false, append(acq(0, 1, 1, 10, 20), acq(0, 2, 5, 60, 70)...), acq(1, 1, 3, 30, 40))
+		if len(o.violations) != 0 || o.inversions != 0 {
+			t.Errorf("violations = %q, inversions %d; want none, 0", o.violations, o.inversions)
+		}
+	})
+	t.Run("a lower fence after a release fails", func(t *testing.T) {
+		// Worker 1 called Acquire at 50, after worker 0's fence 7 had
+		// been released (40), and got fence 3.
+		o := run(t, false, acq(0, 1, 7, 10, 30), acq(1, 1, 3, 50, 60))
+		if o.inversions != 1 || len(o.violations) != 1 || !strings.Contains(o.violations[0], "token inversion: worker 1 acquired with fence 3") {
+			t.Errorf("violations = %q, inversions %d; want one token inversion", o.violations, o.inversions)
+		}
+	})
+	t.Run("a late grant's lower fence fails", func(t *testing.T) {
+		// Worker 1 called Acquire at 5, before worker 0's, but it
+		// returned fence 3 at 50, after fence 7 had been released (40).
+		w1 := acq(1, 1, 3, 5, 60)
+		w1[1].T = 50
+		if o := run(t, false, acq(0, 1, 7, 10, 30), w1); o.inversions != 1 {
+			t.Errorf("inversions = %d (violations %q), want 1", o.inversions, o.violations)
+		}
+	})
+	t.Run("a repeated fence fails", func(t *testing.T) {
+		o := run(t, false, acq(0, 1, 7, 10, 30), acq(1, 1, 7, 50, 60))
+		if o.inversions != 1 {
+			t.Errorf("inversions = %d (violations %q), want 1", o.inversions, o.violations)
+		}
+	})
+	t.Run("a lower fence after a loss fails", func(t *testing.T) {
+		lost := []event{
+			{Ev: "acquire", Worker: 0, Acq: 1, T: 10},
+			{Ev: "held", Worker: 0, Acq: 1, Fence: 9, T: 11},
+			{Ev: "end", Worker: 0, Acq: 1, Why: "lock lost", T: 30},
+		}
+		if o := run(t, false, lost, acq(1, 1, 4, 40, 50)); o.inversions != 1 {
+			t.Errorf("inversions = %d (violations %q), want 1", o.inversions, o.violations)
+		}
+	})
+	t.Run("acquisitions concurrent in real time may come in any order", func(t *testing.T) {
+		// Worker 1's Acquire returned at 35, after worker 0's belief
+		// ended (30) but before its Release returned (40): their order
+		// is not known.
+		w1 := acq(1, 1, 3, 25, 60)
+		w1[1].T = 35
+		if o := run(t, false, acq(0, 1, 7, 10, 30), w1); o.inversions != 0 || len(o.violations) != 0 {
+			t.Errorf("violations = %q, inversions %d; want none", o.violations, o.inversions)
+		}
+	})
+	t.Run("the documented exception is counted apart", func(t *testing.T) {
+		o := run(t, true, acq(0, 1, 7, 10, 30), acq(1, 1, 3, 50, 60))
+		if o.inversions != 0 || o.expectedInversions != 1 || len(o.violations) != 0 {
+			t.Errorf("violations = %q, inversions %d, expected %d; want none, 0, 1", o.violations, o.inversions, o.expectedInversions)
+		}
+	})
+}
+
+// The quiet-phase progress checker wants every live worker to acquire
+// after the fault, not only some.
+func TestProgressChecker(t *testing.T) {
+	dir := t.TempDir()
+	held := func(n int, at int64) string {
+		p := filepath.Join(dir, strconv.Itoa(n))
+		writeJSONL(t, p, []event{{Ev: "held", Worker: n, Acq: 1, T: at}})
+		return p
+	}
+	paths := []string{held(0, 150), held(1, 50), held(2, 60)}
+	got, err := unprogressed(paths, map[int]int64{2: 70}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != 1 {
+		t.Errorf("unprogressed(healed 100) = %v, want [1] (worker 2 is dead)", got)
+	}
+	if got, _ := unprogressed(paths[:1], nil, 100); len(got) != 0 {
+		t.Errorf("unprogressed(one worker that acquired) = %v, want none", got)
 	}
 }

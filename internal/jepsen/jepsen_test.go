@@ -69,16 +69,37 @@ var targets = []struct {
 	}},
 	{"sqlite", func(t testing.TB) jepsen.Target {
 		path := filepath.Join(t.TempDir(), "locks.db")
-		return jepsen.Target{Name: "sqlite", URL: func(string) string { return "sqlite://" + path }}
+		// SQLite's clock is each worker's own: they put it on this one.
+		return jepsen.Target{Name: "sqlite", URL: func(string) string { return "sqlite://" + path },
+			Clocks: []*testserver.Clock{testserver.NewClock(t)}, SQLiteClock: true}
 	}},
 	{"redis", func(t testing.TB) jepsen.Target {
-		r := testserver.StartRedis(t)
+		c := testserver.NewClock(t)
+		r := testserver.StartRedisWith(t, testserver.RedisOptions{Clock: c})
 		return jepsen.Target{
 			Name:     "redis",
 			URL:      func(addr string) string { return "redis://" + addr },
 			Upstream: r.Addr(),
 			Server:   r,
-			Forgets:  []string{"restart-server"}, // no persistence: restarted empty
+			Clocks:   []*testserver.Clock{c},
+			// No persistence: restarted empty. After a step back of its
+			// clock, the tokens may then go down (the documented
+			// exception; redis-aof below must show none).
+			Forgets:       []string{"restart-server", "clock-back-restart-server"},
+			InvertsTokens: []string{"clock-back-restart-server"},
+		}
+	}},
+	{"redis-aof", func(t testing.TB) jepsen.Target {
+		c := testserver.NewClock(t)
+		r := testserver.StartRedisWith(t, testserver.RedisOptions{Clock: c, Persistent: true})
+		return jepsen.Target{
+			Name:     "redis-aof",
+			URL:      func(addr string) string { return "redis://" + addr },
+			Upstream: r.Addr(),
+			Server:   r,
+			Clocks:   []*testserver.Clock{c},
+			// Persistent (AOF, fsync before each reply): a restart
+			// forgets nothing, and no token may go down.
 		}
 	}},
 	{"redis-cluster", func(t testing.TB) jepsen.Target {
@@ -95,15 +116,20 @@ var targets = []struct {
 		}
 	}},
 	{"redis-sentinel", func(t testing.TB) jepsen.Target {
-		s := testserver.StartRedisSentinelReplicated(t)
+		// The master and the replica share one clock, the store's.
+		c := testserver.NewClock(t)
+		s := testserver.StartRedisSentinelReplicatedWith(t, testserver.RedisOptions{Clock: c})
 		return jepsen.Target{
 			Name:   "redis-sentinel",
 			URL:    func(string) string { return "redis+sentinel://" + s.Addr() + "/" + testserver.SentinelMaster },
 			Server: s.Master,
+			Clocks: []*testserver.Clock{c},
 			// Replication is asynchronous: a failover can lose the latest
-			// lock writes, and a restarted master comes back empty.
-			Failover: s.Failover,
-			Forgets:  []string{"restart-server", "failover"},
+			// lock writes, and a restarted master comes back empty (and
+			// after a step back of its clock, its tokens may go down).
+			Failover:      s.Failover,
+			Forgets:       []string{"restart-server", "failover", "clock-back-restart-server"},
+			InvertsTokens: []string{"clock-back-restart-server"},
 		}
 	}},
 	{"redis-sentinel-wait", func(t testing.TB) jepsen.Target {
@@ -126,16 +152,33 @@ var targets = []struct {
 		// network (a proxy per worker), a pause, a restart empty. A
 		// minority lost or forgetting must not let a second holder in
 		// (the restart defence), so the run is not lossy.
-		m := []*testserver.Redis{testserver.StartRedis(t), testserver.StartRedis(t), testserver.StartRedis(t)}
+		// Each master has a clock of its own: the clock nemeses step them
+		// all, clock-one-forward-5s only the last's.
+		var m []*testserver.Redis
+		var clocks []*testserver.Clock
+		for range 3 {
+			c := testserver.NewClock(t)
+			clocks = append(clocks, c)
+			m = append(m, testserver.StartRedisWith(t, testserver.RedisOptions{Clock: c}))
+		}
 		return jepsen.Target{
 			Name:     "redlock",
 			URL:      func(addr string) string { return "redlock://" + addr + "," + m[1].Addr() + "," + m[2].Addr() },
 			Upstream: m[0].Addr(),
 			Server:   m[0],
+			Clocks:   clocks,
+			// A forward step on a majority of the masters ends a holder's
+			// keys early on a quorum: Redlock documents that it then gives
+			// no exclusion, whatever its ClockBound (see package redlock),
+			// so those overlaps are expected, and fencing must make them
+			// harmless. One master's step (clock-one-forward-5s) must keep
+			// it exclusive and available, and no step may lower a token.
+			Forgets: []string{"clock-forward-5s", "clock-forward-10s"},
 		}
 	}},
 	{"mariadb", func(t testing.TB) jepsen.Target {
-		m := testserver.StartMariaDB(t)
+		clock := testserver.NewClock(t)
+		m := testserver.StartMariaDBWith(t, &testserver.MariaDBOptions{Clock: clock})
 		c, err := mysql.ParseDSN(m.DSN())
 		if err != nil {
 			t.Fatal(err)
@@ -145,16 +188,19 @@ var targets = []struct {
 			URL:      func(addr string) string { return "mysql://" + c.User + "@" + addr + "/" + c.DBName },
 			Upstream: c.Addr,
 			Server:   m,
+			Clocks:   []*testserver.Clock{clock},
 		}
 	}},
 	{"postgres", func(t testing.TB) jepsen.Target {
-		p := testserver.StartPostgres(t)
+		clock := testserver.NewClock(t)
+		p := testserver.StartPostgresClock(t, clock)
 		addr := strings.TrimPrefix(strings.SplitN(p.DSN(), "/", 4)[2], "postgres@")
 		return jepsen.Target{
 			Name:     "postgres",
 			URL:      func(addr string) string { return "postgres://postgres@" + addr + "/postgres" },
 			Upstream: addr,
 			Server:   p,
+			Clocks:   []*testserver.Clock{clock},
 		}
 	}},
 	{"zookeeper", func(t testing.TB) jepsen.Target {

@@ -56,12 +56,12 @@ func (rep *Report) Write(w io.Writer, title string) {
 	fmt.Fprintf(w, "# %s\n\n", title)
 	for _, t := range targets {
 		fmt.Fprintf(w, "## %s\n\n", t)
-		fmt.Fprintln(w, "| nemesis | duration | acquisitions | writes accepted | ops refused (stale fence) | ops checked | linearizable | violations | fenced overlaps | max stale belief after resume | max re-acquire after a holder died |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+		fmt.Fprintln(w, "| nemesis | duration | acquisitions | writes accepted | ops refused (stale fence) | ops checked | linearizable | violations | token inversions | token inversions expected (documented) | fenced overlaps | max stale belief after resume | max re-acquire after a holder died |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, r := range byTarget[t] {
-			fmt.Fprintf(w, "| %s | %v | %d | %d | %d | %d | %s | %d | %d | %s | %s |\n",
+			fmt.Fprintf(w, "| %s | %v | %d | %d | %d | %d | %s | %d | %d | %d | %d | %s | %s |\n",
 				r.Nemesis, r.Duration.Round(100*time.Millisecond), r.Acquisitions, r.Accepted, r.Rejected, r.Ops,
-				r.Linearizable, len(r.Violations), r.Overlaps, dash(r.MaxStale), dash(r.MaxReacquire))
+				r.Linearizable, len(r.Violations), r.TokenInversions, r.ExpectedInversions, r.Overlaps, dash(r.MaxStale), dash(r.MaxReacquire))
 		}
 		for _, r := range byTarget[t] {
 			for _, v := range r.Violations {

@@ -21,7 +21,7 @@ import (
 
 // event is one line of a worker's history.
 type event struct {
-	Ev       string `json:"ev"`             // "acquire" (called), "held", "end", "call", "ret", "stall", "error"
+	Ev       string `json:"ev"`             // "acquire" (called), "held", "end" (belief ended), "release" (Release returned), "call", "ret", "stall", "error"
 	Worker   int    `json:"worker"`         // the worker's number
 	Acq      int    `json:"acq"`            // the acquisition's number in this worker
 	ID       int    `json:"id,omitempty"`   // a register operation's number in this worker (call and ret)
@@ -49,7 +49,9 @@ func (h *history) add(e event) {
 
 // Worker is the lock worker (see internal/testworker). Its args are a
 // store URL, the register's address, the lock name, the TTL, the path of
-// its history and its number. It loops acquire, read, write, release
+// its history, its number, the semaphore's limit (0: a lock) and, for a
+// SQLite store whose clock the runner steps, the Clock's file (see
+// useSQLiteClock). It loops acquire, read, write, release
 // until ctx ends, printing "ready" once its Locker is open. After it has
 // closed its Locker it checks that no goroutine and no socket was left
 // behind.
@@ -58,8 +60,13 @@ func Worker(ctx context.Context, args []string) error {
 }
 
 func work(ctx context.Context, args []string, checkLeaks bool) error {
-	if len(args) != 7 {
-		return fmt.Errorf("worker: want STORE REGISTER NAME TTL HISTORY N LIMIT, got %q", args)
+	if len(args) != 7 && len(args) != 8 {
+		return fmt.Errorf("worker: want STORE REGISTER NAME TTL HISTORY N LIMIT [SQLITE-CLOCK], got %q", args)
+	}
+	if len(args) == 8 {
+		if err := useSQLiteClock(args[7]); err != nil {
+			return err
+		}
 	}
 	store, regAddr, name := args[0], args[1], args[2]
 	ttl, err := time.ParseDuration(args[3])
@@ -164,6 +171,7 @@ func work(ctx context.Context, args []string, checkLeaks bool) error {
 		end("released")
 		reg.do(ctx, "released", fence, 0)
 		k.Release(context.Background())
+		h.add(event{Ev: "release", Worker: n, Acq: acq, T: now()})
 		sleepCtx(ctx, rand.N(ttl/10))
 	}
 	// A long-running worker leaves nothing behind once its Locker is

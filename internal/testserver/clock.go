@@ -79,6 +79,12 @@ func (c *Clock) Step(d time.Duration) {
 	atomic.StoreInt64((*int64)(unsafe.Pointer(&c.mem[0])), v)
 }
 
+// File returns the path of the clock's offset file: 8 bytes, the offset
+// in nanoseconds as a native-endian int64, which a process that cannot
+// take the LD_PRELOAD library (a Go program: SQLite inside it) may map
+// and add to its own readings of the wall clock.
+func (c *Clock) File() string { return c.file }
+
 // Offset returns how far the clock is from the host's.
 func (c *Clock) Offset() time.Duration { return time.Duration(c.off.Load()) }
 

@@ -39,7 +39,16 @@ func StartRedisSentinel(t testing.TB) *RedisSentinel {
 // Failover can promote it.
 func StartRedisSentinelReplicated(t testing.TB) *RedisSentinel {
 	t.Helper()
-	master, replica := StartRedis(t), StartRedis(t)
+	return StartRedisSentinelReplicatedWith(t, RedisOptions{})
+}
+
+// StartRedisSentinelReplicatedWith is StartRedisSentinelReplicated with
+// the master and the replica started by StartRedisWith(t, o): e.g. both
+// on one Clock, the store's, which the test steps. The Sentinel itself
+// keeps the host's clock.
+func StartRedisSentinelReplicatedWith(t testing.TB, o RedisOptions) *RedisSentinel {
+	t.Helper()
+	master, replica := StartRedisWith(t, o), StartRedisWith(t, o)
 	c := replica.Client(t)
 	host, port, _ := net.SplitHostPort(master.Addr())
 	if err := c.ReplicaOf(context.Background(), host, port).Err(); err != nil {
