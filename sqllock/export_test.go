@@ -1,8 +1,11 @@
 package sqllock
 
 import (
+	"database/sql"
 	sqldriver "database/sql/driver"
 	"net/url"
+
+	"github.com/dlock-go/dlock/driver"
 )
 
 // MySQLConnector returns the connector dlock.Open makes for the mysql://
@@ -14,4 +17,12 @@ func MySQLConnector(store string) (sqldriver.Connector, error) {
 		return nil, err
 	}
 	return mysqlConnector(u, u.Query())
+}
+
+// NewDriver returns the driver a Locker of New would use, for tests of
+// the driver's steps (a Result's Stamp, a Lease's Takeover) that the core
+// does not show.
+func NewDriver(db *sql.DB, dialect Dialect, opts *Options) (driver.Driver, error) {
+	d, _, err := newDriver(db, dialect, opts, false)
+	return d, err
 }
