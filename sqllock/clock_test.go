@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -402,4 +403,41 @@ func testDoubtRule(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 		t.Errorf("Acquire(%q) after the reader released = %+v, want acquired", name, res)
 	}
 	drv.Release(ctx, w)
+}
+
+// TestClockBoundOption: a negative Options.ClockBound is invalid, and
+// clock_bound= sets it from a URL (a tiny bound frees a lease that ended
+// at once, as before the bound).
+func TestClockBoundOption(t *testing.T) {
+	db := newSQLite(t)
+	if _, err := sqllock.New(db, sqllock.SQLite, &sqllock.Options{ClockBound: -time.Second}); !errors.Is(err, dlock.ErrInvalid) {
+		t.Errorf("New with ClockBound -1s = %v, want ErrInvalid", err)
+	}
+	path := filepath.Join(t.TempDir(), "locks.db")
+	for _, c := range []struct {
+		query string
+		taken bool // a lease that ended 1s ago is taken at once
+	}{{"?clock_bound=1ms", true}, {"", false}} {
+		l, err := dlock.Open(t.Context(), "sqlite://"+path+c.query)
+		if err != nil {
+			t.Fatalf("Open(%q) = %v", c.query, err)
+		}
+		defer l.Close()
+		name := uniqueName(t)
+		k := mustAcquire(t, l, name, dlock.WithoutRenewal())
+		setExpired(t, openSQLite(t, path), sqllock.SQLite, name, time.Second, false)
+		other, err := dlock.Open(t.Context(), "sqlite://"+path+c.query)
+		if err != nil {
+			t.Fatalf("Open(%q) = %v", c.query, err)
+		}
+		defer other.Close()
+		k2, err := other.TryAcquire(t.Context(), name)
+		if got := err == nil; got != c.taken {
+			t.Errorf("TryAcquire(%q) of a lease that ended 1s ago with %q = %v, want taken %v", name, c.query, err, c.taken)
+		}
+		if k2 != nil {
+			k2.Release(t.Context())
+		}
+		k.Release(t.Context())
+	}
 }

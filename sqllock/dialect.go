@@ -204,7 +204,8 @@ func oldSchema(err error, table string) bool {
 		return pe.Code == "42703" // undefined_column
 	}
 	var ce interface{ Code() int }
-	return errors.As(err, &ce) && ce.Code()&0xff == 1 && strings.Contains(err.Error(), "no such column")
+	return errors.As(err, &ce) && ce.Code()&0xff == 1 &&
+		(strings.Contains(err.Error(), "no such column") || strings.Contains(err.Error(), "has no column named"))
 }
 
 // denied returns err, wrapping dlock.ErrDenied too, if it says the
