@@ -381,8 +381,12 @@ func testDoubtRule(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	// is still its holder's to renew and release.
 	name = uniqueName(t)
 	r := driver.Lease{Name: name, Owner: "readerRRRRRRRRRRRRRRRRR:1", TTL: ttl, Shared: true}
-	if res := acquire(r, ""); !res.Acquired {
+	res = acquire(r, "")
+	if !res.Acquired {
 		t.Fatalf("Acquire(%q) shared = %+v, want acquired", name, res)
+	}
+	if err := refresh(r, res.Fence+1); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("Refresh of a reader with token %d, holding %d = %v, want ErrNotHeld", res.Fence+1, res.Fence, err)
 	}
 	setExpired(t, db, d, name, time.Second, false)
 	setExpired(t, db, d, name, time.Second, true)
@@ -393,8 +397,8 @@ func testDoubtRule(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	if hs, err := drv.(driver.Inspector).Inspect(ctx, []string{name}); err != nil || len(hs) != 1 || hs[0].Remaining != 0 {
 		t.Errorf("Inspect(%q) with a reader in doubt = %+v, %v, want it with Remaining 0", name, hs, err)
 	}
-	if err := refresh(r, 0); err != nil {
-		t.Errorf("Refresh of a reader in doubt = %v, want nil", err)
+	if err := refresh(r, res.Fence); err != nil {
+		t.Errorf("Refresh of a reader in doubt with its token = %v, want nil", err)
 	}
 	if err := drv.Release(ctx, r); err != nil {
 		t.Errorf("Release of a reader = %v, want nil", err)

@@ -5,6 +5,8 @@ import (
 	sqldriver "database/sql/driver"
 	"net/url"
 
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -25,4 +27,15 @@ func MySQLConnector(store string) (sqldriver.Connector, error) {
 func NewDriver(db *sql.DB, dialect Dialect, opts *Options) (driver.Driver, error) {
 	d, _, err := newDriver(db, dialect, opts, false)
 	return d, err
+}
+
+// NewLockerAndDriver returns a Locker of New and the driver under it, for
+// dlocktest properties that call a driver step on a lease the Locker
+// holds.
+func NewLockerAndDriver(db *sql.DB, dialect Dialect, opts *Options) (*dlock.Locker, driver.Driver, error) {
+	d, cfg, err := newDriver(db, dialect, opts, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return backend.New(d, cfg), d, nil
 }
