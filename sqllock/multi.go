@@ -58,6 +58,7 @@ type multiSQL struct {
 	purge  string   // delete name's expired holders
 	insert string   // name, owner, fence, ttl, meta, shared, lim
 	extend string   // ttl, name, owner: extend a live holder
+	fenced string   // ttl, name, owner, fence: extend a live holder with that token
 	remove string   // name, owner: delete a live holder
 	sum    string   // fence, owner whose intent to clear, name ×4: the row's summary
 	intent string   // owner, ttl, name, owner: record a writer's intent
@@ -79,7 +80,8 @@ func newMultiSQL(t, h string, c clock, numbered bool) multiSQL {
 		live:   r.Replace(`SELECT owner, fence, {left_h} FROM {h} WHERE name = ? AND expires > {live_after}`),
 		purge:  r.Replace(`DELETE FROM {h} WHERE name = ? AND expires <= {live_after}`),
 		insert: r.Replace(`INSERT INTO {h} (name, owner, fence, expires, meta, shared, lim) VALUES (?, ?, ?, {plus}, ?, ?, ?)`),
-		extend: r.Replace(`UPDATE {h} SET expires = {plus} WHERE name = ? AND owner = ? AND expires > {live_after} AND (? = 0 OR fence = ?)`),
+		extend: r.Replace(`UPDATE {h} SET expires = {plus} WHERE name = ? AND owner = ? AND expires > {live_after}`),
+		fenced: r.Replace(`UPDATE {h} SET expires = {plus} WHERE name = ? AND owner = ? AND expires > {live_after} AND fence = ?`),
 		remove: r.Replace(`DELETE FROM {h} WHERE name = ? AND owner = ? AND expires > {live_after}`),
 		sum: r.Replace(`UPDATE {t} SET fence = ?,
 	intent = CASE WHEN intent = ? THEN '' ELSE intent END,
@@ -93,7 +95,7 @@ WHERE name = ? AND owner = '*' AND lim = 0 AND expires > {live_after} AND (inten
 		force: r.Replace(`DELETE FROM {h} WHERE name = ?`),
 	}
 	if numbered {
-		for _, s := range []*string{&m.live, &m.purge, &m.insert, &m.extend, &m.remove, &m.sum, &m.intent, &m.clear, &m.force} {
+		for _, s := range []*string{&m.live, &m.purge, &m.insert, &m.extend, &m.fenced, &m.remove, &m.sum, &m.intent, &m.clear, &m.force} {
 			*s = dollarParams(*s)
 		}
 	}
@@ -245,7 +247,7 @@ func (d *sqlDriver) acquireMulti(ctx context.Context, l driver.Lease) (driver.Re
 		fence := s.fence
 		switch i := indexHolder(hs, l.Owner); {
 		case i >= 0: // a retry whose reply was lost: extend, same token
-			if _, err := tx.ExecContext(ctx, m.extend, micros(l.TTL), l.Name, l.Owner, 0, 0); err != nil {
+			if _, err := tx.ExecContext(ctx, m.extend, micros(l.TTL), l.Name, l.Owner); err != nil {
 				return false, err
 			}
 			res.Fence = uint64(hs[i].fence)
@@ -300,7 +302,10 @@ func rowMode(s rowState) string {
 // (with token l.Fence, unless 0), and the row's summary with it. It
 // reports whether it did.
 func (d *sqlDriver) refreshMulti(ctx context.Context, l driver.Lease) (bool, error) {
-	return d.changeHolder(ctx, l, d.q.multi.extend, false, micros(l.TTL), l.Name, l.Owner, int64(l.Fence), int64(l.Fence))
+	if l.Fence == 0 {
+		return d.changeHolder(ctx, l, d.q.multi.extend, false, micros(l.TTL), l.Name, l.Owner)
+	}
+	return d.changeHolder(ctx, l, d.q.multi.fenced, false, micros(l.TTL), l.Name, l.Owner, int64(l.Fence))
 }
 
 // releaseMulti deletes a shared hold or permit that l.Owner holds, updates
