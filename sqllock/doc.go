@@ -39,8 +39,9 @@
 //     or in doubt with the stamp the caller's takeover names. MySQL
 //     cannot return the outcome of an upsert, so a primary-key SELECT
 //     follows it; it reports the lock taken only if the row shows the
-//     caller's owner with an unexpired lease. (On MySQL a takeover is an
-//     UPDATE of its own, run before the SELECT instead of the upsert.)
+//     caller's owner with an unexpired lease. (On MySQL an acquire with a
+//     takeover first runs an UPDATE of its own that compares the stamp;
+//     the upsert runs only if that took nothing.)
 //   - refresh extends, in one statement per 200 leases, every row whose
 //     owner (and token, when the core gives one) matches and whose lease
 //     has not run out, or ran out less than the clock bound ago (PostgreSQL UPDATE ...
