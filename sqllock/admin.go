@@ -13,7 +13,7 @@ import (
 // exist, as each Locker otherwise does on first use. An empty table means
 // DefaultTable.
 func Migrate(ctx context.Context, db *sql.DB, dialect Dialect, table string) error {
-	q, err := prepare(db, dialect, table)
+	q, err := prepare(db, dialect, table, driver.DefaultClockBound)
 	if err != nil {
 		return fmt.Errorf("sqllock: migrate: %w", err)
 	}

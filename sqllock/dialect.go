@@ -49,7 +49,7 @@ func (d Dialect) String() string {
 type queries struct {
 	migrate      func(ctx context.Context, db *sql.DB) error
 	acquire      func(ctx context.Context, db querier, l driver.Lease) (outcome, error)
-	refresh      func(ctx context.Context, db querier, ls []driver.Lease) (map[leaseKey]bool, error)
+	refresh      func(ctx context.Context, db querier, ls []driver.Lease) (map[leaseKey]uint64, error) // the token of each lease extended
 	release      func(ctx context.Context, db querier, name, owner string) (bool, error)
 	forceRelease func(ctx context.Context, db querier, name string) (bool, error)
 
@@ -147,7 +147,7 @@ func execReleases(release, force string) (func(context.Context, querier, string,
 		}
 }
 
-var builders = map[Dialect]func(table string) *queries{
+var builders = map[Dialect]func(table string, bound time.Duration) *queries{
 	MySQL:      mysqlQueries,
 	PostgreSQL: postgresQueries,
 	SQLite:     sqliteQueries,
@@ -204,7 +204,8 @@ func oldSchema(err error, table string) bool {
 		return pe.Code == "42703" // undefined_column
 	}
 	var ce interface{ Code() int }
-	return errors.As(err, &ce) && ce.Code()&0xff == 1 && strings.Contains(err.Error(), "no such column")
+	return errors.As(err, &ce) && ce.Code()&0xff == 1 &&
+		(strings.Contains(err.Error(), "no such column") || strings.Contains(err.Error(), "has no column named"))
 }
 
 // denied returns err, wrapping dlock.ErrDenied too, if it says the
@@ -272,18 +273,39 @@ func fromMicros(us int64) time.Duration {
 	return time.Duration(max(us, 0)) * time.Microsecond
 }
 
-// heldSet reads (name, owner) rows into a set.
-func heldSet(rows *sql.Rows) (map[leaseKey]bool, error) {
+// heldSet reads (name, owner, fence) rows into a map.
+func heldSet(rows *sql.Rows) (map[leaseKey]uint64, error) {
 	defer rows.Close()
-	held := make(map[leaseKey]bool)
+	held := make(map[leaseKey]uint64)
 	for rows.Next() {
-		var name, owner []byte
-		if err := rows.Scan(&name, &owner); err != nil {
+		var (
+			name, owner []byte
+			fence       int64
+		)
+		if err := rows.Scan(&name, &owner, &fence); err != nil {
 			return nil, err
 		}
-		held[leaseKey{string(name), string(owner)}] = true
+		held[leaseKey{string(name), string(owner)}] = uint64(fence)
 	}
 	return held, rows.Err()
+}
+
+// notTaken is the Result of an exclusive acquire that found name's row
+// held by another owner: leftUs is the row's lease left by the database's
+// clock (negative once it ended), stamp and ttlUs the row's stamp and its
+// holder's TTL, stamp "" unless the row is in doubt (see
+// Options.ClockBound) and its holder's TTL is known. A lease in doubt,
+// and one of shared holders or permits (multi), keeps the name until it
+// ended bound ago.
+func notTaken(leftUs int64, multi bool, stamp string, ttlUs int64, bound time.Duration) driver.Result {
+	res := driver.Result{Remaining: fromMicros(leftUs)}
+	if leftUs <= 0 || multi {
+		res.Remaining = fromMicros(leftUs + micros(bound))
+	}
+	if stamp != "" && ttlUs > 0 {
+		res.Stamp, res.StampTTL = stamp, fromMicros(ttlUs)
+	}
+	return res
 }
 
 // readHolders reads (name, owner, fence, remaining µs, metadata, shared,

@@ -34,12 +34,17 @@
 // never the client's:
 //
 //   - acquire is an upsert that takes the row if it is free (empty owner),
-//     expired, or already the caller's (a retry whose reply was lost:
-//     extended, same token). MySQL cannot return the outcome of an upsert,
-//     so a primary-key SELECT follows it; it reports the lock taken only
-//     if the row shows the caller's owner with an unexpired lease.
+//     expired more than the clock bound ago (see Clock steps), already
+//     the caller's (a retry whose reply was lost: extended, same token),
+//     or in doubt with the stamp the caller's takeover names. MySQL
+//     cannot return the outcome of an upsert, so a primary-key SELECT
+//     follows it; it reports the lock taken only if the row shows the
+//     caller's owner with an unexpired lease. (On MySQL an acquire with a
+//     takeover first runs an UPDATE of its own that compares the stamp;
+//     the upsert runs only if that took nothing.)
 //   - refresh extends, in one statement per 200 leases, every row whose
-//     owner matches and whose lease has not run out (PostgreSQL UPDATE ...
+//     owner (and token, when the core gives one) matches and whose lease
+//     has not run out, or ran out less than the clock bound ago (PostgreSQL UPDATE ...
 //     FROM (VALUES ...) RETURNING, SQLite the same; MySQL an UPDATE then a
 //     SELECT of the rows still held by the caller, which were exactly the
 //     rows the UPDATE extended since only their owner can extend them).
@@ -188,11 +193,48 @@
 // name, a hash of it and the suffix, so that the database keeps every
 // name whole.
 //
-// A lease table made by an earlier release (without lim, intent and
-// intent_expires) is upgraded by Migrate, or by a Locker's first use,
+// A lease table made by an earlier release (without lim, intent,
+// intent_expires and ttl) is upgraded by Migrate, or by a Locker's first use,
 // with ALTER TABLE ... ADD COLUMN for each missing column (looked up in
 // information_schema, or pragma_table_info on SQLite, so a table that
 // has them is not altered); locks held in it are kept.
+//
+// # Clock steps
+//
+// Leases are measured by the database's wall clock, which an operator or
+// a time daemon may step. Options.ClockBound (clock_bound= in a URL; by
+// default driver.DefaultClockBound, 10 s) is the largest step, forward or
+// back, that a Locker's leases survive:
+//
+//   - An exclusive lease that the database's clock says ended more than
+//     the bound ago is free, as any expired lease was before. One that
+//     ended less than the bound ago is in doubt: a forward step may have
+//     ended it while its holder still renews. Acquire does not take it;
+//     it returns, with driver.Result.Stamp, the row's owner, token and
+//     expiry in microseconds ("owner|fence|expires"; every renewal,
+//     release and change of holder changes it) and, as StampTTL, the
+//     holder's TTL, stored in the row's ttl column (8 bytes). The core
+//     calls Acquire again with that stamp as driver.Lease.Takeover once
+//     it has seen it unchanged for StampTTL on its own monotonic clock;
+//     the upsert takes the row if its stamp is still exactly that. A
+//     holder whose lease is in doubt still renews and releases it. A row
+//     written by an older dlock has ttl 0: it gets no stamp and waits
+//     out the bound. So a crashed holder's name is taken by a waiter
+//     about one TTL after its lease ended, and by a Locker that arrives
+//     while it is in doubt about one TTL after it arrived.
+//   - A shared hold or a semaphore permit counts as live until the bound
+//     after its lease ended (no takeover by observation): a crashed
+//     reader or permit holder keeps writers, or a permit, out for up to
+//     its TTL plus the bound. A shared acquire that finds an exclusive
+//     lease in doubt waits the bound out too.
+//   - IdleRetention is at least the bound, so no row in doubt is deleted,
+//     and a token drawn from the clock after a step back by up to the
+//     bound is above the tokens of rows deleted before it.
+//   - Inspect shows holders in doubt with Remaining 0.
+//
+// The uncontended steps cost the same statements and round trips as
+// without the bound: the bound and the takeover are parameters of the
+// same statements.
 //
 // # Fencing tokens
 //

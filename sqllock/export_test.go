@@ -1,8 +1,13 @@
 package sqllock
 
 import (
+	"database/sql"
 	sqldriver "database/sql/driver"
 	"net/url"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // MySQLConnector returns the connector dlock.Open makes for the mysql://
@@ -14,4 +19,23 @@ func MySQLConnector(store string) (sqldriver.Connector, error) {
 		return nil, err
 	}
 	return mysqlConnector(u, u.Query())
+}
+
+// NewDriver returns the driver a Locker of New would use, for tests of
+// the driver's steps (a Result's Stamp, a Lease's Takeover) that the core
+// does not show.
+func NewDriver(db *sql.DB, dialect Dialect, opts *Options) (driver.Driver, error) {
+	d, _, err := newDriver(db, dialect, opts, false)
+	return d, err
+}
+
+// NewLockerAndDriver returns a Locker of New and the driver under it, for
+// dlocktest properties that call a driver step on a lease the Locker
+// holds.
+func NewLockerAndDriver(db *sql.DB, dialect Dialect, opts *Options) (*dlock.Locker, driver.Driver, error) {
+	d, cfg, err := newDriver(db, dialect, opts, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return backend.New(d, cfg), d, nil
 }

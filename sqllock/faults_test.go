@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
 	"github.com/dlock-go/dlock/sqllock"
@@ -242,7 +243,9 @@ func testKilledHolder(t *testing.T, db *sql.DB, d sqllock.Dialect, store string)
 	if h == nil || h.Fence != fence {
 		t.Fatalf("Inspect(%q) after its holder was killed = %+v, want token %d", name, h, fence)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), h.Remaining+10*time.Second)
+	// Until the core observes the row in doubt (driver.Result.Stamp), the
+	// name is free only the clock bound after the lease ended.
+	ctx, cancel := context.WithTimeout(t.Context(), h.Remaining+driver.DefaultClockBound+10*time.Second)
 	defer cancel()
 	k, err := l.Acquire(ctx, name)
 	if err != nil {

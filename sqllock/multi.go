@@ -40,9 +40,10 @@ func derivedName(table, suffix string) string {
 
 // clock is how a dialect writes the database's clock in SQL.
 type clock struct {
-	now  string              // the current time, in the type of expires
-	plus string              // now plus one parameter in µs
-	left func(string) string // µs from now to a column's time
+	now       string              // the current time, in the type of expires
+	liveAfter string              // now minus the clock bound: a holder whose lease ends later is live
+	plus      string              // now plus one parameter in µs
+	left      func(string) string // µs from now to a column's time
 }
 
 // multiSQL are the statements of the multi-holder steps (shared holds,
@@ -57,6 +58,7 @@ type multiSQL struct {
 	purge  string   // delete name's expired holders
 	insert string   // name, owner, fence, ttl, meta, shared, lim
 	extend string   // ttl, name, owner: extend a live holder
+	fenced string   // ttl, name, owner, fence: extend a live holder with that token
 	remove string   // name, owner: delete a live holder
 	sum    string   // fence, owner whose intent to clear, name ×4: the row's summary
 	intent string   // owner, ttl, name, owner: record a writer's intent
@@ -68,15 +70,19 @@ type multiSQL struct {
 // newMultiSQL writes the multi-holder statements with ? parameters;
 // numbered turns them into $n for PostgreSQL.
 func newMultiSQL(t, h string, c clock, numbered bool) multiSQL {
-	r := strings.NewReplacer("{t}", t, "{h}", h, "{now}", c.now, "{plus}", c.plus,
+	r := strings.NewReplacer("{t}", t, "{h}", h, "{now}", c.now, "{live_after}", c.liveAfter, "{plus}", c.plus,
 		"{left_h}", c.left("expires"))
-	live := `h.name = ? AND h.expires > {now}`
+	// A holder is live until the clock bound after its lease ends by the
+	// database's clock: a forward step of that clock by up to the bound
+	// does not end it under its holder.
+	live := `h.name = ? AND h.expires > {live_after}`
 	m := multiSQL{
-		live:   r.Replace(`SELECT owner, fence, {left_h} FROM {h} WHERE name = ? AND expires > {now}`),
-		purge:  r.Replace(`DELETE FROM {h} WHERE name = ? AND expires <= {now}`),
+		live:   r.Replace(`SELECT owner, fence, {left_h} FROM {h} WHERE name = ? AND expires > {live_after}`),
+		purge:  r.Replace(`DELETE FROM {h} WHERE name = ? AND expires <= {live_after}`),
 		insert: r.Replace(`INSERT INTO {h} (name, owner, fence, expires, meta, shared, lim) VALUES (?, ?, ?, {plus}, ?, ?, ?)`),
-		extend: r.Replace(`UPDATE {h} SET expires = {plus} WHERE name = ? AND owner = ? AND expires > {now}`),
-		remove: r.Replace(`DELETE FROM {h} WHERE name = ? AND owner = ? AND expires > {now}`),
+		extend: r.Replace(`UPDATE {h} SET expires = {plus} WHERE name = ? AND owner = ? AND expires > {live_after}`),
+		fenced: r.Replace(`UPDATE {h} SET expires = {plus} WHERE name = ? AND owner = ? AND expires > {live_after} AND fence = ?`),
+		remove: r.Replace(`DELETE FROM {h} WHERE name = ? AND owner = ? AND expires > {live_after}`),
 		sum: r.Replace(`UPDATE {t} SET fence = ?,
 	intent = CASE WHEN intent = ? THEN '' ELSE intent END,
 	owner = CASE WHEN EXISTS (SELECT 1 FROM {h} h WHERE ` + live + `) THEN '*' ELSE '' END,
@@ -84,12 +90,12 @@ func newMultiSQL(t, h string, c clock, numbered bool) multiSQL {
 	expires = COALESCE((SELECT MAX(h.expires) FROM {h} h WHERE ` + live + `), {now})
 WHERE name = ?`),
 		intent: r.Replace(`UPDATE {t} SET intent = ?, intent_expires = {plus}
-WHERE name = ? AND owner = '*' AND lim = 0 AND expires > {now} AND (intent = '' OR intent = ? OR intent_expires <= {now})`),
+WHERE name = ? AND owner = '*' AND lim = 0 AND expires > {live_after} AND (intent = '' OR intent = ? OR intent_expires <= {now})`),
 		clear: r.Replace(`UPDATE {t} SET intent = '' WHERE name = ? AND intent = ?`),
 		force: r.Replace(`DELETE FROM {h} WHERE name = ?`),
 	}
 	if numbered {
-		for _, s := range []*string{&m.live, &m.purge, &m.insert, &m.extend, &m.remove, &m.sum, &m.intent, &m.clear, &m.force} {
+		for _, s := range []*string{&m.live, &m.purge, &m.insert, &m.extend, &m.fenced, &m.remove, &m.sum, &m.intent, &m.clear, &m.force} {
 			*s = dollarParams(*s)
 		}
 	}
@@ -117,16 +123,31 @@ type rowState struct {
 	owner      string // an exclusive holder, multiOwner, or "" when free
 	fence      int64  // the last token issued for the name
 	leftUs     int64  // µs until the row's lease ends (negative if it has)
+	boundUs    int64  // the clock bound: the row is held until leftUs + boundUs runs out
 	lim        int    // the semaphore's limit while multiOwner holds
 	intent     string // a waiting writer's owner
 	intentLeft int64  // µs until the intent lapses
 }
 
-// holding reports whether an exclusive holder holds the row.
-func (s rowState) holding() bool { return s.owner != "" && s.owner != multiOwner && s.leftUs > 0 }
+// holding reports whether an exclusive holder holds the row: its lease
+// has not ended, or ended less than the clock bound ago (in doubt; only
+// an exclusive acquire takes it over then, see Options.ClockBound).
+func (s rowState) holding() bool {
+	return s.owner != "" && s.owner != multiOwner && s.leftUs+s.boundUs > 0
+}
 
 // multi reports whether shared holders or permits (some live) hold it.
-func (s rowState) multi() bool { return s.owner == multiOwner && s.leftUs > 0 }
+func (s rowState) multi() bool { return s.owner == multiOwner && s.leftUs+s.boundUs > 0 }
+
+// untilFree is how long a lease with leftUs left by the database's clock
+// keeps a waiter out: its lease, or once that ended, until it ended the
+// clock bound ago.
+func untilFree(leftUs, boundUs int64) int64 {
+	if leftUs > 0 {
+		return leftUs
+	}
+	return leftUs + boundUs
+}
 
 // inTx runs f in a transaction on d.db with the dialect's options, and
 // commits it if f returns commit true and no error.
@@ -156,7 +177,7 @@ func (d *sqlDriver) lockRow(ctx context.Context, tx *sql.Tx, name string) (rowSt
 		owner, intent []byte
 	)
 	err := queryRow(ctx, tx, m.lock[len(m.lock)-1], []any{name}, &s.nowUs, &owner, &s.fence, &s.leftUs, &s.lim, &intent, &s.intentLeft)
-	s.owner, s.intent = string(owner), string(intent)
+	s.owner, s.intent, s.boundUs = string(owner), string(intent), micros(d.bound)
 	return s, err
 }
 
@@ -210,7 +231,7 @@ func (d *sqlDriver) acquireMulti(ctx context.Context, l driver.Lease) (driver.Re
 		case s.holding() && l.Limit > 0, s.multi() && s.lim != l.Limit:
 			return false, fmt.Errorf("acquire as %s: held as %s: %w", mode(l.Limit), rowMode(s), driver.ErrMode)
 		case s.holding():
-			remaining(s.leftUs)
+			remaining(untilFree(s.leftUs, s.boundUs))
 			if l.Shared && s.intent != "" && s.intent != l.Owner && s.intentLeft > 0 {
 				remaining(s.intentLeft)
 			}
@@ -232,7 +253,7 @@ func (d *sqlDriver) acquireMulti(ctx context.Context, l driver.Lease) (driver.Re
 			res.Fence = uint64(hs[i].fence)
 		case l.Limit > 0 && len(hs) >= l.Limit:
 			for _, h := range hs {
-				remaining(h.leftUs)
+				remaining(untilFree(h.leftUs, s.boundUs))
 			}
 			return false, nil
 		case l.Shared && s.intent != "" && s.intent != l.Owner && s.intentLeft > 0:
@@ -277,10 +298,14 @@ func rowMode(s rowState) string {
 	return mode(0)
 }
 
-// refreshMulti extends a shared hold or permit that l.Owner still holds,
-// and the row's summary with it. It reports whether it did.
+// refreshMulti extends a shared hold or permit that l.Owner still holds
+// (with token l.Fence, unless 0), and the row's summary with it. It
+// reports whether it did.
 func (d *sqlDriver) refreshMulti(ctx context.Context, l driver.Lease) (bool, error) {
-	return d.changeHolder(ctx, l, d.q.multi.extend, false, micros(l.TTL), l.Name, l.Owner)
+	if l.Fence == 0 {
+		return d.changeHolder(ctx, l, d.q.multi.extend, false, micros(l.TTL), l.Name, l.Owner)
+	}
+	return d.changeHolder(ctx, l, d.q.multi.fenced, false, micros(l.TTL), l.Name, l.Owner, int64(l.Fence))
 }
 
 // releaseMulti deletes a shared hold or permit that l.Owner holds, updates

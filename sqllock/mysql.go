@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -21,9 +23,15 @@ import (
 // whole statement.
 const mysqlNow = `UTC_TIMESTAMP(6)`
 
-func mysqlQueries(table string) *queries {
+func mysqlQueries(table string, bound time.Duration) *queries {
 	t, h := "`"+table+"`", "`"+holdersTable(table)+"`"
-	r := strings.NewReplacer("{t}", t, "{h}", h, "{now}", mysqlNow, "{table}", table, "{holders}", holdersTable(table),
+	liveAfter := `TIMESTAMPADD(MICROSECOND, -` + strconv.FormatInt(micros(bound), 10) + `, ` + mysqlNow + `)`
+	// stamp is a row's state for driver.Result.Stamp: owner, token and
+	// expiry in µs, which every renewal, change of holder and release
+	// changes.
+	const stamp = `CONCAT_WS('|', owner, fence, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', expires))`
+	r := strings.NewReplacer("{t}", t, "{h}", h, "{now}", mysqlNow, "{live_after}", liveAfter, "{stamp}", stamp,
+		"{table}", table, "{holders}", holdersTable(table),
 		"{table_index}", derivedName(table, "_expires"), "{holders_index}", derivedName(table, holdersSuffix+"_expires"))
 	schema := []string{
 		r.Replace("CREATE TABLE IF NOT EXISTS {t} (\n" +
@@ -35,6 +43,7 @@ func mysqlQueries(table string) *queries {
 			"\tlim     INT NOT NULL DEFAULT 0,\n" +
 			"\tintent  VARBINARY(255) NOT NULL DEFAULT '',\n" +
 			"\tintent_expires DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00',\n" +
+			"\tttl     BIGINT NOT NULL DEFAULT 0,\n" +
 			"\tKEY `{table_index}` (expires)\n" +
 			") ENGINE=InnoDB"),
 		r.Replace("CREATE TABLE IF NOT EXISTS {h} (\n" +
@@ -53,32 +62,46 @@ func mysqlQueries(table string) *queries {
 		{"lim", r.Replace(`ALTER TABLE {t} ADD COLUMN lim INT NOT NULL DEFAULT 0`)},
 		{"intent", r.Replace(`ALTER TABLE {t} ADD COLUMN intent VARBINARY(255) NOT NULL DEFAULT ''`)},
 		{"intent_expires", r.Replace(`ALTER TABLE {t} ADD COLUMN intent_expires DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00'`)},
+		{"ttl", r.Replace(`ALTER TABLE {t} ADD COLUMN ttl BIGINT NOT NULL DEFAULT 0`)},
 	}
 	// The assignments of ON DUPLICATE KEY UPDATE run left to right and
 	// each sees the columns assigned before it: fence and owner read the
-	// old row, expires reads the new owner.
-	acquire := r.Replace(`INSERT INTO {t} (name, owner, fence, expires, meta)
-VALUES (?, ?, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', {now}), TIMESTAMPADD(MICROSECOND, ?, {now}), ?)
+	// old row, expires, meta and ttl read the new owner. A row is taken
+	// when free or when its lease ended more than the clock bound ago.
+	acquire := r.Replace(`INSERT INTO {t} (name, owner, fence, expires, meta, ttl)
+VALUES (?, ?, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', {now}), TIMESTAMPADD(MICROSECOND, ?, {now}), ?, ?)
 ON DUPLICATE KEY UPDATE
 	fence = IF(owner = VALUES(owner), fence,
-		IF(owner = '' OR expires <= {now}, GREATEST(VALUES(fence), fence + 1), fence)),
-	owner = IF(owner = VALUES(owner) OR owner = '' OR expires <= {now}, VALUES(owner), owner),
+		IF(owner = '' OR expires <= {live_after}, GREATEST(VALUES(fence), fence + 1), fence)),
+	owner = IF(owner = VALUES(owner) OR owner = '' OR expires <= {live_after}, VALUES(owner), owner),
 	expires = IF(owner = VALUES(owner), VALUES(expires), expires),
 	meta = IF(owner = VALUES(owner), VALUES(meta), meta),
+	ttl = IF(owner = VALUES(owner), VALUES(ttl), ttl),
 	intent = IF(owner = VALUES(owner) AND intent = VALUES(owner), '', intent)`)
+	// takeover takes a row in doubt whose stamp is the takeover: a
+	// statement of its own, run only with a takeover, since the
+	// assignments of the upsert could not all read the old token.
+	takeover := r.Replace(`UPDATE {t} SET fence = GREATEST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', {now}), fence + 1),
+	owner = ?, expires = TIMESTAMPADD(MICROSECOND, ?, {now}), meta = ?, ttl = ?, intent = IF(intent = ?, '', intent)
+WHERE name = ? AND owner NOT IN ('', '*') AND {stamp} = ?`)
+	// result reads the outcome: whether owner holds the row, its token,
+	// the lease left, whether shared holders or permits hold it, their
+	// limit, the row's stamp if it is in doubt, and its holder's TTL.
 	result := r.Replace(`SELECT owner = ? AND expires > {now}, fence, IF(owner = '', 0, TIMESTAMPDIFF(MICROSECOND, {now}, expires)),
-	owner = '*' AND expires > {now}, lim FROM {t} WHERE name = ?`)
-	release := r.Replace(`UPDATE {t} SET owner = '', expires = {now} WHERE name = ? AND owner = ? AND expires > {now}`)
-	force := r.Replace(`UPDATE {t} SET owner = '', expires = {now}, intent = '' WHERE name = ? AND owner <> '' AND expires > {now}`)
+	owner = '*' AND expires > {live_after}, lim,
+	IF(owner NOT IN ('', '*') AND expires <= {now} AND expires > {live_after}, {stamp}, ''), ttl
+FROM {t} WHERE name = ?`)
+	release := r.Replace(`UPDATE {t} SET owner = '', expires = {now} WHERE name = ? AND owner = ? AND expires > {live_after}`)
+	force := r.Replace(`UPDATE {t} SET owner = '', expires = {now}, intent = '' WHERE name = ? AND owner <> '' AND expires > {live_after}`)
 	cleanup := r.Replace(`DELETE FROM {t} WHERE expires < TIMESTAMPADD(MICROSECOND, -?, {now})
 	AND intent_expires < TIMESTAMPADD(MICROSECOND, -?, {now}) LIMIT ?`)
 	cleanupHolders := r.Replace(`DELETE FROM {h} WHERE expires < TIMESTAMPADD(MICROSECOND, -?, {now}) LIMIT ?`)
-	holders := r.Replace(`SELECT name, owner, fence, TIMESTAMPDIFF(MICROSECOND, {now}, expires), meta, FALSE, 0 FROM {t} WHERE owner NOT IN ('', '*') AND expires > {now}
+	holders := r.Replace(`SELECT name, owner, fence, TIMESTAMPDIFF(MICROSECOND, {now}, expires), meta, FALSE, 0 FROM {t} WHERE owner NOT IN ('', '*') AND expires > {live_after}
 UNION ALL
-SELECT name, owner, fence, TIMESTAMPDIFF(MICROSECOND, {now}, expires), meta, shared, lim FROM {h} WHERE expires > {now}
+SELECT name, owner, fence, TIMESTAMPDIFF(MICROSECOND, {now}, expires), meta, shared, lim FROM {h} WHERE expires > {live_after}
 ORDER BY 1, 3`)
 	left := func(c string) string { return `TIMESTAMPDIFF(MICROSECOND, ` + mysqlNow + `, ` + c + `)` }
-	multi := newMultiSQL(t, h, clock{now: mysqlNow, plus: `TIMESTAMPADD(MICROSECOND, ?, ` + mysqlNow + `)`, left: left}, false)
+	multi := newMultiSQL(t, h, clock{now: mysqlNow, liveAfter: liveAfter, plus: `TIMESTAMPADD(MICROSECOND, ?, ` + mysqlNow + `)`, left: left}, false)
 	// READ COMMITTED: every statement reads the latest commits, and
 	// searches take no gap locks. The upsert locks the row (creating it
 	// if missing), the locking read returns it.
@@ -102,15 +125,26 @@ FROM {t} WHERE name = ? FOR UPDATE`),
 			return denied(addColumns(ctx, db, `SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ?`, table, columns))
 		},
 		acquire: func(ctx context.Context, db querier, l driver.Lease) (outcome, error) {
-			if _, err := db.ExecContext(ctx, acquire, l.Name, l.Owner, micros(l.TTL), l.Metadata); err != nil {
-				return outcome{}, err
+			took := false
+			if l.Takeover != "" {
+				var err error
+				took, err = affected(db.ExecContext(ctx, takeover, l.Owner, micros(l.TTL), l.Metadata, micros(l.TTL), l.Owner, l.Name, l.Takeover))
+				if err != nil {
+					return outcome{}, err
+				}
+			}
+			if !took {
+				if _, err := db.ExecContext(ctx, acquire, l.Name, l.Owner, micros(l.TTL), l.Metadata, micros(l.TTL)); err != nil {
+					return outcome{}, err
+				}
 			}
 			var (
-				o         outcome
-				mine      bool
-				fence, us int64
+				o             outcome
+				mine          bool
+				fence, us, tu int64
+				stamp         []byte
 			)
-			err := queryRow(ctx, db, result, []any{l.Owner, l.Name}, &mine, &fence, &us, &o.multi, &o.lim)
+			err := queryRow(ctx, db, result, []any{l.Owner, l.Name}, &mine, &fence, &us, &o.multi, &o.lim, &stamp, &tu)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				// Deleted since the upsert: not ours; try again.
@@ -120,16 +154,18 @@ FROM {t} WHERE name = ? FOR UPDATE`),
 			case mine:
 				return outcome{Result: driver.Result{Acquired: true, Fence: uint64(fence)}}, nil
 			}
-			o.Remaining = fromMicros(us)
+			o.Result = notTaken(us, o.multi, string(stamp), tu, bound)
 			return o, nil
 		},
-		refresh: func(ctx context.Context, db querier, ls []driver.Lease) (map[leaseKey]bool, error) {
-			// One UPDATE extends the rows still held by their owners, then
+		refresh: func(ctx context.Context, db querier, ls []driver.Lease) (map[leaseKey]uint64, error) {
+			// One UPDATE extends the rows still held by their owners (with
+			// their tokens; a lease in doubt is still its holder's), then
 			// one SELECT finds them: a row that shows its owner with an
 			// unexpired lease after the UPDATE was extended by it, since
-			// only this owner can extend it.
+			// only this owner can extend it; the caller compares the
+			// token.
 			var ttl, match, names strings.Builder
-			args := make([]any, 0, 5*len(ls))
+			args := make([]any, 0, 6*len(ls))
 			sel := make([]any, 0, len(ls))
 			for i, l := range ls {
 				if i > 0 {
@@ -137,7 +173,7 @@ FROM {t} WHERE name = ? FOR UPDATE`),
 					names.WriteString(", ")
 				}
 				ttl.WriteString(" WHEN ? THEN ?")
-				match.WriteString("(name = ? AND owner = ?)")
+				match.WriteString("(name = ? AND owner = ? AND (? = 0 OR fence = ?))")
 				names.WriteString("?")
 				sel = append(sel, l.Name)
 			}
@@ -145,14 +181,14 @@ FROM {t} WHERE name = ? FOR UPDATE`),
 				args = append(args, l.Name, micros(l.TTL))
 			}
 			for _, l := range ls {
-				args = append(args, l.Name, l.Owner)
+				args = append(args, l.Name, l.Owner, int64(l.Fence), int64(l.Fence))
 			}
 			update := r.Replace(`UPDATE {t} SET expires = TIMESTAMPADD(MICROSECOND, CASE name` + ttl.String() +
-				` END, {now}) WHERE (` + match.String() + `) AND expires > {now}`)
+				` END, {now}) WHERE (` + match.String() + `) AND expires > {live_after}`)
 			if _, err := db.ExecContext(ctx, update, args...); err != nil {
 				return nil, err
 			}
-			rows, err := db.QueryContext(ctx, r.Replace(`SELECT name, owner FROM {t} WHERE name IN (`+names.String()+`) AND expires > {now}`), sel...)
+			rows, err := db.QueryContext(ctx, r.Replace(`SELECT name, owner, fence FROM {t} WHERE name IN (`+names.String()+`) AND expires > {now}`), sel...)
 			if err != nil {
 				return nil, err
 			}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
@@ -43,7 +44,8 @@ var postgresParams = []string{"host", "port", "sslmode", "sslrootcert", "sslcert
 //	postgres://[user[:pass]@][host][:port][/dbname][?host=/socket/dir&sslmode=...]
 //	sqlite:///absolute/path.db
 //
-// with the query parameters table (Options.Table) and migrate (true by
+// with the query parameters table (Options.Table), clock_bound
+// (Options.ClockBound, a Go duration such as 10s) and migrate (true by
 // default; false sets Options.NoMigrate, and for SQLite also creates no
 // file: a missing one is an error wrapping fs.ErrNotExist). A postgres://
 // URL follows libpq: the host may instead be given by the host parameter,
@@ -53,7 +55,7 @@ var postgresParams = []string{"host", "port", "sslmode", "sslrootcert", "sslcert
 // documentation recommends. Opening connects once, within ctx. The Locker
 // closes the *sql.DB it opens.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
-	known := []string{"table", "migrate"}
+	known := []string{"table", "migrate", "clock_bound"}
 	if u.Scheme == "postgres" || u.Scheme == "postgresql" {
 		known = append(append(known, postgresParams...), backend.TLSParams...)
 	}
@@ -77,6 +79,13 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 			return nil, fmt.Errorf("%w: migrate=%q: want true or false", dlock.ErrBadURL, v)
 		}
 		opts.NoMigrate = !migrate
+	}
+	if v := q.Get("clock_bound"); v != "" {
+		bound, err := time.ParseDuration(v)
+		if err != nil || bound < 0 {
+			return nil, fmt.Errorf("%w: clock_bound=%q: want a duration such as 10s, not negative", dlock.ErrBadURL, v)
+		}
+		opts.ClockBound = bound
 	}
 	drv := sqlDrivers[u.Scheme]
 	if !slices.Contains(sql.Drivers(), drv.name) {

@@ -6,15 +6,24 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dlock-go/dlock/driver"
 )
 
 // PostgreSQL's now() is the start of the transaction; clock_timestamp() is
 // the time of the call, which is what a lease must be measured against.
-func postgresQueries(table string) *queries {
+func postgresQueries(table string, bound time.Duration) *queries {
 	t, h := `"`+table+`"`, `"`+holdersTable(table)+`"`
+	liveAfter := `(clock_timestamp() - ` + strconv.FormatInt(micros(bound), 10) + ` * interval '1 microsecond')`
+	// stamp is a row's state for driver.Result.Stamp: owner, token and
+	// expiry in µs, which every renewal, change of holder and release
+	// changes.
+	stamp := func(p string) string {
+		return p + `owner || '|' || ` + p + `fence || '|' || (extract(epoch FROM ` + p + `expires) * 1000000)::bigint`
+	}
 	r := strings.NewReplacer("{t}", t, "{h}", h, "{table}", table, "{holders}", holdersTable(table),
+		"{live_after}", liveAfter, "{stamp_l}", stamp("l."), "{stamp}", stamp(""),
 		"{table_index}", derivedName(table, "_expires"), "{holders_index}", derivedName(table, holdersSuffix+"_expires"),
 		"{now_us}", `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`,
 		"{left_us}", `(extract(epoch FROM (expires - clock_timestamp())) * 1000000)::bigint`,
@@ -28,7 +37,8 @@ func postgresQueries(table string) *queries {
 	meta    text NOT NULL DEFAULT '',
 	lim     integer NOT NULL DEFAULT 0,
 	intent  text NOT NULL DEFAULT '',
-	intent_expires timestamptz NOT NULL DEFAULT 'epoch'
+	intent_expires timestamptz NOT NULL DEFAULT 'epoch',
+	ttl     bigint NOT NULL DEFAULT 0
 )`),
 		r.Replace(`CREATE INDEX IF NOT EXISTS "{table_index}" ON {t} (expires)`),
 		r.Replace(`CREATE TABLE IF NOT EXISTS {h} (
@@ -47,35 +57,42 @@ func postgresQueries(table string) *queries {
 		{"lim", r.Replace(`ALTER TABLE {t} ADD COLUMN lim integer NOT NULL DEFAULT 0`)},
 		{"intent", r.Replace(`ALTER TABLE {t} ADD COLUMN intent text NOT NULL DEFAULT ''`)},
 		{"intent_expires", r.Replace(`ALTER TABLE {t} ADD COLUMN intent_expires timestamptz NOT NULL DEFAULT 'epoch'`)},
+		{"ttl", r.Replace(`ALTER TABLE {t} ADD COLUMN ttl bigint NOT NULL DEFAULT 0`)},
 	}
 	// One statement: the upsert, and if it took nothing, the holder's
-	// remaining lease.
+	// lease left, its stamp if it is in doubt and its TTL. A row is taken
+	// when free, when its lease ended more than the clock bound ago, or
+	// when its stamp is the takeover ($5).
 	acquire := r.Replace(`WITH taken AS (
-	INSERT INTO {t} AS l (name, owner, fence, expires, meta)
-	VALUES ($1, $2, {now_us}, clock_timestamp() + $3::bigint * interval '1 microsecond', $4)
+	INSERT INTO {t} AS l (name, owner, fence, expires, meta, ttl)
+	VALUES ($1, $2, {now_us}, clock_timestamp() + $3::bigint * interval '1 microsecond', $4, $3)
 	ON CONFLICT (name) DO UPDATE SET
 		fence = CASE WHEN l.owner = excluded.owner THEN l.fence ELSE GREATEST(excluded.fence, l.fence + 1) END,
 		owner = excluded.owner,
 		expires = excluded.expires,
 		meta = excluded.meta,
+		ttl = excluded.ttl,
 		intent = CASE WHEN l.intent = excluded.owner THEN '' ELSE l.intent END
-	WHERE l.owner = excluded.owner OR l.owner = '' OR l.expires <= clock_timestamp()
+	WHERE l.owner = excluded.owner OR l.owner = '' OR l.expires <= {live_after}
+		OR ($5 <> '' AND l.owner <> '*' AND {stamp_l} = $5)
 	RETURNING fence
 )
-SELECT true, fence, 0::bigint, false, 0 FROM taken
+SELECT true, fence, 0::bigint, false, 0, '', 0::bigint FROM taken
 UNION ALL
-SELECT false, 0::bigint, GREATEST({left_us}, 0), owner = '*', lim FROM {t} WHERE name = $1 AND owner <> '' AND NOT EXISTS (SELECT FROM taken)`)
+SELECT false, 0::bigint, {left_us}, owner = '*', lim,
+	CASE WHEN owner <> '*' AND expires <= clock_timestamp() THEN {stamp} ELSE '' END, ttl
+FROM {t} WHERE name = $1 AND owner <> '' AND NOT EXISTS (SELECT FROM taken)`)
 	// Release notifies in the same statement, so the notification is sent
 	// exactly when the release commits.
 	release := r.Replace(`WITH freed AS (
 	UPDATE {t} SET owner = '', expires = clock_timestamp()
-	WHERE name = $1 AND owner = $2 AND expires > clock_timestamp()
+	WHERE name = $1 AND owner = $2 AND expires > {live_after}
 	RETURNING name
 )
 SELECT pg_notify($3, name)::text FROM freed`)
 	force := r.Replace(`WITH freed AS (
 	UPDATE {t} SET owner = '', expires = clock_timestamp(), intent = ''
-	WHERE name = $1 AND owner <> '' AND expires > clock_timestamp()
+	WHERE name = $1 AND owner <> '' AND expires > {live_after}
 	RETURNING name
 )
 SELECT pg_notify($2, name)::text FROM freed`)
@@ -86,13 +103,14 @@ SELECT pg_notify($2, name)::text FROM freed`)
 	cleanupHolders := r.Replace(`DELETE FROM {h} WHERE (name, owner) IN (
 	SELECT name, owner FROM {h} WHERE expires < clock_timestamp() - $1::bigint * interval '1 microsecond'
 	LIMIT $2 FOR UPDATE SKIP LOCKED)`)
-	holders := r.Replace(`SELECT name, owner, fence, {left_us}, meta, false, 0 FROM {t} WHERE owner NOT IN ('', '*') AND expires > clock_timestamp()
+	holders := r.Replace(`SELECT name, owner, fence, {left_us}, meta, false, 0 FROM {t} WHERE owner NOT IN ('', '*') AND expires > {live_after}
 UNION ALL
-SELECT name, owner, fence, {left_us}, meta, shared, lim FROM {h} WHERE expires > clock_timestamp()
+SELECT name, owner, fence, {left_us}, meta, shared, lim FROM {h} WHERE expires > {live_after}
 ORDER BY 1, 3`)
 	multi := newMultiSQL(t, h, clock{
-		now:  `clock_timestamp()`,
-		plus: `clock_timestamp() + ?::bigint * interval '1 microsecond'`,
+		now:       `clock_timestamp()`,
+		liveAfter: liveAfter,
+		plus:      `clock_timestamp() + ?::bigint * interval '1 microsecond'`,
 		left: func(c string) string {
 			return `(extract(epoch FROM (` + c + ` - clock_timestamp())) * 1000000)::bigint`
 		},
@@ -131,37 +149,47 @@ RETURNING {now_us}, owner, fence, {left_us}, lim, intent, {intent_left_us}`)}
 			return nil
 		},
 		acquire: func(ctx context.Context, db querier, l driver.Lease) (outcome, error) {
-			rows, err := db.QueryContext(ctx, acquire, l.Name, l.Owner, micros(l.TTL), l.Metadata)
+			rows, err := db.QueryContext(ctx, acquire, l.Name, l.Owner, micros(l.TTL), l.Metadata, l.Takeover)
 			if err != nil {
 				return outcome{}, err
 			}
 			defer rows.Close()
 			var o outcome
 			for rows.Next() {
-				var fence, us int64
-				if err := rows.Scan(&o.Acquired, &fence, &us, &o.multi, &o.lim); err != nil {
+				var (
+					fence, us, ttl int64
+					stamp          string
+				)
+				if err := rows.Scan(&o.Acquired, &fence, &us, &o.multi, &o.lim, &stamp, &ttl); err != nil {
 					return outcome{}, err
 				}
-				o.Fence, o.Remaining = uint64(fence), fromMicros(us)
+				if o.Acquired {
+					o.Fence = uint64(fence)
+					continue
+				}
+				o.Result = notTaken(us, o.multi, stamp, ttl, bound)
 			}
 			if err := rows.Err(); err != nil {
 				return outcome{}, err
 			}
 			return o, nil
 		},
-		refresh: func(ctx context.Context, db querier, ls []driver.Lease) (map[leaseKey]bool, error) {
+		refresh: func(ctx context.Context, db querier, ls []driver.Lease) (map[leaseKey]uint64, error) {
 			var b strings.Builder
-			args := make([]any, 0, 3*len(ls))
+			args := make([]any, 0, 4*len(ls))
 			b.WriteString(r.Replace(`UPDATE {t} AS l SET expires = clock_timestamp() + v.ttl * interval '1 microsecond' FROM (VALUES `))
 			for i, l := range ls {
 				if i > 0 {
 					b.WriteString(", ")
 				}
-				n := strconv.Itoa(3*i + 1)
-				b.WriteString("($" + n + "::text, $" + strconv.Itoa(3*i+2) + "::text, $" + strconv.Itoa(3*i+3) + "::bigint)")
-				args = append(args, l.Name, l.Owner, micros(l.TTL))
+				b.WriteString("($" + strconv.Itoa(4*i+1) + "::text, $" + strconv.Itoa(4*i+2) + "::text, $" + strconv.Itoa(4*i+3) +
+					"::bigint, $" + strconv.Itoa(4*i+4) + "::bigint)")
+				args = append(args, l.Name, l.Owner, micros(l.TTL), int64(l.Fence))
 			}
-			b.WriteString(`) AS v (name, owner, ttl) WHERE l.name = v.name AND l.owner = v.owner AND l.expires > clock_timestamp() RETURNING l.name, l.owner`)
+			// A lease in doubt (ended less than the clock bound ago) is
+			// still its holder's, so it is extended too.
+			b.WriteString(r.Replace(`) AS v (name, owner, ttl, fence) WHERE l.name = v.name AND l.owner = v.owner AND (v.fence = 0 OR l.fence = v.fence)
+	AND l.expires > {live_after} RETURNING l.name, l.owner, l.fence`))
 			rows, err := db.QueryContext(ctx, b.String(), args...)
 			if err != nil {
 				return nil, err

@@ -195,9 +195,10 @@ func testCustomTable(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 }
 
 // testCleanup checks that idle rows are deleted, held rows are not, and a
-// name whose row was deleted still gets a larger token.
+// name whose row was deleted still gets a larger token; a retention
+// below the clock bound is raised to it.
 func testCleanup(t *testing.T, db *sql.DB, d sqllock.Dialect) {
-	opts := &sqllock.Options{IdleRetention: time.Millisecond}
+	opts := &sqllock.Options{IdleRetention: time.Millisecond, ClockBound: time.Millisecond}
 	a := newLocker(t, db, d, opts)
 	idle, busy := uniqueName(t)+"/idle", uniqueName(t)+"/busy"
 	k := mustAcquire(t, a, idle) // a's first acquire cleans up
@@ -210,6 +211,12 @@ func testCleanup(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 		t.Fatalf("rows of %q after release = %d, want 1 (kept for its token)", idle, n)
 	}
 	time.Sleep(50 * time.Millisecond)
+	// With the default clock bound the retention is 10s, not 1ms.
+	c := newLocker(t, db, d, &sqllock.Options{IdleRetention: time.Millisecond})
+	mustAcquire(t, c, uniqueName(t)+"/bound").Release(t.Context()) // c's first acquire cleans up
+	if n := rows(t, db, d, idle); n != 1 {
+		t.Fatalf("rows of %q idle for 50ms after a cleanup with IdleRetention 1ms and the default clock bound = %d, want 1 (the retention raised to the bound)", idle, n)
+	}
 	b := newLocker(t, db, d, opts)
 	k = mustAcquire(t, b, uniqueName(t)+"/other") // b's first acquire cleans up
 	k.Release(t.Context())

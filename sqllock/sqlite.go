@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dlock-go/dlock/driver"
 )
@@ -14,9 +16,16 @@ import (
 // sees it; 'now' is the same for the whole statement.
 const sqliteNow = `CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)`
 
-func sqliteQueries(table string) *queries {
+func sqliteQueries(table string, bound time.Duration) *queries {
 	t, h := `"`+table+`"`, `"`+holdersTable(table)+`"`
-	r := strings.NewReplacer("{t}", t, "{h}", h, "{now}", sqliteNow, "{table}", table, "{holders}", holdersTable(table),
+	boundUs := strconv.FormatInt(micros(bound), 10)
+	liveAfter := `(` + sqliteNow + ` - ` + boundUs + `)`
+	// stamp is a row's state for driver.Result.Stamp: owner, token and
+	// expiry in µs, which every renewal, change of holder and release
+	// changes.
+	const stamp = `(owner || '|' || fence || '|' || expires)`
+	r := strings.NewReplacer("{t}", t, "{h}", h, "{now}", sqliteNow, "{live_after}", liveAfter, "{bound}", boundUs, "{stamp}", stamp,
+		"{table}", table, "{holders}", holdersTable(table),
 		"{table_index}", derivedName(table, "_expires"), "{holders_index}", derivedName(table, holdersSuffix+"_expires"))
 	schema := []string{
 		r.Replace(`CREATE TABLE IF NOT EXISTS {t} (
@@ -27,7 +36,8 @@ func sqliteQueries(table string) *queries {
 	meta    TEXT NOT NULL DEFAULT '',
 	lim     INTEGER NOT NULL DEFAULT 0,
 	intent  TEXT NOT NULL DEFAULT '',
-	intent_expires INTEGER NOT NULL DEFAULT 0
+	intent_expires INTEGER NOT NULL DEFAULT 0,
+	ttl     INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID`),
 		r.Replace(`CREATE INDEX IF NOT EXISTS "{table_index}" ON {t} (expires)`),
 		r.Replace(`CREATE TABLE IF NOT EXISTS {h} (
@@ -46,26 +56,34 @@ func sqliteQueries(table string) *queries {
 		{"lim", r.Replace(`ALTER TABLE {t} ADD COLUMN lim INTEGER NOT NULL DEFAULT 0`)},
 		{"intent", r.Replace(`ALTER TABLE {t} ADD COLUMN intent TEXT NOT NULL DEFAULT ''`)},
 		{"intent_expires", r.Replace(`ALTER TABLE {t} ADD COLUMN intent_expires INTEGER NOT NULL DEFAULT 0`)},
+		{"ttl", r.Replace(`ALTER TABLE {t} ADD COLUMN ttl INTEGER NOT NULL DEFAULT 0`)},
 	}
-	acquire := r.Replace(`INSERT INTO {t} (name, owner, fence, expires, meta) VALUES (?1, ?2, {now}, {now} + ?3, ?4)
+	// A row is taken when free, when its lease ended more than the clock
+	// bound ago (excluded.fence is the clock), or when its stamp is the
+	// takeover (?5).
+	acquire := r.Replace(`INSERT INTO {t} (name, owner, fence, expires, meta, ttl) VALUES (?1, ?2, {now}, {now} + ?3, ?4, ?3)
 ON CONFLICT (name) DO UPDATE SET
 	fence = CASE WHEN owner = excluded.owner THEN fence ELSE max(excluded.fence, fence + 1) END,
 	owner = excluded.owner,
 	expires = excluded.expires,
 	meta = excluded.meta,
+	ttl = excluded.ttl,
 	intent = CASE WHEN intent = excluded.owner THEN '' ELSE intent END
-WHERE owner = excluded.owner OR owner = '' OR expires <= excluded.fence
+WHERE owner = excluded.owner OR owner = '' OR expires <= excluded.fence - {bound}
+	OR (?5 <> '' AND owner <> '*' AND {stamp} = ?5)
 RETURNING fence`)
-	remaining := r.Replace(`SELECT expires - {now}, owner = '*', lim FROM {t} WHERE name = ?1 AND owner <> ''`)
-	release := r.Replace(`UPDATE {t} SET owner = '', expires = {now} WHERE name = ?1 AND owner = ?2 AND expires > {now}`)
-	force := r.Replace(`UPDATE {t} SET owner = '', expires = {now}, intent = '' WHERE name = ?1 AND owner <> '' AND expires > {now}`)
+	remaining := r.Replace(`SELECT expires - {now}, owner = '*', lim,
+	CASE WHEN owner <> '*' AND expires <= {now} AND expires > {live_after} THEN {stamp} ELSE '' END, ttl
+FROM {t} WHERE name = ?1 AND owner <> ''`)
+	release := r.Replace(`UPDATE {t} SET owner = '', expires = {now} WHERE name = ?1 AND owner = ?2 AND expires > {live_after}`)
+	force := r.Replace(`UPDATE {t} SET owner = '', expires = {now}, intent = '' WHERE name = ?1 AND owner <> '' AND expires > {live_after}`)
 	cleanup := r.Replace(`DELETE FROM {t} WHERE name IN (SELECT name FROM {t} WHERE expires < {now} - ?1 AND intent_expires < {now} - ?2 LIMIT ?3)`)
 	cleanupHolders := r.Replace(`DELETE FROM {h} WHERE (name, owner) IN (SELECT name, owner FROM {h} WHERE expires < {now} - ?1 LIMIT ?2)`)
-	holders := r.Replace(`SELECT name, owner, fence, expires - {now}, meta, 0, 0 FROM {t} WHERE owner NOT IN ('', '*') AND expires > {now}
+	holders := r.Replace(`SELECT name, owner, fence, expires - {now}, meta, 0, 0 FROM {t} WHERE owner NOT IN ('', '*') AND expires > {live_after}
 UNION ALL
-SELECT name, owner, fence, expires - {now}, meta, shared, lim FROM {h} WHERE expires > {now}
+SELECT name, owner, fence, expires - {now}, meta, shared, lim FROM {h} WHERE expires > {live_after}
 ORDER BY 1, 3`)
-	multi := newMultiSQL(t, h, clock{now: sqliteNow, plus: sqliteNow + ` + ?`, left: func(c string) string { return c + ` - ` + sqliteNow }}, false)
+	multi := newMultiSQL(t, h, clock{now: sqliteNow, liveAfter: liveAfter, plus: sqliteNow + ` + ?`, left: func(c string) string { return c + ` - ` + sqliteNow }}, false)
 	// The first statement of the transaction writes, so it takes SQLite's
 	// write lock (waiting out the busy timeout) before reading anything.
 	multi.lock = []string{r.Replace(`INSERT INTO {t} (name, owner, fence, expires) VALUES (?1, '', 0, {now})
@@ -83,34 +101,43 @@ RETURNING {now}, owner, fence, expires - {now}, lim, intent, intent_expires - {n
 		},
 		acquire: func(ctx context.Context, db querier, l driver.Lease) (outcome, error) {
 			var fence int64
-			err := queryRow(ctx, db, acquire, []any{l.Name, l.Owner, micros(l.TTL), l.Metadata}, &fence)
+			err := queryRow(ctx, db, acquire, []any{l.Name, l.Owner, micros(l.TTL), l.Metadata, l.Takeover}, &fence)
 			if err == nil {
 				return outcome{Result: driver.Result{Acquired: true, Fence: uint64(fence)}}, nil
 			}
 			if !errors.Is(err, sql.ErrNoRows) {
 				return outcome{}, err
 			}
-			var o outcome
-			var us int64
-			err = queryRow(ctx, db, remaining, []any{l.Name}, &us, &o.multi, &o.lim)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			var (
+				o       outcome
+				us, ttl int64
+				stamp   string
+			)
+			err = queryRow(ctx, db, remaining, []any{l.Name}, &us, &o.multi, &o.lim, &stamp, &ttl)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				return o, nil // freed since: try again
+			case err != nil:
 				return outcome{}, err
 			}
-			o.Remaining = fromMicros(us)
+			o.Result = notTaken(us, o.multi, stamp, ttl, bound)
 			return o, nil
 		},
-		refresh: func(ctx context.Context, db querier, ls []driver.Lease) (map[leaseKey]bool, error) {
+		refresh: func(ctx context.Context, db querier, ls []driver.Lease) (map[leaseKey]uint64, error) {
 			var b strings.Builder
-			args := make([]any, 0, 3*len(ls))
+			args := make([]any, 0, 4*len(ls))
 			b.WriteString(r.Replace(`UPDATE {t} SET expires = {now} + v.column3 FROM (VALUES `))
 			for i, l := range ls {
 				if i > 0 {
 					b.WriteString(", ")
 				}
-				b.WriteString("(?, ?, ?)")
-				args = append(args, l.Name, l.Owner, micros(l.TTL))
+				b.WriteString("(?, ?, ?, ?)")
+				args = append(args, l.Name, l.Owner, micros(l.TTL), int64(l.Fence))
 			}
-			b.WriteString(r.Replace(`) AS v WHERE {t}.name = v.column1 AND {t}.owner = v.column2 AND {t}.expires > {now} RETURNING name, owner`))
+			// A lease in doubt (ended less than the clock bound ago) is
+			// still its holder's, so it is extended too.
+			b.WriteString(r.Replace(`) AS v WHERE {t}.name = v.column1 AND {t}.owner = v.column2 AND (v.column4 = 0 OR {t}.fence = v.column4)
+	AND {t}.expires > {live_after} RETURNING name, owner, fence`))
 			rows, err := db.QueryContext(ctx, b.String(), args...)
 			if err != nil {
 				return nil, err

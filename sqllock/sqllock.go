@@ -55,8 +55,22 @@ type Options struct {
 	// IdleRetention is how long a free or expired row is kept before a
 	// cleanup may delete it. Fencing tokens of a name whose row was
 	// deleted stay increasing unless the database's clock steps back by
-	// more than this. Default: DefaultIdleRetention.
+	// more than this. A value below ClockBound is raised to ClockBound,
+	// so that no row still in doubt (see ClockBound) is deleted.
+	// Default: DefaultIdleRetention.
 	IdleRetention time.Duration
+
+	// ClockBound is the largest step of the database's clock, forward or
+	// back, that the Locker's leases survive. An exclusive lease that the
+	// database's clock says ended less than ClockBound ago is in doubt:
+	// it is not taken by an Acquire unless the waiter has seen the row
+	// unchanged for the holder's TTL on its own monotonic clock (see
+	// driver.Result.Stamp); one that ended longer ago is free. A shared
+	// hold or a permit counts as live until ClockBound after its lease
+	// ends by the database's clock. A negative value is an error
+	// wrapping dlock.ErrInvalid. Default: driver.DefaultClockBound (also
+	// when 0).
+	ClockBound time.Duration
 
 	// NoMigrate makes the Locker create no table: it expects the table
 	// to exist (see Migrate). Acquiring on a missing table fails, and
@@ -79,6 +93,15 @@ func New(db *sql.DB, dialect Dialect, opts *Options) (*dlock.Locker, error) {
 // newLocker is New; with ownDB set (Open made db) the Locker's Close closes
 // db.
 func newLocker(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (*dlock.Locker, error) {
+	d, cfg, err := newDriver(db, dialect, opts, ownDB)
+	if err != nil {
+		return nil, err
+	}
+	return backend.New(d, cfg), nil
+}
+
+// newDriver returns the driver of newLocker and its configuration.
+func newDriver(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (driver.Driver, *backend.Config, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -89,31 +112,40 @@ func newLocker(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (*dlock.L
 	if o.IdleRetention <= 0 {
 		o.IdleRetention = DefaultIdleRetention
 	}
+	if o.ClockBound < 0 {
+		return nil, nil, fmt.Errorf("sqllock: new: clock bound %v is negative: %w", o.ClockBound, dlock.ErrInvalid)
+	}
+	if o.ClockBound == 0 {
+		o.ClockBound = driver.DefaultClockBound
+	}
+	o.IdleRetention = max(o.IdleRetention, o.ClockBound)
 	if o.MaxRetryInterval <= 0 && dialect != PostgreSQL {
 		o.MaxRetryInterval = DefaultPollInterval
 	}
-	q, err := prepare(db, dialect, o.Table)
+	q, err := prepare(db, dialect, o.Table, o.ClockBound)
 	if err != nil {
-		return nil, fmt.Errorf("sqllock: new: %w", err)
+		return nil, nil, fmt.Errorf("sqllock: new: %w", err)
 	}
-	d := &sqlDriver{dialect: dialect, db: db, ownDB: ownDB, stmts: newStmtCache(db), q: q, table: o.Table, retention: o.IdleRetention, noMigrate: o.NoMigrate}
+	d := &sqlDriver{dialect: dialect, db: db, ownDB: ownDB, stmts: newStmtCache(db), q: q, table: o.Table, retention: o.IdleRetention,
+		bound: o.ClockBound, noMigrate: o.NoMigrate}
 	cfg := &backend.Config{MaxRetryInterval: o.MaxRetryInterval}
 	switch dialect {
 	case PostgreSQL:
-		return backend.New(&pgDriver{sqlDriver: d, lis: newListener(db, o.Table)}, cfg), nil
+		return &pgDriver{sqlDriver: d, lis: newListener(db, o.Table)}, cfg, nil
 	case SQLite:
-		return backend.New(newSQLiteDriver(d), cfg), nil
+		return newSQLiteDriver(d), cfg, nil
 	case MySQL:
-		return backend.New(&mysqlDriver{sqlDriver: d, wk: newNamedLocks(db, o.Table, o.MaxRetryInterval)}, cfg), nil
+		return &mysqlDriver{sqlDriver: d, wk: newNamedLocks(db, o.Table, o.MaxRetryInterval)}, cfg, nil
 	}
-	return backend.New(d, cfg), nil
+	return d, cfg, nil
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 // prepare validates the arguments and returns dialect's statements for
-// table ("" for DefaultTable).
-func prepare(db *sql.DB, dialect Dialect, table string) (*queries, error) {
+// table ("" for DefaultTable) and the clock bound (see
+// Options.ClockBound).
+func prepare(db *sql.DB, dialect Dialect, table string, bound time.Duration) (*queries, error) {
 	if table == "" {
 		table = DefaultTable
 	}
@@ -127,7 +159,7 @@ func prepare(db *sql.DB, dialect Dialect, table string) (*queries, error) {
 	if build == nil {
 		return nil, fmt.Errorf("unknown dialect %d: %w", int(dialect), dlock.ErrInvalid)
 	}
-	return build(table), nil
+	return build(table, bound), nil
 }
 
 // validTable returns an error wrapping dlock.ErrInvalid unless table is a
@@ -147,8 +179,9 @@ type sqlDriver struct {
 	ownDB     bool       // made by Open: Close closes it
 	stmts     *stmtCache // db with this Locker's prepared statements
 	table     string
-	retention time.Duration
-	noMigrate bool // Options.NoMigrate
+	retention time.Duration // Options.IdleRetention, at least bound
+	bound     time.Duration // Options.ClockBound
+	noMigrate bool          // Options.NoMigrate
 	q         *queries
 
 	mu          sync.Mutex
@@ -254,9 +287,10 @@ func (d *sqlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 		for j, i := range idx {
 			chunk[j] = ls[i]
 		}
-		held, err := retry(ctx, func() (map[leaseKey]bool, error) { return d.q.refresh(ctx, d.stmts, chunk) })
+		held, err := retry(ctx, func() (map[leaseKey]uint64, error) { return d.q.refresh(ctx, d.stmts, chunk) })
 		for j, l := range chunk {
-			errs[idx[j]] = refreshError(l, held[leaseKey{l.Name, l.Owner}], err)
+			fence, ok := held[leaseKey{l.Name, l.Owner}]
+			errs[idx[j]] = refreshError(l, ok && (l.Fence == 0 || fence == l.Fence), err)
 		}
 	}
 	return errs

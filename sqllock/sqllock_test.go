@@ -128,6 +128,7 @@ func testProperties(t *testing.T, db *sql.DB, d sqllock.Dialect, store string) {
 	t.Run("KilledHolder", func(t *testing.T) { testKilledHolder(t, db, d, store) })
 	t.Run("NoMigrate", func(t *testing.T) { testNoMigrate(t, db, d, store) })
 	t.Run("Modes", func(t *testing.T) { testModes(t, db, d) })
+	t.Run("ClockDoubt", func(t *testing.T) { testDoubtRule(t, db, d) })
 }
 
 func BenchmarkMariaDB(b *testing.B) {
