@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/redislock"
 )
@@ -19,6 +20,10 @@ import (
 func harness(client redis.UniversalClient) dlocktest.Harness {
 	return dlocktest.Harness{
 		NewLocker: func(t testing.TB) *dlock.Locker { return mustNew(t, client) },
+		LockerAndDriver: func(t testing.TB) (*dlock.Locker, driver.Driver) {
+			l := mustNew(t, client)
+			return l, redislock.DriverOf(l)
+		},
 		Expire: func(t testing.TB, name string) {
 			t.Helper()
 			// One key holds every holder of a name, in any mode.

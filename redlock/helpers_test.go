@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
 	"github.com/dlock-go/dlock/redlock"
@@ -95,6 +96,13 @@ func harness(cs []redis.UniversalClient) dlocktest.Harness {
 			}
 			wg.Wait()
 			return errors.Join(errs...)
+		},
+		LockerAndDriver: func(t testing.TB) (*dlock.Locker, driver.Driver) {
+			l, err := redlock.New(cs, nil)
+			if err != nil {
+				t.Fatalf("New = %v, want a Locker", err)
+			}
+			return l, redlock.DriverOf(l)
 		},
 		NoModes: true,
 		TTL:     time.Second,

@@ -315,8 +315,9 @@ func testDoubtRule(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	if err := refresh(a, fa); err != nil {
 		t.Errorf("Refresh with its own token = %v, want nil", err)
 	}
-	if res := acquire(b, ""); res.Acquired || res.Stamp != "" {
-		t.Errorf("Acquire(%q) of a live lease = %+v, want not acquired, no stamp", name, res)
+	live := acquire(b, "")
+	if live.Acquired || live.Stamp == "" || live.StampTTL != ttl {
+		t.Errorf("Acquire(%q) of a live lease = %+v, want not acquired, its holder's Stamp, StampTTL %v", name, live, ttl)
 	}
 
 	setExpired(t, db, d, name, time.Second, false)
@@ -328,6 +329,9 @@ func testDoubtRule(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 		t.Errorf("Remaining of a lease that ended 1s ago = %v, want about %v (until it ended the clock bound ago)", res.Remaining, bound-time.Second)
 	}
 	stamp := res.Stamp
+	if stamp == live.Stamp {
+		t.Errorf("Stamp %q after the lease was rewritten = the live lease's, want another", stamp)
+	}
 	if res := acquire(b, ""); res.Stamp != stamp {
 		t.Errorf("Stamp of an unchanged row = %q, then %q, want the same", stamp, res.Stamp)
 	}
@@ -338,8 +342,8 @@ func testDoubtRule(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	if err := refresh(a, fa); err != nil {
 		t.Errorf("Refresh of a lease in doubt by its holder = %v, want nil", err)
 	}
-	if res := acquire(b, stamp); res.Acquired || res.Stamp != "" {
-		t.Fatalf("Acquire(%q) with the stamp seen before a renewal = %+v, want not acquired, no stamp (live)", name, res)
+	if res := acquire(b, stamp); res.Acquired || res.Stamp == "" || res.Stamp == stamp {
+		t.Fatalf("Acquire(%q) with the stamp seen before a renewal = %+v, want not acquired, and the renewed lease's own stamp", name, res)
 	}
 	setExpired(t, db, d, name, time.Second, false)
 	res = acquire(b, "")

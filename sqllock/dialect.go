@@ -293,8 +293,9 @@ func heldSet(rows *sql.Rows) (map[leaseKey]uint64, error) {
 // notTaken is the Result of an exclusive acquire that found name's row
 // held by another owner: leftUs is the row's lease left by the database's
 // clock (negative once it ended), stamp and ttlUs the row's stamp and its
-// holder's TTL, stamp "" unless the row is in doubt (see
-// Options.ClockBound) and its holder's TTL is known. A lease in doubt,
+// holder's TTL, stamp "" for shared holders and permits, and ignored
+// unless the holder's TTL is known (see Options.ClockBound). A lease in
+// doubt,
 // and one of shared holders or permits (multi), keeps the name until it
 // ended bound ago.
 func notTaken(leftUs int64, multi bool, stamp string, ttlUs int64, bound time.Duration) driver.Result {

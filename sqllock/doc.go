@@ -209,8 +209,9 @@
 //   - An exclusive lease that the database's clock says ended more than
 //     the bound ago is free, as any expired lease was before. One that
 //     ended less than the bound ago is in doubt: a forward step may have
-//     ended it while its holder still renews. Acquire does not take it;
-//     it returns, with driver.Result.Stamp, the row's owner, token and
+//     ended it while its holder still renews. Acquire does not take it.
+//     For any exclusive holder, live or in doubt, it returns, with
+//     driver.Result.Stamp, the row's owner, token and
 //     expiry in microseconds ("owner|fence|expires"; every renewal,
 //     release and change of holder changes it) and, as StampTTL, the
 //     holder's TTL, stored in the row's ttl column (8 bytes). The core
@@ -219,9 +220,12 @@
 //     the upsert takes the row if its stamp is still exactly that. A
 //     holder whose lease is in doubt still renews and releases it. A row
 //     written by an older dlock has ttl 0: it gets no stamp and waits
-//     out the bound. So a crashed holder's name is taken by a waiter
-//     about one TTL after its lease ended, and by a Locker that arrives
-//     while it is in doubt about one TTL after it arrived.
+//     out the bound. A waiter sees the stamp while the holder is alive,
+//     and looks again at least every third of the holder's TTL, so a
+//     crashed holder's name is taken by a waiter between one TTL and 4/3
+//     of a TTL after the holder's last renewal (about when its lease
+//     ends), and by a Locker that arrives while it is in doubt about one
+//     TTL after it arrived.
 //   - A shared hold or a semaphore permit counts as live until the bound
 //     after its lease ended (no takeover by observation): a crashed
 //     reader or permit holder keeps writers, or a permit, out for up to

@@ -86,10 +86,10 @@ ON DUPLICATE KEY UPDATE
 WHERE name = ? AND owner NOT IN ('', '*') AND {stamp} = ?`)
 	// result reads the outcome: whether owner holds the row, its token,
 	// the lease left, whether shared holders or permits hold it, their
-	// limit, the row's stamp if it is in doubt, and its holder's TTL.
+	// limit, the row's stamp (for an exclusive holder), and its holder's TTL.
 	result := r.Replace(`SELECT owner = ? AND expires > {now}, fence, IF(owner = '', 0, TIMESTAMPDIFF(MICROSECOND, {now}, expires)),
 	owner = '*' AND expires > {live_after}, lim,
-	IF(owner NOT IN ('', '*') AND expires <= {now} AND expires > {live_after}, {stamp}, ''), ttl
+	IF(owner NOT IN ('', '*'), {stamp}, ''), ttl
 FROM {t} WHERE name = ?`)
 	release := r.Replace(`UPDATE {t} SET owner = '', expires = {now} WHERE name = ? AND owner = ? AND expires > {live_after}`)
 	force := r.Replace(`UPDATE {t} SET owner = '', expires = {now}, intent = '' WHERE name = ? AND owner <> '' AND expires > {live_after}`)

@@ -60,7 +60,7 @@ func postgresQueries(table string, bound time.Duration) *queries {
 		{"ttl", r.Replace(`ALTER TABLE {t} ADD COLUMN ttl bigint NOT NULL DEFAULT 0`)},
 	}
 	// One statement: the upsert, and if it took nothing, the holder's
-	// lease left, its stamp if it is in doubt and its TTL. A row is taken
+	// lease left, its stamp (for an exclusive holder) and its TTL. A row is taken
 	// when free, when its lease ended more than the clock bound ago, or
 	// when its stamp is the takeover ($5).
 	acquire := r.Replace(`WITH taken AS (
@@ -80,7 +80,7 @@ func postgresQueries(table string, bound time.Duration) *queries {
 SELECT true, fence, 0::bigint, false, 0, '', 0::bigint FROM taken
 UNION ALL
 SELECT false, 0::bigint, {left_us}, owner = '*', lim,
-	CASE WHEN owner <> '*' AND expires <= clock_timestamp() THEN {stamp} ELSE '' END, ttl
+	CASE WHEN owner <> '*' THEN {stamp} ELSE '' END, ttl
 FROM {t} WHERE name = $1 AND owner <> '' AND NOT EXISTS (SELECT FROM taken)`)
 	// Release notifies in the same statement, so the notification is sent
 	// exactly when the release commits.

@@ -73,7 +73,7 @@ WHERE owner = excluded.owner OR owner = '' OR expires <= excluded.fence - {bound
 	OR (?5 <> '' AND owner <> '*' AND {stamp} = ?5)
 RETURNING fence`)
 	remaining := r.Replace(`SELECT expires - {now}, owner = '*', lim,
-	CASE WHEN owner <> '*' AND expires <= {now} AND expires > {live_after} THEN {stamp} ELSE '' END, ttl
+	CASE WHEN owner <> '*' THEN {stamp} ELSE '' END, ttl
 FROM {t} WHERE name = ?1 AND owner <> ''`)
 	release := r.Replace(`UPDATE {t} SET owner = '', expires = {now} WHERE name = ?1 AND owner = ?2 AND expires > {live_after}`)
 	force := r.Replace(`UPDATE {t} SET owner = '', expires = {now}, intent = '' WHERE name = ?1 AND owner <> '' AND expires > {live_after}`)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/sqllock"
 )
@@ -33,6 +34,14 @@ func harness(db *sql.DB, dialect sqllock.Dialect) dlocktest.Harness {
 				t.Fatalf("New(%v) = %v, want a Locker", dialect, err)
 			}
 			return l
+		},
+		LockerAndDriver: func(t testing.TB) (*dlock.Locker, driver.Driver) {
+			t.Helper()
+			l, d, err := sqllock.NewLockerAndDriver(db, dialect, nil)
+			if err != nil {
+				t.Fatalf("New(%v) = %v, want a Locker", dialect, err)
+			}
+			return l, d
 		},
 		Expire: func(t testing.TB, name string) {
 			t.Helper()
