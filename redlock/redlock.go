@@ -128,15 +128,23 @@
 //     it. A master whose clock runs up to 1% fast, or steps forward by
 //     less than TTL×1% + 2 ms, is within the allowance. A larger forward
 //     step of s on a master ends its keys up to s early, so that master
-//     may grant the name to another client: that is one faulty master.
-//     Two holders need a quorum of votes, so the lock stays exclusive
-//     while at most f masters are faulty in all (down, unreachable from
-//     the holder, restarted, or stepped forward); with three masters one
-//     such step is tolerated, not two at once (masters sharing one host
-//     clock, or an NTP step on all of them, can end a holder's lease
-//     early on a majority: Redlock then gives no exclusion, whatever
-//     Options.ClockBound says). The holder's next refresh re-creates the
-//     key on a master that dropped it. A back step of s makes a master
+//     may grant the name to another client. A holder keeps the name
+//     while its keys live on a quorum; one granted by exactly a quorum
+//     (contenders often split the other votes) therefore loses
+//     exclusion when one of those masters steps forward: another client
+//     can win that master and the one the holder lacked, until the
+//     holder's next refresh finds fewer than a quorum and gives the lock
+//     up. So exclusion under a forward step beyond the drift allowance
+//     holds only where the holder's keys live on more than a quorum, and
+//     never when a majority steps at once (masters sharing one host
+//     clock, or an NTP step on all of them): that is Redlock's own
+//     assumption of bounded clock drift, which Options.ClockBound does
+//     not lift. Tokens still rise (below), so fenced storage refuses the
+//     earlier holder's writes; the fault suite checks exactly that under
+//     clock-one-forward-5s and the all-master steps. Where a wall-clock
+//     step must never cost exclusion, use redislock (its keys outlive a
+//     step of up to its ClockBound) or a consensus store. The holder's
+//     next refresh re-creates the key on a master that dropped it. A back step of s makes a master
 //     keep keys up to s longer: after a holder's crash that master
 //     refuses the name s longer, which delays no one while the others
 //     make a quorum.
