@@ -9,23 +9,14 @@ import (
 
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/redlock"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestRefreshChecksFence: a refresh that carries a token (Lease.Fence)
 // extends the lease only if the masters hold it with exactly that token,
 // and reports ErrNotHeld for another.
 func TestRefreshChecksFence(t *testing.T) {
-	cs := clients(t, addrs(startMasters(t, 3)))
-	drv, err := redlock.NewDriver(cs, nil, nil)
-	if err != nil {
-		t.Fatalf("NewDriver = %v, want a driver", err)
-	}
-	t.Cleanup(func() { drv.Close() })
-	l := driver.Lease{Name: "n", Owner: "o:1", TTL: 5 * time.Second}
-	res, err := drv.Acquire(t.Context(), l)
-	if err != nil || !res.Acquired {
-		t.Fatalf("Acquire(%q) = %+v, %v, want acquired", l.Name, res, err)
-	}
+	cs, drv, l, res := acquiredOnMasters(t)
 	right := l
 	right.Fence = res.Fence
 	if errs := drv.Refresh(t.Context(), []driver.Lease{right}); errs[0] != nil {
@@ -60,17 +51,7 @@ func TestRefreshChecksFence(t *testing.T) {
 // but missed the write-back of its token (its key still carries token 0),
 // a refresh with the token counts that master and writes the token there.
 func TestRefreshWritesMissingToken(t *testing.T) {
-	cs := clients(t, addrs(startMasters(t, 3)))
-	drv, err := redlock.NewDriver(cs, nil, nil)
-	if err != nil {
-		t.Fatalf("NewDriver = %v, want a driver", err)
-	}
-	t.Cleanup(func() { drv.Close() })
-	l := driver.Lease{Name: "n", Owner: "o:1", TTL: 5 * time.Second}
-	res, err := drv.Acquire(t.Context(), l)
-	if err != nil || !res.Acquired {
-		t.Fatalf("Acquire(%q) = %+v, %v, want acquired", l.Name, res, err)
-	}
+	cs, drv, l, res := acquiredOnMasters(t)
 	key := redlock.Key("", "n")
 	token := strconv.FormatUint(res.Fence, 10)
 	// Masters 0 and 1 lose the write-back: with one master holding the
@@ -98,4 +79,22 @@ func TestRefreshWritesMissingToken(t *testing.T) {
 			t.Errorf("GET %q on master %d after Refresh = %q, want token %s", key, i, v, token)
 		}
 	}
+}
+
+// acquiredOnMasters starts three masters and returns their clients, a
+// driver on them, and a lease "n" it acquired with the result.
+func acquiredOnMasters(t *testing.T) ([]redis.UniversalClient, driver.Driver, driver.Lease, driver.Result) {
+	t.Helper()
+	cs := clients(t, addrs(startMasters(t, 3)))
+	drv, err := redlock.NewDriver(cs, nil, nil)
+	if err != nil {
+		t.Fatalf("NewDriver = %v, want a driver", err)
+	}
+	t.Cleanup(func() { drv.Close() })
+	l := driver.Lease{Name: "n", Owner: "o:1", TTL: 5 * time.Second}
+	res, err := drv.Acquire(t.Context(), l)
+	if err != nil || !res.Acquired {
+		t.Fatalf("Acquire(%q) = %+v, %v, want acquired", l.Name, res, err)
+	}
+	return cs, drv, l, res
 }

@@ -125,20 +125,7 @@ func TestPermitChecker(t *testing.T) {
 		return []event{{Ev: "held", Worker: w, Acq: 1, Fence: fence, T: from}, {Ev: "end", Worker: w, Acq: 1, Why: "released", T: to}}
 	}
 	run := func(t *testing.T, pauses []pause, histories ...[]event) *outcome {
-		dir := t.TempDir()
-		var paths []string
-		for i, h := range histories {
-			p := filepath.Join(dir, strconv.Itoa(i))
-			writeJSONL(t, p, h)
-			paths = append(paths, p)
-		}
-		pr := filepath.Join(dir, "r")
-		writeJSONL(t, pr, []regOp{})
-		o, err := check(paths, pr, nil, pauses, 200, false, false, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o
+		return checkHistories(t, pauses, 200, false, 2, histories...)
 	}
 	t.Run("two permits of two at once", func(t *testing.T) {
 		if o := run(t, nil, held(0, 1, 10, 100), held(1, 2, 20, 90), held(2, 3, 100, 150)); len(o.violations) != 0 {
@@ -197,20 +184,7 @@ func TestTokenOrderChecker(t *testing.T) {
 	}
 	run := func(t *testing.T, mayInvert bool, histories ...[]event) *outcome {
 		t.Helper()
-		dir := t.TempDir()
-		var paths []string
-		for i, h := range histories {
-			p := filepath.Join(dir, strconv.Itoa(i))
-			writeJSONL(t, p, h)
-			paths = append(paths, p)
-		}
-		pr := filepath.Join(dir, "r")
-		writeJSONL(t, pr, []regOp{})
-		o, err := check(paths, pr, nil, nil, 1000, false, mayInvert, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o
+		return checkHistories(t, nil, 1000, mayInvert, 0, histories...)
 	}
 	t.Run("increasing fences pass", func(t *testing.T) {
 		o := run(t, false, append(acq(0, 1, 1, 10, 20), acq(0, 2, 5, 60, 70)...), acq(1, 1, 3, 30, 40))
@@ -289,4 +263,25 @@ func TestProgressChecker(t *testing.T) {
 	if got, _ := unprogressed(paths[:1], nil, 100); len(got) != 0 {
 		t.Errorf("unprogressed(one worker that acquired) = %v, want none", got)
 	}
+}
+
+// checkHistories writes one history file per worker and an empty register
+// history, and runs the checkers on them with the given pauses, end of run,
+// whether token inversions are the documented exception, and permits.
+func checkHistories(t *testing.T, pauses []pause, runEnd int64, mayInvert bool, permits int, histories ...[]event) *outcome {
+	t.Helper()
+	dir := t.TempDir()
+	var paths []string
+	for i, h := range histories {
+		p := filepath.Join(dir, strconv.Itoa(i))
+		writeJSONL(t, p, h)
+		paths = append(paths, p)
+	}
+	pr := filepath.Join(dir, "r")
+	writeJSONL(t, pr, []regOp{})
+	o, err := check(paths, pr, nil, pauses, runEnd, false, mayInvert, permits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
