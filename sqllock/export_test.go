@@ -6,8 +6,8 @@ import (
 	"net/url"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/seam"
 )
 
 // MySQLConnector returns the connector dlock.Open makes for the mysql://
@@ -29,13 +29,6 @@ func NewDriver(db *sql.DB, dialect Dialect, opts *Options) (driver.Driver, error
 	return d, err
 }
 
-// NewLockerAndDriver returns a Locker of New and the driver under it, for
-// dlocktest properties that call a driver step on a lease the Locker
-// holds.
-func NewLockerAndDriver(db *sql.DB, dialect Dialect, opts *Options) (*dlock.Locker, driver.Driver, error) {
-	d, cfg, err := newDriver(db, dialect, opts, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	return backend.New(d, cfg), d, nil
-}
+// DriverOf returns the driver l runs on, for dlocktest's
+// Harness.LockerAndDriver.
+func DriverOf(l *dlock.Locker) driver.Driver { return seam.LockerDriver(l) }

@@ -95,7 +95,7 @@ func mysqlURLHarness(t *testing.T, store string) dlocktest.Harness {
 			t.Fatalf("ForceRelease(%q) = %v, %v, want true, nil", name, held, err)
 		}
 	}
-	return h
+	return withDriver(h)
 }
 
 // mustOpen opens store with dlock.Open; the Locker is closed when the test

@@ -117,7 +117,7 @@ func openHarness(store string, admin *sql.DB) dlocktest.Harness {
 		}
 		return l
 	}
-	return h
+	return withDriver(h)
 }
 
 // wantOpenError checks that dlock.Open(store) fails with an error wrapping

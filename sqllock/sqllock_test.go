@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 // harness returns a conformance Harness on db. Every Locker shares db, like
 // the goroutines of one service would.
 func harness(db *sql.DB, dialect sqllock.Dialect) dlocktest.Harness {
-	return dlocktest.Harness{
+	return withDriver(dlocktest.Harness{
 		NewLocker: func(t testing.TB) *dlock.Locker {
 			t.Helper()
 			l, err := sqllock.New(db, dialect, nil)
@@ -34,14 +34,6 @@ func harness(db *sql.DB, dialect sqllock.Dialect) dlocktest.Harness {
 				t.Fatalf("New(%v) = %v, want a Locker", dialect, err)
 			}
 			return l
-		},
-		LockerAndDriver: func(t testing.TB) (*dlock.Locker, driver.Driver) {
-			t.Helper()
-			l, d, err := sqllock.NewLockerAndDriver(db, dialect, nil)
-			if err != nil {
-				t.Fatalf("New(%v) = %v, want a Locker", dialect, err)
-			}
-			return l, d
 		},
 		Expire: func(t testing.TB, name string) {
 			t.Helper()
@@ -59,7 +51,18 @@ func harness(db *sql.DB, dialect sqllock.Dialect) dlocktest.Harness {
 			return db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
 		},
 		TTL: time.Second,
+	})
+}
+
+// withDriver sets h's LockerAndDriver to a Locker of h's NewLocker and
+// the driver under it; a harness that changes NewLocker calls it again.
+func withDriver(h dlocktest.Harness) dlocktest.Harness {
+	newLocker := h.NewLocker
+	h.LockerAndDriver = func(t testing.TB) (*dlock.Locker, driver.Driver) {
+		l := newLocker(t)
+		return l, sqllock.DriverOf(l)
 	}
+	return h
 }
 
 // sqliteDSN is the data source name the package documents for SQLite.
