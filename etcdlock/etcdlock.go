@@ -53,6 +53,14 @@
 // the owner's is refused even if the owner holds the name through a
 // later key.
 //
+// The server's side needs no wall clock either: etcd's lessor sets a
+// lease's expiry with Go's time.Now() plus its TTL and compares it with
+// time.Now(), both carrying Go's monotonic reading (which a step of the
+// wall clock does not move); it persists only a lease's TTL (and, with
+// checkpoints, its remaining TTL), never a wall-clock deadline, and a new
+// leader renews every lease in full. So the fault suite steps no etcd
+// clock. Tokens are create revisions, a counter.
+//
 // Inspect reports every key that holds, with its mode; ForceRelease
 // deletes them all (not the waiters'), and Locker.Observe is pushed by a
 // watch on the name's keys.

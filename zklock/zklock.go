@@ -63,6 +63,12 @@
 // no extra request), so a token that is no longer the owner's is
 // refused even if the owner holds the name through a later child.
 //
+// The server's side needs no wall clock either: ZooKeeper tracks session
+// expiry with Time.currentElapsedTime(), System.nanoTime (monotonic), in
+// its session tracker's expiry queue, and a new leader restarts every
+// session's timeout. So the fault suite steps no ZooKeeper clock. Tokens
+// are czxids, a counter.
+//
 // Inspect reports every child that holds, with its mode; ForceRelease
 // deletes them all (not the waiters'), and Locker.Observe is pushed by a
 // watch on the parent's children.
