@@ -16,9 +16,12 @@ import (
 //
 // On a backend whose leases run on the store's wall clock (its package
 // documentation says so), TryAcquire also fails while the store's clock
-// says the holder's lease ended less than the backend's clock bound ago:
-// a forward step of that clock may have ended it early, and one attempt
-// cannot tell (see Acquire).
+// says the holder's lease ended less than the backend's clock bound ago
+// (a forward step of that clock may have ended it early, and one attempt
+// cannot tell, see Acquire), unless earlier TryAcquire calls of this
+// Locker on name saw the holder's state unchanged for the holder's TTL:
+// a caller that tries a name again and again (a scheduler's tick) takes
+// a crashed holder's name over as a waiter would.
 func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
 	return l.acquire(ctx, name, opts, false)
 }

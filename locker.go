@@ -34,6 +34,7 @@ type Locker struct {
 	seq      atomic.Uint64
 	backend  string                 // Backend()
 	hooks    atomic.Pointer[[]Hook] // nil until AddHook; replaced, never changed
+	stamps   stampBook              // what TryAcquire saw of holders in doubt, by name
 
 	closingCtx context.Context         // done once Close begins
 	closeNow   context.CancelCauseFunc // begins Close (cause ErrClosed): wakes waiters, stops the keeper

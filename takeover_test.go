@@ -149,25 +149,40 @@ func TestTakeoverAfterStampUnchangedForStampTTL(t *testing.T) {
 	})
 }
 
-func TestTryAcquireNeverTakesOver(t *testing.T) {
+// A single attempt sends no Takeover on a stamp its Locker has not seen
+// for StampTTL: not on a Locker's first TryAcquire, nor on later ones
+// before then; one made once its Locker's earlier attempts saw the same
+// stamp for StampTTL does (see TestTryAcquireTakesOverAfterObserving).
+func TestTryAcquireTakesOverOnlyAfterStampTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const stampTTL = time.Second
-		d := &stampDriver{t0: time.Now(), changeAt: time.Hour, ttl: stampTTL}
+		d := &stampDriver{t0: time.Now(), changeAt: time.Hour, ttl: stampTTL, refuse: true}
 		l := backendNew(d)
 		defer l.Close()
 		for range 30 {
 			k, err := l.TryAcquire(t.Context(), "a")
 			if !errors.Is(err, dlock.ErrNotAcquired) {
-				t.Fatalf("TryAcquire(%q) = %v, %v, want ErrNotAcquired while the store's clock says the lease ended less than the clock bound ago", "a", k, err)
+				t.Fatalf("TryAcquire(%q) = %v, %v, want ErrNotAcquired from a store that refuses every takeover", "a", k, err)
 			}
 			time.Sleep(stampTTL / 5)
 		}
 		d.mu.Lock()
 		defer d.mu.Unlock()
+		if len(d.calls) == 0 || d.calls[0].takeover != "" {
+			t.Fatalf("first TryAcquire sent Takeover, want none: %+v", d.calls)
+		}
+		first, sent := d.calls[0].at, 0
 		for _, c := range d.calls {
-			if c.takeover != "" {
-				t.Errorf("TryAcquire sent Takeover %q at %v", c.takeover, c.at)
+			if c.takeover == "" {
+				continue
 			}
+			sent++
+			if c.at < first+stampTTL {
+				t.Errorf("TryAcquire sent Takeover %q at %v, want none before %v (stamp first seen at %v, plus StampTTL)", c.takeover, c.at, first+stampTTL, first)
+			}
+		}
+		if sent == 0 {
+			t.Errorf("no TryAcquire sent a Takeover in %d attempts over %v, want those after StampTTL to", len(d.calls), 30*stampTTL/5)
 		}
 	})
 }
@@ -350,6 +365,42 @@ func TestWallClockStepAndTakeover(t *testing.T) {
 				}
 				k.Release(t.Context())
 			})
+		}
+	})
+}
+
+// A caller that only ever makes single attempts (a scheduler's tick, each
+// a TryAcquire) takes over a crashed holder's lease in doubt once its
+// Locker's earlier attempts saw the same stamp for StampTTL, not before;
+// a Locker that never tried before does not.
+func TestTryAcquireTakesOverAfterObserving(t *testing.T) {
+	const ttl, bound = 1500 * time.Millisecond, 10 * time.Second
+	synctest.Test(t, func(t *testing.T) {
+		s := &wallClockStore{bound: bound}
+		holder, ticker := backendNew(s), backendNew(s)
+		defer holder.Close()
+		defer ticker.Close()
+		crashed := time.Now()
+		if _, err := holder.Acquire(t.Context(), "a", dlock.WithTTL(ttl), dlock.WithoutRenewal()); err != nil {
+			t.Fatalf("Acquire(%q) = %v", "a", err)
+		}
+		time.Sleep(2 * time.Second) // the lease ended by the store's clock: in doubt
+		var took time.Duration
+		for tick := 0; tick < 20; tick++ {
+			k, err := ticker.TryAcquire(t.Context(), "a", dlock.WithTTL(ttl))
+			if err == nil {
+				took = time.Since(crashed)
+				k.Release(t.Context())
+				break
+			}
+			if !errors.Is(err, dlock.ErrNotAcquired) {
+				t.Fatalf("TryAcquire(%q) = %v, want ErrNotAcquired or a lock", "a", err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		// First seen at 2 s, so taken at the first tick at or after 3.5 s.
+		if want := 2*time.Second + ttl; took != want {
+			t.Errorf("ticking TryAcquire took the name %v after the crash, want %v (first seen at 2s, plus the holder's TTL)", took, want)
 		}
 	})
 }

@@ -34,6 +34,11 @@ func (l *Locker) attemptLoop(a *attempt, wait bool) (*Lock, error) {
 		delay time.Duration
 		obs   driver.Observer // the takeover rule, for this wait only
 	)
+	if !wait {
+		// A single attempt takes over a holder in doubt only if earlier
+		// attempts of this Locker saw its stamp unchanged for long enough.
+		a.lease.Takeover = l.stamps.takeover(name, time.Now())
+	}
 	for {
 		start := time.Now()
 		a.attempts++
@@ -48,6 +53,9 @@ func (l *Locker) attemptLoop(a *attempt, wait bool) (*Lock, error) {
 			var fence uint64
 			fence, start, err = l.confirm(ctx, a.lease, res.Fence, start)
 			if err == nil {
+				if !wait {
+					l.stamps.note(name, res, start)
+				}
 				return l.register(a, fence, start)
 			}
 			if errors.Is(err, driver.ErrNotHeld) {
@@ -62,6 +70,7 @@ func (l *Locker) attemptLoop(a *attempt, wait bool) (*Lock, error) {
 		a.contended = true
 		a.queued = a.queued || res.Queued
 		if !wait {
+			l.stamps.note(name, res, time.Now())
 			return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ErrNotAcquired)
 		}
 		takeover, until := obs.Note(res, time.Now())

@@ -10,7 +10,8 @@ import "time"
 // not safe for concurrent use.
 type Observer struct {
 	stamp string
-	seen  time.Time // monotonic: when stamp was first seen
+	seen  time.Time     // monotonic: when stamp was first seen
+	ttl   time.Duration // the StampTTL that came with it
 }
 
 // Note records the outcome of an Acquire whose reply arrived at now
@@ -30,9 +31,21 @@ func (o *Observer) Note(res Result, now time.Time) (takeover string, wait time.D
 	if res.Stamp != o.stamp {
 		o.stamp, o.seen = res.Stamp, now
 	}
+	o.ttl = res.StampTTL
 	left := res.StampTTL - now.Sub(o.seen)
 	if left <= 0 {
 		return o.stamp, 0
 	}
 	return "", min(left, max(res.StampTTL/3, time.Millisecond))
+}
+
+// Due returns the Takeover an attempt made at now may send: the stamp
+// last noted, if it has been seen unchanged for its StampTTL by now, or
+// "". It lets a caller that makes single attempts now and then (each
+// noted) apply the same rule as a wait loop.
+func (o *Observer) Due(now time.Time) string {
+	if o.stamp == "" || now.Sub(o.seen) < o.ttl {
+		return ""
+	}
+	return o.stamp
 }

@@ -157,7 +157,8 @@
 // before the taker first saw it. A queued waiter observes the stamp from
 // its first reply, in doubt or not, so a crashed holder is replaced about
 // a TTL after its last renewal; a fresh Acquire about a TTL after it
-// arrives; TryAcquire does not take a name in doubt. A key in doubt for
+// arrives; TryAcquire takes a name in doubt only once earlier TryAcquire
+// calls of its Locker saw the same stamp for the holder's TTL. A key in doubt for
 // longer than the bound (nobody observed it) expires and the name is free
 // as before. Renewals also check the token (driver.Lease.Fence), not
 // only the owner.
