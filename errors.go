@@ -36,6 +36,15 @@ var (
 	// it together with the store's own error, which names what was
 	// refused; retrying does not help.
 	ErrDenied = errors.New("dlock: denied by the store")
+
+	// ErrNoSpace is wrapped by the errors of a store that refuses writes
+	// for lack of space: etcd's NOSPACE alarm (its backend quota), Redis
+	// over maxmemory with a noeviction policy, a full disk or table on a
+	// SQL database, a SQLite file at its page limit. Backends wrap it
+	// together with the store's own error. Retrying does not help until an
+	// operator frees space (for etcd: compact, defragment, disarm the
+	// alarm); releases and lease expiry still free names.
+	ErrNoSpace = errors.New("dlock: store out of space")
 )
 
 // ctxErr returns the error for an ended ctx: it wraps both ctx.Err(), so

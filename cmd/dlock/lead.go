@@ -39,6 +39,8 @@ Exit status:
                   asked again after a pause (1 s, doubling up to 15 s)
   77              the store denied access (credentials, grants): lead stops,
                   since asking again would not help
+  73              the store refuses writes for lack of space (etcd's NOSPACE
+                  alarm, Redis at maxmemory, a full disk): lead stops
   65              NAME is held in another mode (a semaphore: see "dlock run")
   64              usage error: bad flag, name, duration or store URL; nothing contacted
   126, 127        the command could not be run, or was not found

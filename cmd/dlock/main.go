@@ -17,7 +17,8 @@
 // elapsed); 69 when the lock was lost while the command ran (the command
 // is stopped; lead campaigns again instead); 74 when the store cannot be
 // reached; 77 when it refuses the credentials or a step they are not
-// granted; 65 when the name is held in another mode (a lock against a
+// granted; 73 when it refuses writes for lack of space (etcd's NOSPACE
+// alarm, Redis at maxmemory, a full disk); 65 when the name is held in another mode (a lock against a
 // semaphore, or another --limit); 64 for usage errors; 128+N when stopped
 // by signal N while waiting; 1 for other errors.
 package main
@@ -40,6 +41,7 @@ const (
 	exitStore       = 74 // EX_IOERR: the store could not be reached or failed
 	exitNotAcquired = 75 // EX_TEMPFAIL: try again later
 	exitDenied      = 77 // EX_NOPERM: the store refused the credentials or a step (dlock.ErrDenied)
+	exitNoSpace     = 73 // EX_CANTCREAT: the store refuses writes for lack of space (dlock.ErrNoSpace)
 )
 
 // exitStatus carries an exit status and a message for main to print.

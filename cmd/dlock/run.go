@@ -70,6 +70,8 @@ Exit status:
   77              the store denied access: wrong password or certificate, or a
                   missing grant, ACL or role (see the README's least-privilege
                   grants)
+  73              the store refuses writes for lack of space (etcd's NOSPACE
+                  alarm, Redis at maxmemory, a full disk): see the README
   64              usage error: bad flag, name, duration or store URL; nothing contacted
   126, 127        the command could not be run, or was not found
   128+N           signal N arrived while waiting for the lock

@@ -163,8 +163,8 @@ func openCause(err error) error {
 // storeError is the one line and exit status 74 for a store that cannot
 // be reached, or 77 for one that refused the credentials.
 func storeError(s store, err error) error {
-	if errors.Is(err, dlock.ErrDenied) {
-		return fail(exitDenied, "store %s denied access: %s", s.shown, plain(err.Error()))
+	if st := refusal(s, err); st != nil {
+		return st
 	}
 	return fail(exitStore, "cannot reach store %s: %s", s.shown, plain(err.Error()))
 }
@@ -172,10 +172,22 @@ func storeError(s store, err error) error {
 // storeFailed is the one line and exit status 74 for a store that failed
 // a step, or 77 for one that refused it (a missing grant or ACL).
 func storeFailed(s store, err error) error {
-	if errors.Is(err, dlock.ErrDenied) {
-		return fail(exitDenied, "store %s denied access: %s", s.shown, plain(err.Error()))
+	if st := refusal(s, err); st != nil {
+		return st
 	}
 	return fail(exitStore, "store %s failed: %s", s.shown, plain(err.Error()))
+}
+
+// refusal is exit status 77 for a store that refused the credentials or a
+// step, 73 for one out of space, or nil for any other error.
+func refusal(s store, err error) error {
+	switch {
+	case errors.Is(err, dlock.ErrDenied):
+		return fail(exitDenied, "store %s denied access: %s", s.shown, plain(err.Error()))
+	case errors.Is(err, dlock.ErrNoSpace):
+		return fail(exitNoSpace, "store %s is out of space and refuses writes: %s", s.shown, plain(err.Error()))
+	}
+	return nil
 }
 
 // childEnv returns the environment for a command dlock starts: this
