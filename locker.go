@@ -41,7 +41,7 @@ type Locker struct {
 	closing    <-chan struct{}         // closingCtx.Done()
 	bg         sync.WaitGroup          // goroutines the Locker started (keeper, workers)
 	acquiring  sync.WaitGroup          // Acquire calls under way; Add only with mu held and !closed
-	work       chan func()             // hands work to idle worker goroutines (see goBackground)
+	pool       workerPool              // idle worker goroutines (see goBackground)
 
 	cleanupDeadline atomic.Pointer[sharedDeadline] // see cleanupContext
 
@@ -78,7 +78,6 @@ func newLocker(drv driver.Driver, minRetry, maxRetry time.Duration) *Locker {
 		deadlines:   newHeldHeap(byDeadline, now),
 		renewals:    newHeldHeap(byRenewal, now),
 		waiters:     make(map[string]map[chan struct{}]struct{}),
-		work:        make(chan func()),
 	}
 	l.closingCtx, l.closeNow = context.WithCancelCause(context.Background())
 	l.closing = l.closingCtx.Done()
@@ -114,6 +113,7 @@ func (l *Locker) Close() error {
 		return fmt.Errorf("dlock: close: %w", ErrClosed)
 	}
 	l.closed = true
+	l.pool.close()
 	all := make([]*held, 0, len(l.held))
 	for _, h := range l.held {
 		all = append(all, h)
