@@ -22,10 +22,12 @@ type faultDriver struct {
 	refreshes     []int       // batch sizes, in order
 	refreshTimes  []time.Time // when each batch was sent
 	refreshErr    func(call int) error
-	hangRefresh   bool          // block Refresh until ctx ends
-	hangAcquire   chan struct{} // if set, Acquire waits for it, ignoring ctx
-	hangRelease   bool          // block Release until ctx ends
-	releaseValues []any         // ctx.Value(traceKey{}) of each Release call
+	hangRefresh   bool                 // block Refresh until ctx ends
+	hangAcquire   chan struct{}        // if set, Acquire waits for it, ignoring ctx
+	hangRelease   bool                 // block Release until ctx ends
+	releaseErr    func(call int) error // if set and not nil for Release call n (from 1), fail it so
+	releaseCalls  int
+	releaseValues []any // ctx.Value(traceKey{}) of each Release call
 	acquireCalls  int
 	notify        bool
 	silentWatches bool // Watch succeeds but never wakes
@@ -88,11 +90,17 @@ func (d *faultDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 func (d *faultDriver) Release(ctx context.Context, l driver.Lease) error {
 	d.mu.Lock()
 	d.releaseValues = append(d.releaseValues, ctx.Value(traceKey{}))
-	hang := d.hangRelease
+	d.releaseCalls++
+	hang, errFn, n := d.hangRelease, d.releaseErr, d.releaseCalls
 	d.mu.Unlock()
 	if hang {
 		<-ctx.Done()
 		return ctx.Err()
+	}
+	if errFn != nil {
+		if err := errFn(n); err != nil {
+			return err
+		}
 	}
 	return d.Driver.Release(ctx, l)
 }

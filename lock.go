@@ -96,7 +96,11 @@ func (k *Lock) Refresh(ctx context.Context) error {
 // step that never frees another owner's lock, and wakes waiters. The error
 // wraps ErrNotHeld if this handle was released already or the lock had
 // been lost, and ErrClosed if the Locker's Close released it. If the
-// server cannot be reached the lease ends by itself after its TTL.
+// store cannot be reached or fails the step, the error says so, and the
+// Locker keeps trying in the background (backing off from 100 ms to 2 s,
+// with jitter) until the store frees the name, says the lease is gone, or
+// the lease could have run out by itself; so a transient error does not
+// leave the name held for the rest of its TTL. Close stops those tries.
 //
 // Release frees the name even when ctx has ended, as in the common
 // "defer lock.Release(ctx)" after a request was cancelled: the server
@@ -116,6 +120,7 @@ func (k *Lock) Release(ctx context.Context) error {
 	if last && st == active {
 		l.forget(h, released)
 	}
+	until := h.deadline.Add(lossMargin(h.lease.TTL)) // the server's lease cannot end before
 	l.mu.Unlock()
 	k.cancel(ErrReleased)
 	if err := k.stateError("release", done, st); err != nil {
@@ -134,7 +139,7 @@ func (k *Lock) Release(ctx context.Context) error {
 	if hs != nil {
 		start = time.Now()
 	}
-	err := l.releaseLease(ctx, h.lease)
+	err := l.releaseLease(ctx, h.lease, until)
 	if hs != nil {
 		l.released(*hs, ctx, h, start, false, err)
 	}
@@ -142,6 +147,10 @@ func (k *Lock) Release(ctx context.Context) error {
 	switch {
 	case errors.Is(err, driver.ErrNotHeld):
 		return fmt.Errorf("dlock: release %s: lease found expired or taken over: %w", quote(h.lease.Name), ErrNotHeld)
+	case err != nil && retryRelease(err):
+		values := context.WithoutCancel(ctx)
+		l.goBackground(func() { l.keepReleasing(values, h.lease, until, err) })
+		return fmt.Errorf("dlock: release %s: %w (retried in the background until the lease could have run out)", quote(h.lease.Name), err)
 	case err != nil:
 		return fmt.Errorf("dlock: release %s: %w", quote(h.lease.Name), err)
 	}
@@ -152,8 +161,9 @@ func (k *Lock) Release(ctx context.Context) error {
 // keeps ctx's values but not its cancellation, bounded by cleanupTimeout
 // (see cleanupContext).
 // It returns the step's error, or, if ctx ends first, an error wrapping
-// ctx's and leaves the step to finish in the background.
-func (l *Locker) releaseLease(ctx context.Context, lease driver.Lease) error {
+// ctx's and leaves the step to finish in the background, where a failure
+// is retried until the lease could have run out (until).
+func (l *Locker) releaseLease(ctx context.Context, lease driver.Lease, until time.Time) error {
 	lease = ownerOnly(lease)
 	if l.inline && ctx.Err() == nil {
 		// The driver honours ctx: try in this goroutine, and only if ctx
@@ -178,7 +188,51 @@ func (l *Locker) releaseLease(ctx context.Context, lease driver.Lease) error {
 	case err := <-result:
 		return err
 	case <-ctx.Done():
+		l.goBackground(func() { l.keepReleasing(context.WithoutCancel(ctx), lease, until, <-result) })
 		return fmt.Errorf("%w (the release goes on in the background)", ctxErr(ctx))
+	}
+}
+
+// retryRelease reports whether a release that failed with err may succeed
+// if tried again: the store could not be reached or failed, rather than
+// said the lease is gone or refused the step.
+func retryRelease(err error) bool {
+	return err != nil && !errors.Is(err, driver.ErrNotHeld) && !errors.Is(err, ErrDenied) && !errors.Is(err, ErrInvalid)
+}
+
+// Bounds of keepReleasing's backoff between tries.
+const (
+	releaseRetryMin = 100 * time.Millisecond
+	releaseRetryMax = 2 * time.Second
+)
+
+// keepReleasing tries again to free lease, whose release failed with err
+// (nil: nothing to do), until a try succeeds or fails for good, the lease
+// could have run out by itself (until), or the Locker closes. Each try is
+// one owner-checked step, so a late one never frees another owner's lock;
+// it runs with the values of values.
+func (l *Locker) keepReleasing(values context.Context, lease driver.Lease, until time.Time, err error) {
+	lease = ownerOnly(lease)
+	delay := releaseRetryMin
+	for retryRelease(err) {
+		wait := time.Until(until)
+		if wait <= 0 {
+			return
+		}
+		t := time.NewTimer(min(jitter(delay), wait))
+		select {
+		case <-t.C:
+		case <-l.closing:
+			t.Stop()
+			return
+		}
+		delay = min(2*delay, releaseRetryMax)
+		ctx, cancel := context.WithTimeout(values, min(time.Until(until), cleanupTimeout))
+		err = l.drv.Release(ctx, lease)
+		cancel()
+		if err == nil {
+			l.wakeLocal(lease.Name)
+		}
 	}
 }
 
