@@ -1,5 +1,6 @@
 // Package rediserr tells, for redislock and redlock, a Redis server's
-// refusal (credentials, ACL, client certificate) from other errors.
+// refusals (credentials, ACL, client certificate; writes over maxmemory)
+// from other errors.
 package rediserr
 
 import (
@@ -18,12 +19,17 @@ import (
 // certificate it does not accept) or a command, key or channel its ACL
 // user is not granted (NOPERM, or its wording inside a script), and err
 // otherwise. Every step's error goes through it, so a missing grant is an
-// error the caller can tell from a network fault, not a retry.
+// error the caller can tell from a network fault, not a retry. A write
+// refused because the server is over its maxmemory with the noeviction
+// policy (an "OOM" error) is wrapped with dlock.ErrNoSpace instead.
 func Denied(err error) error {
-	if err == nil || errors.Is(err, dlock.ErrDenied) {
+	if err == nil || errors.Is(err, dlock.ErrDenied) || errors.Is(err, dlock.ErrNoSpace) {
 		return err
 	}
 	var re redis.Error
+	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ") {
+		return fmt.Errorf("%w: %w", dlock.ErrNoSpace, err)
+	}
 	switch {
 	case redis.IsAuthError(err), redis.IsPermissionError(err), backend.CertificateRefused(err):
 	case errors.As(err, &re) && strings.Contains(re.Error(), "The user executing the script can't"):
