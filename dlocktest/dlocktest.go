@@ -130,6 +130,7 @@ var properties = []property{
 	{"SemaphoreWaiting", "waiters on a full semaphore are woken when a permit is freed, never exceed the limit, and on a queueing store go in arrival order", testSemaphoreWaiting},
 	{"SharedRenewalAndLoss", "shared holds and permits are renewed past their TTL; deleted or force-released behind their backs, every holder's Done closes with ErrLost", testSharedRenewalAndLoss},
 	{"Observe", "Observe sends the holders of a name (empty while free) and then each change, and closes its channel when ctx ends", testObserve},
+	{"WaitsLeaveNothing", "a thousand waits from two Lockers, half served and half given up by ctx while queued, leave no goroutine behind once they end", testWaitsLeaveNothing},
 	{"Close", "Close releases held locks, wakes waiters with ErrClosed, makes later calls return ErrClosed, and stops every goroutine it started", testClose},
 }
 

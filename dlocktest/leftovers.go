@@ -1,0 +1,121 @@
+package dlocktest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/dlock-go/dlock"
+)
+
+// waitsNames, waitsPerName and waitsAtOnce size testWaitsLeaveNothing:
+// names waited on, waiters per name (half of them given up by ctx), and
+// names waited on at once (60 waits in flight: a load every backend
+// serves within its timeouts on a busy 2-core machine).
+const (
+	waitsNames   = 50
+	waitsPerName = 20
+	waitsAtOnce  = 3
+)
+
+// testWaitsLeaveNothing attacks the Lockers with the load a soak run
+// found leaks under: a thousand waits on contended names, from two
+// Lockers, half of them given up by their context while queued and half
+// served. Once every wait has ended, no goroutine any of them started is
+// left (the Lockers' own, started before, are allowed), and the names are
+// free. Backends count their server's watches in tests of their own.
+func testWaitsLeaveNothing(t *testing.T, h Harness) {
+	holder, a, b := newLocker(t, h), newLocker(t, h), newLocker(t, h)
+	names := make([]string, waitsNames)
+	for i := range names {
+		names[i] = uniqueName(t, fmt.Sprintf("-%d", i))
+	}
+	// Warm up: one served wait per Locker starts what a Locker keeps for
+	// its life (subscriptions, sessions, connections).
+	waitRound(t, holder, []*dlock.Locker{a, b}, names[0], 2)
+	leaks := []goleak.Option{
+		goleak.IgnoreCurrent(),
+		// Idle background workers wait for more work for a few seconds
+		// (a step a worker runs is on top of it, and not ignored).
+		goleak.IgnoreTopFunction("github.com/dlock-go/dlock.(*Locker).worker"),
+	}
+
+	var served, gaveUp atomic.Int64
+	for batch := range slices.Chunk(names, waitsAtOnce) {
+		var wg sync.WaitGroup
+		for _, name := range batch {
+			wg.Go(func() {
+				s, g := waitRound(t, holder, []*dlock.Locker{a, b}, name, waitsPerName)
+				served.Add(int64(s))
+				gaveUp.Add(int64(g))
+			})
+		}
+		wg.Wait()
+	}
+	if t.Failed() {
+		return
+	}
+	if served.Load() == 0 || gaveUp.Load() == 0 {
+		t.Fatalf("of %d waits %d were served and %d given up, want some of each", waitsNames*waitsPerName, served.Load(), gaveUp.Load())
+	}
+	for _, name := range names {
+		mustRelease(t, mustAcquire(t, holder, t.Context(), name)) // every name is free
+	}
+	if err := goleak.Find(leaks...); err != nil {
+		t.Errorf("goroutines left after %d waits ended (%d served, %d given up): %v", waitsNames*waitsPerName, served.Load(), gaveUp.Load(), err)
+	}
+}
+
+// waitRound has holder take name, n Acquire calls on ls (in turn) wait
+// for it, every other one with a context that ends while it waits, and
+// then holder releases it; each served waiter releases at once. It
+// returns how many waits were served and how many gave up.
+func waitRound(t *testing.T, holder *dlock.Locker, ls []*dlock.Locker, name string, n int) (served, gaveUp int) {
+	t.Helper()
+	k, err := holder.TryAcquire(t.Context(), name)
+	if err != nil {
+		t.Errorf("TryAcquire(%q) = %v, want a lock", name, err)
+		return 0, 0
+	}
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		counts [2]int // served, gave up
+	)
+	for i := range n {
+		patience := time.Minute
+		if i%2 == 1 {
+			patience = 100 * time.Millisecond
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(t.Context(), patience)
+			defer cancel()
+			w, err := ls[i%len(ls)].Acquire(ctx, name)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				counts[0]++
+				if err := w.Release(t.Context()); err != nil {
+					t.Errorf("Release(%q) by waiter %d = %v, want nil", name, i, err)
+				}
+			case patience < time.Minute:
+				counts[1]++
+			default:
+				t.Errorf("Acquire(%q) by waiter %d with a minute to wait = %v, want a lock", name, i, err)
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond) // the short waits give up while the name is held
+	if err := k.Release(t.Context()); err != nil {
+		t.Errorf("Release(%q) by its holder = %v, want nil", name, err)
+	}
+	wg.Wait()
+	return counts[0], counts[1]
+}
