@@ -39,6 +39,7 @@ func TestWatchesDoNotOutliveWaits(t *testing.T) {
 	wakeups := zklock.Wakeups()
 	contend(t, ls, 40, 60)
 	waits := zklock.Wakeups() - wakeups
+	checkNamesLeft(t, z, conns[0], 40) // at the server's default settings
 	if waits < 1000 {
 		t.Fatalf("the workload served %d queued waits, want at least 1000 for the test to mean anything", waits)
 	}

@@ -53,7 +53,7 @@ func ContainerCheck(d time.Duration) ZooKeeperOption {
 // transaction log is written but not fsynced, as the other test servers
 // run without fsync: a kill -9 loses nothing, only a machine crash
 // would), the admin server disabled and
-// the four-letter words ruok, conf, srvr and wchs allowed (digest auth needs
+// the four-letter words ruok, conf, srvr, wchs and mntr allowed (digest auth needs
 // no configuration: any client may authenticate as any user:password, and
 // ACLs are enforced). It returns once the server answers. The server is killed when the test ends. If java or the
 // ZooKeeper jars are missing, StartZooKeeper skips the test (see Need).
@@ -102,7 +102,7 @@ dataDir=%s
 clientPort=%d
 clientPortAddress=127.0.0.1
 admin.enableServer=false
-4lw.commands.whitelist=ruok,conf,srvr,wchs
+4lw.commands.whitelist=ruok,conf,srvr,wchs,mntr
 maxClientCnxns=0
 forceSync=no
 `, ZooKeeperTick.Milliseconds(), data, port)
@@ -214,4 +214,52 @@ func (z *ZooKeeper) port0() int {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	return z.port
+}
+
+// Mntr returns the server's monitoring variables (four-letter word mntr),
+// such as zk_znode_count, zk_watch_count and zk_ephemerals_count.
+func (z *ZooKeeper) Mntr(t testing.TB) map[string]string {
+	t.Helper()
+	out, err := fourLetterWord(z.port0(), "mntr")
+	if err != nil {
+		t.Fatalf("mntr on zookeeper %s: %v", z.Addr(), err)
+	}
+	m := make(map[string]string)
+	for line := range strings.Lines(out) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "\t"); ok {
+			m[k] = v
+		}
+	}
+	if _, ok := m["zk_znode_count"]; !ok {
+		t.Fatalf("mntr on zookeeper %s answered %q", z.Addr(), out)
+	}
+	return m
+}
+
+// MntrInt returns the integer monitoring variable key (see Mntr).
+func (z *ZooKeeper) MntrInt(t testing.TB, key string) int64 {
+	t.Helper()
+	v := z.Mntr(t)[key]
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatalf("mntr on zookeeper %s: %s = %q, want an integer", z.Addr(), key, v)
+	}
+	return n
+}
+
+// Zxid returns the zxid of the last transaction the server applied (the
+// Zxid line of four-letter word srvr).
+func (z *ZooKeeper) Zxid(t testing.TB) int64 {
+	t.Helper()
+	out, err := fourLetterWord(z.port0(), "srvr")
+	if err != nil {
+		t.Fatalf("srvr on zookeeper %s: %v", z.Addr(), err)
+	}
+	_, after, ok := strings.Cut(out, "Zxid: 0x")
+	hex, _, _ := strings.Cut(after, "\n")
+	n, err := strconv.ParseInt(strings.TrimSpace(hex), 16, 64)
+	if !ok || err != nil {
+		t.Fatalf("srvr on zookeeper %s answered %q", z.Addr(), out)
+	}
+	return n
 }
