@@ -102,7 +102,16 @@
 // wait that ends while its predecessor exists leaves the watch until the
 // predecessor's child is deleted. Locker.Observe keeps a watch on the
 // parent's children while it runs, and after it stops until the next
-// change under the parent or the parent's deletion.
+// change under the parent or the parent's deletion; an Observe of a name
+// whose parent does not exist watches for its creation instead, and
+// that watch, one per name and connection on the server, but one
+// channel per such Observe in the client, stays until a holder or
+// waiter creates the parent (or the connection closes).
+//
+// The zk client keeps one connection per *zk.Conn; after losing it, it
+// tries each server once, then pauses one second (a fixed pause, no
+// jitter) before the next round, so a server restart costs each
+// connection about one dial a second, whatever the waiters do.
 //
 // Each uncontended acquisition and release of a name whose parent exists
 // costs two transactions (two zxids: the create of the child with the
