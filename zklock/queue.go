@@ -208,6 +208,8 @@ func (d *zkDriver) enqueue(l driver.Lease, parent string) (created, error) {
 			return created{}, err
 		case errors.Is(err, zk.ErrNoAuth):
 			return created{}, fmt.Errorf("create a child of %s: the connection's identity needs CREATE and DELETE on it: %w: %w", parent, dlock.ErrDenied, err)
+		case isQuotaExceeded(err):
+			return created{}, fmt.Errorf("create a child of %s: %w", parent, noSpace(err))
 		default:
 			return created{}, err
 		}
@@ -292,7 +294,7 @@ func (d *zkDriver) makeParents(path string) error {
 			}
 			return fmt.Errorf("create %s: the connection's identity needs CREATE on %s: %w: %w", p, above(p), dlock.ErrDenied, err)
 		default:
-			return fmt.Errorf("create %s: %w", p, err)
+			return fmt.Errorf("create %s: %w", p, noSpace(err))
 		}
 	}
 	return nil

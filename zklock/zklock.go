@@ -108,6 +108,15 @@
 // channel per such Observe in the client, stays until a holder or
 // waiter creates the parent (or the connection closes).
 //
+// A server that refuses a create for lack of room, a hard quota on the
+// prefix or a path above it (zkCli's setquota -N or -B, enforced when
+// the server runs with zookeeper.enforceQuota=true), makes Acquire and
+// TryAcquire fail at once with an error wrapping dlock.ErrNoSpace;
+// releases, and so the end of held names, still go through. A server
+// whose disk is full stops serving instead (ZooKeeper treats a failed
+// write of its transaction log as fatal and shuts down): the client sees
+// a lost connection, not ErrNoSpace.
+//
 // The zk client keeps one connection per *zk.Conn; after losing it, it
 // tries each server once, then pauses one second (a fixed pause, no
 // jitter) before the next round, so a server restart costs each

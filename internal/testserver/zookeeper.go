@@ -38,6 +38,13 @@ type ZooKeeperOption func(*zooKeeperOptions)
 
 type zooKeeperOptions struct {
 	containerCheck time.Duration
+	enforceQuota   bool
+}
+
+// EnforceQuota makes the server refuse creates beyond a path's hard
+// quota (ZooKeeper's zookeeper.enforceQuota), set with SetCountQuota.
+func EnforceQuota() ZooKeeperOption {
+	return func(o *zooKeeperOptions) { o.enforceQuota = true }
 }
 
 // ContainerCheck makes the server look for empty container znodes to
@@ -116,6 +123,9 @@ forceSync=no
 		}
 		if d := z.opts.containerCheck; d > 0 {
 			a = append(a, fmt.Sprintf("-Dznode.container.checkIntervalMs=%d", max(d.Milliseconds(), 1)))
+		}
+		if z.opts.enforceQuota {
+			a = append(a, "-Dzookeeper.enforceQuota=true")
 		}
 		return append(a, "-cp", zkClasspath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg)
 	}
@@ -262,4 +272,31 @@ func (z *ZooKeeper) Zxid(t testing.TB) int64 {
 		t.Fatalf("srvr on zookeeper %s answered %q", z.Addr(), out)
 	}
 	return n
+}
+
+// SetCountQuota sets, through conn, a hard quota of n znodes on path and
+// the znodes under it (path included), as the zkCli command setquota -N
+// does. The server enforces it if started with EnforceQuota.
+func SetCountQuota(t testing.TB, conn *zk.Conn, path string, n int) {
+	t.Helper()
+	q := "/zookeeper/quota" + path
+	acl := zk.WorldACL(zk.PermAll)
+	for i := len("/zookeeper/quota/"); i <= len(q); i++ {
+		if i < len(q) && q[i] != '/' {
+			continue
+		}
+		if _, err := conn.Create(q[:i], nil, 0, acl); err != nil && err != zk.ErrNodeExists {
+			t.Fatalf("create %s: %v", q[:i], err)
+		}
+	}
+	// The stats node first: creating the limits node then counts what
+	// is under path into it.
+	for _, f := range []struct{ name, data string }{
+		{"zookeeper_stats", "count=0,bytes=0"},
+		{"zookeeper_limits", fmt.Sprintf("count=-1,bytes=-1,countHardLimit=%d,byteHardLimit=-1", n)},
+	} {
+		if _, err := conn.Create(q+"/"+f.name, []byte(f.data), 0, acl); err != nil {
+			t.Fatalf("create %s/%s: %v", q, f.name, err)
+		}
+	}
 }
