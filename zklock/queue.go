@@ -101,20 +101,25 @@ func (q queue) Wait(ctx context.Context, preds []string) error {
 		if err != nil || ev == nil {
 			return err // failed, or the predecessor is gone already
 		}
-		return waitFired(ctx, ev)
+		if err := waitFired(ctx, ev); err != nil {
+			return err
+		}
+		q.d.watches.drop(preds[0], ev)
+		return nil
 	}
 	// A permit's: the watches are pipelined on the connection.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type watchResult struct {
-		ev  <-chan zk.Event
-		err error
+		path string
+		ev   <-chan zk.Event
+		err  error
 	}
 	set := make(chan watchResult, len(preds))
 	for _, p := range preds {
 		go func() { // exits when the bounded request returns
 			ev, err := q.d.watch(ctx, p)
-			set <- watchResult{ev, err}
+			set <- watchResult{p, ev, err}
 		}()
 	}
 	fired := make(chan struct{}, len(preds))
@@ -126,6 +131,7 @@ func (q queue) Wait(ctx context.Context, preds []string) error {
 		go func() { // exits when the event comes or Wait returns
 			select {
 			case <-r.ev:
+				q.d.watches.drop(r.path, r.ev)
 				fired <- struct{}{}
 			case <-ctx.Done():
 			}
@@ -393,19 +399,26 @@ func (d *zkDriver) hold(l driver.Lease, path string, session int64, fence uint64
 // is (issue 24: the server's watch count grew by 20,000 a minute).
 //
 // A wait that ends by its ctx while path still exists leaves its watch
-// set: on the server (one per path and connection, however many waits
-// set it) and in the client, which keeps one buffered channel per call
-// until the event comes. That is bounded: path is an ephemeral child
+// set: on the server (one per path and connection) and in the client (a
+// channel), which the driver's later waits on path share (see watchSet)
+// rather than set again. That is bounded: path is an ephemeral child
 // whose deletion (a release, a cancelled wait, the end of its session)
-// fires and removes them all, and Close of the connection drops them.
+// fires and removes it, and Close of the connection drops it.
 func (d *zkDriver) watch(ctx context.Context, path string) (<-chan zk.Event, error) {
-	return sessionlock.Call(ctx, func() (<-chan zk.Event, error) {
+	if ev, ok := d.watches.get(path); ok {
+		return ev, nil
+	}
+	ev, err := sessionlock.Call(ctx, func() (<-chan zk.Event, error) {
 		_, _, ev, err := d.conn.GetW(path)
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil, nil
 		}
 		return ev, err
 	})
+	if err != nil || ev == nil {
+		return nil, err
+	}
+	return d.watches.put(path, ev), nil
 }
 
 // leave deletes a queued child with a fresh bounded context (the caller's

@@ -1,6 +1,8 @@
 package zklock_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -138,4 +140,48 @@ func clientWatches(t *testing.T, conn *zk.Conn) int {
 		n += it.Value().Len()
 	}
 	return n
+}
+
+// The adversary is a waiter that gives up by its ctx again and again
+// while one holder keeps the name (Acquire with a timeout, in a loop,
+// against a lock held for days): each attempt watches the same holder's
+// child. The server keeps one watch for it; the client must not keep a
+// channel per attempt either.
+func TestTimedOutWaitsShareOneWatch(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	holderConn, conn := z.Conn(t, sessionTimeout), z.Conn(t, sessionTimeout)
+	const name = "timeouts"
+	k, err := newLocker(t, holderConn).TryAcquire(t.Context(), name)
+	if err != nil {
+		t.Fatalf("TryAcquire(%q) = %v", name, err)
+	}
+	l := newLocker(t, conn)
+	const attempts = 50
+	wakeups := zklock.Wakeups()
+	for range attempts {
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		if _, err := l.Acquire(ctx, name); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Acquire(%q) while held = %v, want DeadlineExceeded", name, err)
+		}
+		cancel()
+	}
+	if n := zklock.Wakeups() - wakeups; n != 0 {
+		t.Fatalf("%d waits woke while the holder held, want 0", n)
+	}
+	if n := z.Watches(t); n != 1 {
+		t.Errorf("Watches() after %d timed-out waits on a held name = %d, want 1 (on the holder's child)", attempts, n)
+	}
+	if n := clientWatches(t, conn); n != 1 {
+		t.Errorf("clientWatches() after %d timed-out waits on a held name = %d, want 1", attempts, n)
+	}
+	if err := k.Release(t.Context()); err != nil {
+		t.Fatalf("Release(%q) = %v", name, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for clientWatches(t, conn) != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := clientWatches(t, conn); n != 0 {
+		t.Errorf("clientWatches() after the holder released = %d, want 0", n)
+	}
 }

@@ -100,7 +100,8 @@
 // A waiter sets one watch, on a predecessor it reads with getData, so a
 // predecessor already gone leaves no watch (see the queue's watch); a
 // wait that ends while its predecessor exists leaves the watch until the
-// predecessor's child is deleted. Locker.Observe keeps a watch on the
+// predecessor's child is deleted, and the driver's later waits on that
+// predecessor share it rather than set another. Locker.Observe keeps a watch on the
 // parent's children while it runs, and after it stops until the next
 // change under the parent or the parent's deletion; an Observe of a name
 // whose parent does not exist watches for its creation instead, and
@@ -337,6 +338,8 @@ type zkDriver struct {
 
 	mu     sync.Mutex
 	unsure map[string]bool // owners whose create reply was lost
+
+	watches watchSet // the waits' watches on predecessors
 }
 
 // entry is a held lock's child: its path and the session that owns it.
