@@ -39,7 +39,7 @@ func TestWatchesDoNotOutliveWaits(t *testing.T) {
 	}
 	baseWatches, baseGoroutines := z.Watches(t), settledGoroutines(0)
 	wakeups := zklock.Wakeups()
-	contend(t, ls, 40, 60)
+	contend(t, ls, 40, 40)
 	waits := zklock.Wakeups() - wakeups
 	checkNamesLeft(t, z, conns[0], 40) // at the server's default settings
 	if waits < 1000 {
