@@ -73,6 +73,64 @@
 // deletes them all (not the waiters'), and Locker.Observe is pushed by a
 // watch on the parent's children.
 //
+// # What stays on the server
+//
+// A child lives as long as its acquisition: Release, a waiter that gives
+// up and TryAcquire that fails delete it at once, and an ephemeral child
+// goes with its session anyway (no ephemeral node remains once every
+// Lock is released). Between uses a name keeps only its parent znode,
+// empty: a container node, which the server's container manager deletes
+// at its first pass after the parent has become empty, and the
+// container znodes dlock made above it (the prefix's root, DefaultPrefix)
+// likewise once they are empty. The manager runs every
+// znode.container.checkIntervalMs (a Java system property of the server;
+// default 60000, so an unused name's parent stays up to a minute, up to
+// two for the root) and deletes at most znode.container.maxPerMinute
+// containers a minute (default 10000; beyond that, parents wait for
+// later passes). A parent that a later acquisition fills before the pass
+// stays, and a pass never deletes a parent with a child. A parent made
+// by hand (a plain znode, as cost tests do) stays until deleted by hand;
+// a container that never had a child (a create that failed for good
+// after the parent was made, say for want of CREATE on it) stays unless
+// the server sets znode.container.maxNeverUsedIntervalMs (default 0:
+// never). So the server holds, beyond the held and queued children, at
+// most one empty znode per name used in the last minute or two, whatever
+// the number of names ever used.
+//
+// A waiter sets one watch, on a predecessor it reads with getData, so a
+// predecessor already gone leaves no watch (see the queue's watch); a
+// wait that ends while its predecessor exists leaves the watch until the
+// predecessor's child is deleted, and the driver's later waits on that
+// predecessor share it rather than set another. Locker.Observe keeps a watch on the
+// parent's children while it runs, and after it stops until the next
+// change under the parent or the parent's deletion; an Observe of a name
+// whose parent does not exist watches for its creation instead, and
+// that watch, one per name and connection on the server, but one
+// channel per such Observe in the client, stays until a holder or
+// waiter creates the parent (or the connection closes).
+//
+// A server that refuses a create for lack of room, a hard quota on the
+// prefix or a path above it (zkCli's setquota -N or -B, enforced when
+// the server runs with zookeeper.enforceQuota=true), makes Acquire and
+// TryAcquire fail at once with an error wrapping dlock.ErrNoSpace;
+// releases, and so the end of held names, still go through. A server
+// whose disk is full stops serving instead (ZooKeeper treats a failed
+// write of its transaction log as fatal and shuts down): the client sees
+// a lost connection, not ErrNoSpace.
+//
+// The zk client keeps one connection per *zk.Conn; after losing it, it
+// tries each server once, then pauses one second (a fixed pause, no
+// jitter) before the next round, so a server restart costs each
+// connection about one dial a second, whatever the waiters do.
+//
+// Each uncontended acquisition and release of a name whose parent exists
+// costs two transactions (two zxids: the create of the child with the
+// write of the parent's data, then the delete); the first use of a name
+// costs three more (the transaction that fails for want of the parent,
+// then a create of the root and of the parent: ZooKeeper gives a write
+// that fails, such as the create of a root that exists, a zxid too), and
+// the container manager's delete of the parent one.
+//
 // # Leases, TTLs and sessions
 //
 // A ZooKeeper session is the connection's (its timeout is chosen by the
@@ -280,6 +338,8 @@ type zkDriver struct {
 
 	mu     sync.Mutex
 	unsure map[string]bool // owners whose create reply was lost
+
+	watches watchSet // the waits' watches on predecessors
 }
 
 // entry is a held lock's child: its path and the session that owns it.

@@ -38,6 +38,13 @@ type ZooKeeperOption func(*zooKeeperOptions)
 
 type zooKeeperOptions struct {
 	containerCheck time.Duration
+	enforceQuota   bool
+}
+
+// EnforceQuota makes the server refuse creates beyond a path's hard
+// quota (ZooKeeper's zookeeper.enforceQuota), set with SetCountQuota.
+func EnforceQuota() ZooKeeperOption {
+	return func(o *zooKeeperOptions) { o.enforceQuota = true }
 }
 
 // ContainerCheck makes the server look for empty container znodes to
@@ -53,7 +60,7 @@ func ContainerCheck(d time.Duration) ZooKeeperOption {
 // transaction log is written but not fsynced, as the other test servers
 // run without fsync: a kill -9 loses nothing, only a machine crash
 // would), the admin server disabled and
-// the four-letter words ruok, conf, srvr and wchs allowed (digest auth needs
+// the four-letter words ruok, conf, srvr, wchs and mntr allowed (digest auth needs
 // no configuration: any client may authenticate as any user:password, and
 // ACLs are enforced). It returns once the server answers. The server is killed when the test ends. If java or the
 // ZooKeeper jars are missing, StartZooKeeper skips the test (see Need).
@@ -102,7 +109,7 @@ dataDir=%s
 clientPort=%d
 clientPortAddress=127.0.0.1
 admin.enableServer=false
-4lw.commands.whitelist=ruok,conf,srvr,wchs
+4lw.commands.whitelist=ruok,conf,srvr,wchs,mntr
 maxClientCnxns=0
 forceSync=no
 `, ZooKeeperTick.Milliseconds(), data, port)
@@ -116,6 +123,9 @@ forceSync=no
 		}
 		if d := z.opts.containerCheck; d > 0 {
 			a = append(a, fmt.Sprintf("-Dznode.container.checkIntervalMs=%d", max(d.Milliseconds(), 1)))
+		}
+		if z.opts.enforceQuota {
+			a = append(a, "-Dzookeeper.enforceQuota=true")
 		}
 		return append(a, "-cp", zkClasspath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg)
 	}
@@ -214,4 +224,79 @@ func (z *ZooKeeper) port0() int {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	return z.port
+}
+
+// Mntr returns the server's monitoring variables (four-letter word mntr),
+// such as zk_znode_count, zk_watch_count and zk_ephemerals_count.
+func (z *ZooKeeper) Mntr(t testing.TB) map[string]string {
+	t.Helper()
+	out, err := fourLetterWord(z.port0(), "mntr")
+	if err != nil {
+		t.Fatalf("mntr on zookeeper %s: %v", z.Addr(), err)
+	}
+	m := make(map[string]string)
+	for line := range strings.Lines(out) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "\t"); ok {
+			m[k] = v
+		}
+	}
+	if _, ok := m["zk_znode_count"]; !ok {
+		t.Fatalf("mntr on zookeeper %s answered %q", z.Addr(), out)
+	}
+	return m
+}
+
+// MntrInt returns the integer monitoring variable key (see Mntr).
+func (z *ZooKeeper) MntrInt(t testing.TB, key string) int64 {
+	t.Helper()
+	v := z.Mntr(t)[key]
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatalf("mntr on zookeeper %s: %s = %q, want an integer", z.Addr(), key, v)
+	}
+	return n
+}
+
+// Zxid returns the zxid of the last transaction the server applied (the
+// Zxid line of four-letter word srvr).
+func (z *ZooKeeper) Zxid(t testing.TB) int64 {
+	t.Helper()
+	out, err := fourLetterWord(z.port0(), "srvr")
+	if err != nil {
+		t.Fatalf("srvr on zookeeper %s: %v", z.Addr(), err)
+	}
+	_, after, ok := strings.Cut(out, "Zxid: 0x")
+	hex, _, _ := strings.Cut(after, "\n")
+	n, err := strconv.ParseInt(strings.TrimSpace(hex), 16, 64)
+	if !ok || err != nil {
+		t.Fatalf("srvr on zookeeper %s answered %q", z.Addr(), out)
+	}
+	return n
+}
+
+// SetCountQuota sets, through conn, a hard quota of n znodes on path and
+// the znodes under it (path included), as the zkCli command setquota -N
+// does. The server enforces it if started with EnforceQuota.
+func SetCountQuota(t testing.TB, conn *zk.Conn, path string, n int) {
+	t.Helper()
+	q := "/zookeeper/quota" + path
+	acl := zk.WorldACL(zk.PermAll)
+	for i := len("/zookeeper/quota/"); i <= len(q); i++ {
+		if i < len(q) && q[i] != '/' {
+			continue
+		}
+		if _, err := conn.Create(q[:i], nil, 0, acl); err != nil && err != zk.ErrNodeExists {
+			t.Fatalf("create %s: %v", q[:i], err)
+		}
+	}
+	// The stats node first: creating the limits node then counts what
+	// is under path into it.
+	for _, f := range []struct{ name, data string }{
+		{"zookeeper_stats", "count=0,bytes=0"},
+		{"zookeeper_limits", fmt.Sprintf("count=-1,bytes=-1,countHardLimit=%d,byteHardLimit=-1", n)},
+	} {
+		if _, err := conn.Create(q+"/"+f.name, []byte(f.data), 0, acl); err != nil {
+			t.Fatalf("create %s/%s: %v", q, f.name, err)
+		}
+	}
 }

@@ -15,8 +15,15 @@ func TestZooKeeper(t *testing.T) {
 	z := testserver.StartZooKeeper(t)
 	t.Logf("zookeeper ready in %v", time.Since(start))
 	c := z.Conn(t, 2*time.Second)
+	znodes, zxid := z.MntrInt(t, "zk_znode_count"), z.Zxid(t)
 	if _, err := c.Create("/k", []byte("v"), 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatalf("Create(/k) = %v", err)
+	}
+	if n := z.MntrInt(t, "zk_znode_count"); n != znodes+1 {
+		t.Errorf("MntrInt(zk_znode_count) after a create = %d, want %d", n, znodes+1)
+	}
+	if n := z.Zxid(t); n != zxid+1 {
+		t.Errorf("Zxid() after a create = %d, want %d", n, zxid+1)
 	}
 
 	z.Pause(t)
