@@ -104,7 +104,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		if cause := context.Cause(openCtx); cause != nil && ctx.Err() == nil {
 			err = cause // a TLS refusal
 		}
-		return sessionlock.ConnectError(ctx, "etcdlock", hosts, denied(err))
+		return sessionlock.ConnectError(ctx, "etcdlock", hosts, classify(err))
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
