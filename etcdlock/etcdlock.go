@@ -151,6 +151,21 @@ type Options struct {
 	// Default: DefaultSessionTTL.
 	SessionTTL time.Duration
 
+	// CompactEvery, if positive, makes the Locker compact the cluster's
+	// history every CompactEvery, to the revision it read one CompactEvery
+	// earlier (logically, as etcdctl compact does without --physical), as
+	// etcd's own --auto-compaction-mode=periodic does: history younger
+	// than CompactEvery is always kept. Compaction is cluster-wide: a
+	// watch of any user of the cluster that starts or resumes from a
+	// revision older than the compaction fails with ErrCompacted, and a
+	// read at such a revision too; watches that are running are not
+	// affected. Several Lockers doing it is harmless (each compaction is
+	// idempotent; one that another already took further is ignored), but
+	// costs one compaction request per Locker per period: one Locker, or
+	// the server's own flag, is enough. See the package doc's "History
+	// and compaction". Default: 0, off.
+	CompactEvery time.Duration
+
 	// MaxRetryInterval bounds how long dlock waits between attempts when
 	// no wake-up arrives. Waiters on etcd are woken by watches, so this
 	// matters little. Default: backend.DefaultMaxRetryInterval.
@@ -159,9 +174,10 @@ type Options struct {
 
 // New returns a Locker on the etcd cluster behind cli. The Locker does
 // not close cli; close the Locker first. A nil opts means defaults. A nil
-// cli or a negative SessionTTL gets an error wrapping dlock.ErrInvalid.
-// New makes no request: the Locker's session lease is granted by its
-// first acquisition, within that call's context.
+// cli or a negative SessionTTL or CompactEvery gets an error wrapping
+// dlock.ErrInvalid. New makes no request: the Locker's session lease is
+// granted by its first acquisition, within that call's context (and a
+// CompactEvery loop makes its first one a period later).
 func New(cli *clientv3.Client, opts *Options) (*dlock.Locker, error) {
 	d, cfg, err := newDriver(cli, opts, false)
 	if err != nil {
@@ -183,6 +199,9 @@ func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver
 	}
 	if o.SessionTTL < 0 {
 		return nil, nil, fmt.Errorf("etcdlock: new: negative SessionTTL %v: %w", o.SessionTTL, dlock.ErrInvalid)
+	}
+	if o.CompactEvery < 0 {
+		return nil, nil, fmt.Errorf("etcdlock: new: negative CompactEvery %v: %w", o.CompactEvery, dlock.ErrInvalid)
 	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
@@ -207,6 +226,10 @@ func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver
 		},
 		Live: func(e entry) bool { return !e.sess.dead.Load() },
 	})
+	if o.CompactEvery > 0 {
+		d.bg.Add(1)
+		go d.compactLoop(o.CompactEvery) // exits at Close
+	}
 	return d, &backend.Config{MaxRetryInterval: o.MaxRetryInterval}, nil
 }
 
@@ -236,7 +259,7 @@ type etcdDriver struct {
 	ctx    context.Context // cancelled by Close; bounds background calls
 	cancel context.CancelFunc
 	leases *sessionlock.Leases[entry]
-	bg     sync.WaitGroup // keep-alive loops
+	bg     sync.WaitGroup // keep-alive loops, the compaction loop
 
 	mu     sync.Mutex
 	closed bool
@@ -271,7 +294,7 @@ func (d *etcdDriver) Close() error {
 	s := d.sess
 	d.sess = nil
 	d.mu.Unlock()
-	d.cancel() // stops the keep-alive loops
+	d.cancel() // stops the keep-alive and compaction loops
 	d.bg.Wait()
 	d.leases.Wait()
 
