@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,4 +115,17 @@ func TestServerAutoCompaction(t *testing.T) {
 	end := revision(t, cli)
 	c := waitCompacted(t, cli, end-100)
 	t.Logf("revisions up to %d made, history compacted to %d by the server", end, c)
+}
+
+// The adversary is a least-privileged Locker (readwrite on its prefix
+// only, as the package doc recommends): compact_every must still compact,
+// or the history it was asked to bound grows silently.
+func TestCompactEveryLeastPrivilege(t *testing.T) {
+	e, p, root := secureEtcd(t)
+	u := userURL(e, p, "locker", lockerPassword)
+	u = strings.Replace(u, "?", "?compact_every=200ms&", 1)
+	l := mustOpen(t, u)
+	churn(t, l, 50)
+	end := revision(t, root)
+	t.Logf("history compacted to %d", waitCompacted(t, root, end))
 }

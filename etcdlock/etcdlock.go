@@ -89,6 +89,68 @@
 // that lease (deleting its keys) and grants a new one for later
 // acquisitions.
 //
+// # What stays on the server
+//
+// Per name: nothing once it is released. A lock's keys (one per holder or
+// waiter) are deleted by Release, by a waiter that gives up, by Close,
+// and by the server with their session lease: a holder that dies without
+// Close keeps them for its SessionTTL at most. There is no counter per
+// name: tokens are create revisions. Per Locker: one lease while it is
+// open (revoked by Close, expired by the server SessionTTL after its
+// process dies). Per waiter: one watch (up to n for a permit of n) while
+// it waits, cancelled when the wait ends however it ends; per
+// Locker.Observe, one watch until it stops. What does grow
+// is the history of revisions, below.
+//
+// # History, compaction and space
+//
+// etcd keeps every revision of every key until the history is compacted,
+// and does not compact by default. Each acquisition, of any mode, queued
+// or not, makes two revisions: the put of its key and its delete; so does
+// a TryAcquire that fails (it joins the queue, then leaves it, and so
+// never overtakes a waiter) and a wait given up. Renewals make none (a
+// read and the lease's keep-alive); Close makes one per lock it held.
+// So a cluster serving A acquisitions a second gains 120*A revisions a
+// minute, and on etcd 3.4 its database grows by about 190 bytes per
+// acquisition (1.9 MB per 10,000; measured by BenchmarkHistory), until it
+// reaches its quota (--quota-backend-bytes, 2 GB by default). Then etcd
+// raises the NOSPACE alarm and refuses every put and lease grant:
+// Acquire fails at once with an error wrapping dlock.ErrNoSpace and
+// etcd's own ("etcdserver: mvcc: database space exceeded"). Locks held
+// then keep working: refreshes are reads, Release a delete and the
+// session's keep-alive is no write, all of which etcd still serves.
+// Recovering needs an operator: compact, defragment (etcdctl defrag),
+// then etcdctl alarm disarm.
+//
+// A cluster that serves locks therefore needs compaction. Either run etcd
+// with --auto-compaction-mode=periodic --auto-compaction-retention=5m
+// (history younger than the retention is kept; choose it longer than any
+// client's watch may lag behind, and small enough that 120*A*M revisions
+// of about 100 bytes each, for a retention of M minutes, fit well within
+// the quota), or
+// --auto-compaction-mode=revision --auto-compaction-retention=N (keep the
+// last N revisions; etcd 3.4 applies it every 5 minutes, so up to
+// N + 600*A revisions are kept). Compaction frees space inside the
+// database file for reuse, so its size stops growing; it does not shrink
+// the file: defragmentation (etcdctl defrag, one member at a time, which
+// blocks that member while it runs) returns the space to the disk.
+//
+// Where the server's flags are not the application's to set,
+// Options.CompactEvery (compact_every= in a store URL) makes the Locker
+// compact as the periodic mode would: every period, to the revision it
+// read one period earlier. Compaction is cluster-wide, not limited to the
+// Locker's prefix, and etcd 3.4 lets any authenticated user do it (a
+// user whose role grants only the lock prefix can; tested): every
+// other user of the cluster loses the history older than one period, so a
+// watch of theirs that starts or resumes from an older revision fails
+// with ErrCompacted (and must read again at the current revision, as
+// Kubernetes' and etcd's own clients do), and so does a read at such a
+// revision; watches that are running are not affected. dlock's own
+// watches start at the current revision. Several Lockers compacting is
+// harmless, since compaction is idempotent and one that another already
+// took further is ignored, but each costs a request per period; one
+// Locker per cluster, or the server's flag, is enough.
+//
 // # TLS, users and least privilege
 //
 // dlock.Open takes etcds://[user:pass@]host[:port][,...][/prefix] with

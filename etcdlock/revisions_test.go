@@ -38,7 +38,8 @@ func revisionsOf(t *testing.T, cli *clientv3.Client, f func(t *testing.T)) int64
 // or not, makes two revisions, the floor for a queue of keys (the put
 // that joins, the delete that leaves); a failed TryAcquire or a wait
 // given up makes the same two; renewals (reads and lease keep-alives)
-// and the Close of an idle Locker make none.
+// and the Close of an idle Locker make none; Close deletes what it holds,
+// one revision a lock.
 func TestRevisionsPerAcquire(t *testing.T) {
 	e := testserver.StartEtcd(t)
 	cli := e.Client(t)
@@ -82,6 +83,15 @@ func TestRevisionsPerAcquire(t *testing.T) {
 	mustRelease(t, mustAcquire(t, idle, "warm-up"))
 	if got := revisionsOf(t, cli, func(t *testing.T) { idle.Close() }); got != 0 {
 		t.Errorf("Close of an idle Locker made %d revisions, want 0", got)
+	}
+	busy := newLocker(t, cli, nil)
+	for _, name := range []string{"a", "b", "c"} {
+		mustAcquire(t, busy, name)
+	}
+	// Close releases each lock (a delete each), then revokes the session
+	// with nothing left on it.
+	if got := revisionsOf(t, cli, func(t *testing.T) { busy.Close() }); got != 3 {
+		t.Errorf("Close of a Locker holding 3 locks made %d revisions, want 3", got)
 	}
 }
 
