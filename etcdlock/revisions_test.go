@@ -175,16 +175,21 @@ func renewals(t *testing.T, cli *clientv3.Client, k *dlock.Lock) {
 
 // BenchmarkHistory measures what acquisitions leave in etcd's history,
 // per acquisition: revisions, and growth of the database file (DbSize)
-// and of its part in use (DbSizeInUse), without compaction and with a
-// Locker's CompactEvery. Run with -benchtime=10000x for the figures per
+// and of its part in use (DbSizeInUse), without compaction, with a
+// Locker's CompactEvery, and with the server's periodic compaction. Run with -benchtime=10000x for the figures per
 // 10,000 acquisitions the package doc quotes.
 func BenchmarkHistory(b *testing.B) {
 	for _, c := range []struct {
 		name  string
 		every time.Duration
-	}{{"none", 0}, {"compact_every=1s", time.Second}} {
+		args  []string
+	}{
+		{"none", 0, nil},
+		{"compact_every=1s", time.Second, nil},
+		{"server-periodic-1s", 0, []string{"--auto-compaction-mode=periodic", "--auto-compaction-retention=1s"}},
+	} {
 		b.Run(c.name, func(b *testing.B) {
-			e := testserver.StartEtcd(b)
+			e := testserver.StartEtcdWith(b, testserver.EtcdOptions{Args: c.args})
 			cli := e.Client(b)
 			l := newLocker(b, cli, &etcdlock.Options{CompactEvery: c.every})
 			status := func() *clientv3.StatusResponse {
