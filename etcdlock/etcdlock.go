@@ -224,8 +224,8 @@ type Options struct {
 	// affected. Several Lockers doing it is harmless (each compaction is
 	// idempotent; one that another already took further is ignored), but
 	// costs one compaction request per Locker per period: one Locker, or
-	// the server's own flag, is enough. See the package doc's "History
-	// and compaction". Default: 0, off.
+	// the server's own flag, is enough. See the package doc's "History,
+	// compaction and space". Default: 0, off.
 	CompactEvery time.Duration
 
 	// MaxRetryInterval bounds how long dlock waits between attempts when

@@ -48,17 +48,9 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ttl time.Duration
-	if s := q.Get("session_ttl"); s != "" {
-		if ttl, err = time.ParseDuration(s); err != nil || ttl <= 0 {
-			return nil, fmt.Errorf("%w: session_ttl %q is not a positive duration", dlock.ErrBadURL, s)
-		}
-	}
-	var compactEvery time.Duration
-	if s := q.Get("compact_every"); s != "" {
-		if compactEvery, err = time.ParseDuration(s); err != nil || compactEvery < 0 {
-			return nil, fmt.Errorf("%w: compact_every %q is not a duration of 0 or more", dlock.ErrBadURL, s)
-		}
+	opts, err := urlOptions(q)
+	if err != nil {
+		return nil, err
 	}
 	// No host: gRPC checks each endpoint's, unless tls_server_name says.
 	tlsCfg, err := backend.TLSConfig(q, "", u.Scheme == "etcds")
@@ -121,7 +113,8 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	d, lcfg, err := newDriver(cli, &Options{Prefix: prefix, SessionTTL: ttl, CompactEvery: compactEvery}, true)
+	opts.Prefix = prefix
+	d, lcfg, err := newDriver(cli, opts, true)
 	if err != nil {
 		cli.Close()
 		return nil, err
@@ -138,4 +131,22 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		return nil, fail(err)
 	}
 	return backend.New(d, lcfg), nil
+}
+
+// urlOptions returns the Options that a store URL's query parameters
+// session_ttl and compact_every set.
+func urlOptions(q url.Values) (*Options, error) {
+	var o Options
+	var err error
+	if s := q.Get("session_ttl"); s != "" {
+		if o.SessionTTL, err = time.ParseDuration(s); err != nil || o.SessionTTL <= 0 {
+			return nil, fmt.Errorf("%w: session_ttl %q is not a positive duration", dlock.ErrBadURL, s)
+		}
+	}
+	if s := q.Get("compact_every"); s != "" {
+		if o.CompactEvery, err = time.ParseDuration(s); err != nil || o.CompactEvery < 0 {
+			return nil, fmt.Errorf("%w: compact_every %q is not a duration of 0 or more", dlock.ErrBadURL, s)
+		}
+	}
+	return &o, nil
 }
