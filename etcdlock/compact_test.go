@@ -64,7 +64,10 @@ func TestCompactEvery(t *testing.T) {
 	start := revision(t, cli)
 	wctx, stop := context.WithCancel(t.Context())
 	defer stop()
-	watch := cli.Watch(wctx, "other/", clientv3.WithPrefix(), clientv3.WithRev(start+1))
+	watch := cli.Watch(wctx, "other/", clientv3.WithPrefix(), clientv3.WithRev(start+1), clientv3.WithCreatedNotify())
+	if resp := <-watch; !resp.Created {
+		t.Fatalf("watch(other/) first reply = %v, want its creation", resp.Err())
+	}
 	var lockers []*dlock.Locker
 	for range 2 {
 		l, err := dlock.Open(t.Context(), "etcd://"+e.Addr()+"?compact_every=200ms")
