@@ -89,6 +89,68 @@
 // that lease (deleting its keys) and grants a new one for later
 // acquisitions.
 //
+// # What stays on the server
+//
+// Per name: nothing once it is released. A lock's keys (one per holder or
+// waiter) are deleted by Release, by a waiter that gives up, by Close,
+// and by the server with their session lease: a holder that dies without
+// Close keeps them for its SessionTTL at most. There is no counter per
+// name: tokens are create revisions. Per Locker: one lease while it is
+// open (revoked by Close, expired by the server SessionTTL after its
+// process dies). Per waiter: one watch (up to n for a permit of n) while
+// it waits, cancelled when the wait ends however it ends; per
+// Locker.Observe, one watch until it stops. What does grow
+// is the history of revisions, below.
+//
+// # History, compaction and space
+//
+// etcd keeps every revision of every key until the history is compacted,
+// and does not compact by default. Each acquisition, of any mode, queued
+// or not, makes two revisions: the put of its key and its delete; so does
+// a TryAcquire that fails (it joins the queue, then leaves it, and so
+// never overtakes a waiter) and a wait given up. Renewals make none (a
+// read and the lease's keep-alive); Close makes one per lock it held.
+// So a cluster serving A acquisitions a second gains 120*A revisions a
+// minute, and on etcd 3.4 its database grows by about 190 bytes per
+// acquisition (1.9 MB per 10,000; measured by BenchmarkHistory), until it
+// reaches its quota (--quota-backend-bytes, 2 GB by default). Then etcd
+// raises the NOSPACE alarm and refuses every put and lease grant:
+// Acquire fails at once with an error wrapping dlock.ErrNoSpace and
+// etcd's own ("etcdserver: mvcc: database space exceeded"). Locks held
+// then keep working: refreshes are reads, Release a delete and the
+// session's keep-alive is no write, all of which etcd still serves.
+// Recovering needs an operator: compact, defragment (etcdctl defrag),
+// then etcdctl alarm disarm.
+//
+// A cluster that serves locks therefore needs compaction. Either run etcd
+// with --auto-compaction-mode=periodic --auto-compaction-retention=5m
+// (history younger than the retention is kept; choose it longer than any
+// client's watch may lag behind, and small enough that 120*A*M revisions
+// of about 100 bytes each, for a retention of M minutes, fit well within
+// the quota), or
+// --auto-compaction-mode=revision --auto-compaction-retention=N (keep the
+// last N revisions; etcd 3.4 applies it every 5 minutes, so up to
+// N + 600*A revisions are kept). Compaction frees space inside the
+// database file for reuse, so its size stops growing; it does not shrink
+// the file: defragmentation (etcdctl defrag, one member at a time, which
+// blocks that member while it runs) returns the space to the disk.
+//
+// Where the server's flags are not the application's to set,
+// Options.CompactEvery (compact_every= in a store URL) makes the Locker
+// compact as the periodic mode would: every period, to the revision it
+// read one period earlier. Compaction is cluster-wide, not limited to the
+// Locker's prefix, and etcd 3.4 lets any authenticated user do it (a
+// user whose role grants only the lock prefix can; tested): every
+// other user of the cluster loses the history older than one period, so a
+// watch of theirs that starts or resumes from an older revision fails
+// with ErrCompacted (and must read again at the current revision, as
+// Kubernetes' and etcd's own clients do), and so does a read at such a
+// revision; watches that are running are not affected. dlock's own
+// watches start at the current revision. Several Lockers compacting is
+// harmless, since compaction is idempotent and one that another already
+// took further is ignored, but each costs a request per period; one
+// Locker per cluster, or the server's flag, is enough.
+//
 // # TLS, users and least privilege
 //
 // dlock.Open takes etcds://[user:pass@]host[:port][,...][/prefix] with
@@ -151,6 +213,21 @@ type Options struct {
 	// Default: DefaultSessionTTL.
 	SessionTTL time.Duration
 
+	// CompactEvery, if positive, makes the Locker compact the cluster's
+	// history every CompactEvery, to the revision it read one CompactEvery
+	// earlier (logically, as etcdctl compact does without --physical), as
+	// etcd's own --auto-compaction-mode=periodic does: history younger
+	// than CompactEvery is always kept. Compaction is cluster-wide: a
+	// watch of any user of the cluster that starts or resumes from a
+	// revision older than the compaction fails with ErrCompacted, and a
+	// read at such a revision too; watches that are running are not
+	// affected. Several Lockers doing it is harmless (each compaction is
+	// idempotent; one that another already took further is ignored), but
+	// costs one compaction request per Locker per period: one Locker, or
+	// the server's own flag, is enough. See the package doc's "History,
+	// compaction and space". Default: 0, off.
+	CompactEvery time.Duration
+
 	// MaxRetryInterval bounds how long dlock waits between attempts when
 	// no wake-up arrives. Waiters on etcd are woken by watches, so this
 	// matters little. Default: backend.DefaultMaxRetryInterval.
@@ -159,9 +236,10 @@ type Options struct {
 
 // New returns a Locker on the etcd cluster behind cli. The Locker does
 // not close cli; close the Locker first. A nil opts means defaults. A nil
-// cli or a negative SessionTTL gets an error wrapping dlock.ErrInvalid.
-// New makes no request: the Locker's session lease is granted by its
-// first acquisition, within that call's context.
+// cli or a negative SessionTTL or CompactEvery gets an error wrapping
+// dlock.ErrInvalid. New makes no request: the Locker's session lease is
+// granted by its first acquisition, within that call's context (and a
+// CompactEvery loop makes its first one a period later).
 func New(cli *clientv3.Client, opts *Options) (*dlock.Locker, error) {
 	d, cfg, err := newDriver(cli, opts, false)
 	if err != nil {
@@ -183,6 +261,9 @@ func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver
 	}
 	if o.SessionTTL < 0 {
 		return nil, nil, fmt.Errorf("etcdlock: new: negative SessionTTL %v: %w", o.SessionTTL, dlock.ErrInvalid)
+	}
+	if o.CompactEvery < 0 {
+		return nil, nil, fmt.Errorf("etcdlock: new: negative CompactEvery %v: %w", o.CompactEvery, dlock.ErrInvalid)
 	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
@@ -207,6 +288,10 @@ func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver
 		},
 		Live: func(e entry) bool { return !e.sess.dead.Load() },
 	})
+	if o.CompactEvery > 0 {
+		d.bg.Add(1)
+		go d.compactLoop(o.CompactEvery) // exits at Close
+	}
 	return d, &backend.Config{MaxRetryInterval: o.MaxRetryInterval}, nil
 }
 
@@ -236,7 +321,7 @@ type etcdDriver struct {
 	ctx    context.Context // cancelled by Close; bounds background calls
 	cancel context.CancelFunc
 	leases *sessionlock.Leases[entry]
-	bg     sync.WaitGroup // keep-alive loops
+	bg     sync.WaitGroup // keep-alive loops, the compaction loop
 
 	mu     sync.Mutex
 	closed bool
@@ -271,7 +356,7 @@ func (d *etcdDriver) Close() error {
 	s := d.sess
 	d.sess = nil
 	d.mu.Unlock()
-	d.cancel() // stops the keep-alive loops
+	d.cancel() // stops the keep-alive and compaction loops
 	d.bg.Wait()
 	d.leases.Wait()
 

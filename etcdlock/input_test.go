@@ -24,8 +24,9 @@ func TestNewInvalid(t *testing.T) {
 		t.Fatalf("clientv3.New = %v", err)
 	}
 	defer cli.Close()
-	o := &etcdlock.Options{SessionTTL: -time.Second}
-	if l, err := etcdlock.New(cli, o); !errors.Is(err, dlock.ErrInvalid) || l != nil {
-		t.Errorf("New(cli, %+v) = %v, %v; want nil, ErrInvalid", o, l, err)
+	for _, o := range []*etcdlock.Options{{SessionTTL: -time.Second}, {CompactEvery: -time.Second}} {
+		if l, err := etcdlock.New(cli, o); !errors.Is(err, dlock.ErrInvalid) || l != nil {
+			t.Errorf("New(cli, %+v) = %v, %v; want nil, ErrInvalid", o, l, err)
+		}
 	}
 }

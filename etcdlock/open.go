@@ -27,7 +27,8 @@ func init() {
 
 // open serves store URLs etcd://[user:pass@]host[:port][,host[:port]][/prefix]
 // (etcds:// for TLS) with the query parameter session_ttl
-// (Options.SessionTTL, a Go duration) and backend.TLSParams (any of them
+// (Options.SessionTTL, a Go duration), compact_every
+// (Options.CompactEvery, a Go duration; 0 is off) and backend.TLSParams (any of them
 // makes etcd:// speak TLS too). It connects and grants the Locker's
 // session lease, giving up when ctx ends, and makes a Locker that closes
 // the client. The client never logs.
@@ -39,7 +40,7 @@ func init() {
 // passing fault. A wrong user or password, or the server refusing the
 // client's certificate, gets an error wrapping dlock.ErrDenied.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
-	q, err := backend.URLParams(u, append([]string{"session_ttl"}, backend.TLSParams...)...)
+	q, err := backend.URLParams(u, append([]string{"session_ttl", "compact_every"}, backend.TLSParams...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -47,11 +48,9 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ttl time.Duration
-	if s := q.Get("session_ttl"); s != "" {
-		if ttl, err = time.ParseDuration(s); err != nil || ttl <= 0 {
-			return nil, fmt.Errorf("%w: session_ttl %q is not a positive duration", dlock.ErrBadURL, s)
-		}
+	opts, err := urlOptions(q)
+	if err != nil {
+		return nil, err
 	}
 	// No host: gRPC checks each endpoint's, unless tls_server_name says.
 	tlsCfg, err := backend.TLSConfig(q, "", u.Scheme == "etcds")
@@ -104,7 +103,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		if cause := context.Cause(openCtx); cause != nil && ctx.Err() == nil {
 			err = cause // a TLS refusal
 		}
-		return sessionlock.ConnectError(ctx, "etcdlock", hosts, denied(err))
+		return sessionlock.ConnectError(ctx, "etcdlock", hosts, classify(err))
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
@@ -114,7 +113,8 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	d, lcfg, err := newDriver(cli, &Options{Prefix: prefix, SessionTTL: ttl}, true)
+	opts.Prefix = prefix
+	d, lcfg, err := newDriver(cli, opts, true)
 	if err != nil {
 		cli.Close()
 		return nil, err
@@ -131,4 +131,22 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		return nil, fail(err)
 	}
 	return backend.New(d, lcfg), nil
+}
+
+// urlOptions returns the Options that a store URL's query parameters
+// session_ttl and compact_every set.
+func urlOptions(q url.Values) (*Options, error) {
+	var o Options
+	var err error
+	if s := q.Get("session_ttl"); s != "" {
+		if o.SessionTTL, err = time.ParseDuration(s); err != nil || o.SessionTTL <= 0 {
+			return nil, fmt.Errorf("%w: session_ttl %q is not a positive duration", dlock.ErrBadURL, s)
+		}
+	}
+	if s := q.Get("compact_every"); s != "" {
+		if o.CompactEvery, err = time.ParseDuration(s); err != nil || o.CompactEvery < 0 {
+			return nil, fmt.Errorf("%w: compact_every %q is not a duration of 0 or more", dlock.ErrBadURL, s)
+		}
+	}
+	return &o, nil
 }

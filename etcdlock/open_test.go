@@ -52,6 +52,8 @@ func TestOpenURLErrors(t *testing.T) {
 		{"etcd://h:x,h:1", `bad port "x"`},
 		{"etcd://h?session_ttl=-1s", `session_ttl "-1s" is not a positive duration`},
 		{"etcd://h?prefix=x", `unknown parameter "prefix" for etcd://`},
+		{"etcd://h?compact_every=-1s", `compact_every "-1s" is not a duration of 0 or more`},
+		{"etcd://h?compact_every=often", `compact_every "often" is not a duration of 0 or more`},
 	} {
 		_, err := dlock.Open(t.Context(), tc.url)
 		if !errors.Is(err, dlock.ErrBadURL) || !strings.Contains(err.Error(), tc.want) {

@@ -25,12 +25,12 @@ var wakeups atomic.Int64
 func (d *etcdDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
 	refresh := func(ctx context.Context, l driver.Lease) error { return d.Refresh(ctx, []driver.Lease{l})[0] }
 	res, err := sessionlock.Acquire(ctx, d.leases, refresh, queue{d}, l)
-	return res, denied(err)
+	return res, classify(err)
 }
 
 func (d *etcdDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Result, error) {
 	res, err := sessionlock.AcquireQueued(ctx, d.leases, queue{d}, l)
-	return res, denied(err)
+	return res, classify(err)
 }
 
 // queue is the lock's queue of keys for sessionlock.Acquire and

@@ -50,6 +50,12 @@ type EtcdOptions struct {
 	// password and the root role, and enables authentication. Client
 	// then connects as root.
 	RootPassword string
+
+	// Args are extra command-line flags for the server, appended after
+	// those StartEtcdWith sets, on every start (Restart included): for
+	// example "--quota-backend-bytes=16777216" or
+	// "--auto-compaction-retention=2s".
+	Args []string
 }
 
 // StartEtcd starts a single-member etcd server (Debian's etcd-server
@@ -133,7 +139,7 @@ func (e *Etcd) startLocked(t testing.TB) {
 		if e.opts.ClientCertAuth {
 			a = append(a, "--client-cert-auth", "--trusted-ca-file", e.opts.PKI.CAFile)
 		}
-		return a
+		return append(a, e.opts.Args...)
 	}
 	e.proc, e.port = launch(t, e.bin, e.dir, e.port, false, args, e.probe)
 }
