@@ -28,7 +28,9 @@ const (
 	// DefaultIdleRetention is Options.IdleRetention's default.
 	DefaultIdleRetention = time.Hour
 
-	// cleanupInterval is how often, at most, a Locker deletes idle rows.
+	// cleanupInterval is how often, at most, a Locker deletes idle rows
+	// (or once per Options.IdleRetention if that is shorter), unless the
+	// last cleanup deleted a full batch.
 	cleanupInterval = time.Minute
 
 	// cleanupBatch bounds the rows one cleanup deletes.
@@ -273,7 +275,8 @@ func (d *sqlDriver) acquireExclusive(ctx context.Context, l driver.Lease) (drive
 }
 
 // maybeCleanup deletes a bounded number of idle rows if no cleanup of
-// this Locker is due later (see cleanupInterval). A cleanup that deleted
+// this Locker is due later (see cleanupInterval, or IdleRetention if
+// shorter). A cleanup that deleted
 // a full batch of either table is due again at once, on the next
 // Acquire, so that deletions keep up with a Locker that uses more new
 // names per interval than a batch holds. Errors are ignored: the next
@@ -283,7 +286,7 @@ func (d *sqlDriver) maybeCleanup(ctx context.Context) {
 	d.mu.Lock()
 	due := !now.Before(d.nextCleanup)
 	if due {
-		d.nextCleanup = now.Add(cleanupInterval)
+		d.nextCleanup = now.Add(min(cleanupInterval, d.retention))
 	}
 	d.mu.Unlock()
 	if !due {
