@@ -180,11 +180,12 @@ FROM {t} WHERE name = ? FOR UPDATE`),
 			for _, l := range ls {
 				args = append(args, l.Name, micros(l.TTL))
 			}
+			args = append(args, sel...)
 			for _, l := range ls {
 				args = append(args, l.Name, l.Owner, int64(l.Fence), int64(l.Fence))
 			}
-			update := r.Replace(`UPDATE {t} SET expires = TIMESTAMPADD(MICROSECOND, CASE name` + ttl.String() +
-				` END, {now}) WHERE (` + match.String() + `) AND expires > {live_after}`)
+			update := r.Replace(`UPDATE {t} FORCE INDEX (PRIMARY) SET expires = TIMESTAMPADD(MICROSECOND, CASE name` + ttl.String() +
+				` END, {now}) WHERE name IN (` + names.String() + `) AND (` + match.String() + `) AND expires > {live_after}`)
 			if _, err := db.ExecContext(ctx, update, args...); err != nil {
 				return nil, err
 			}
@@ -202,6 +203,13 @@ FROM {t} WHERE name = ? FOR UPDATE`),
 	q.release, q.forceRelease = execReleases(release, force)
 	return q
 }
+
+// quiet is a go-sql-driver logger that writes nothing: the driver logs a
+// broken connection ("unexpected EOF") to the process's standard error
+// before it returns the error, which sqllock returns anyway.
+type quiet struct{}
+
+func (quiet) Print(...any) {}
 
 // mysqlParams are the query parameters a mysql:// URL may carry besides
 // table and migrate: the TLS parameters every backend shares.
@@ -224,6 +232,7 @@ func mysqlConnector(u *url.URL, q url.Values) (sqldriver.Connector, error) {
 	}
 	c := mysql.NewConfig()
 	c.User, c.Passwd, c.Net, c.Addr = u.User.Username(), backend.URLPassword(u), "tcp", addr
+	c.Logger = quiet{} // library code never logs: errors are returned
 	if c.DBName, err = dbName(u); err != nil {
 		return nil, err
 	}

@@ -106,13 +106,13 @@ func testPoolSaturated(t *testing.T, s poolServer, bound int) {
 		kept = append(kept, k)
 	}
 	peak := watchPeak(t, s.conns)
-	tx := lockRow(t, l, s.admin, "hot")
+	tx := lockRows(t, l, s.admin, "hot", 32)
 	var wg sync.WaitGroup
 	actx, cancel := context.WithTimeout(ctx, 3*ttl+10*time.Second)
 	defer cancel()
-	for range 32 {
+	for i := range 32 {
 		wg.Go(func() {
-			if k, err := l.Acquire(actx, "hot", dlock.WithTTL(ttl)); err == nil {
+			if k, err := l.Acquire(actx, fmt.Sprintf("hot-%d", i), dlock.WithTTL(ttl)); err == nil {
 				k.Release(context.Background())
 			}
 		})
@@ -139,24 +139,30 @@ func testPoolSaturated(t *testing.T, s poolServer, bound int) {
 	}
 }
 
-// lockRow creates name's row with l, then locks it in a transaction of
-// admin, which the caller rolls back.
-func lockRow(t *testing.T, l *dlock.Locker, admin *sql.DB, name string) *sql.Tx {
+// lockRows creates the rows of n names prefix-0, prefix-1... with l, then
+// locks them in a transaction of admin, which the caller rolls back.
+func lockRows(t *testing.T, l *dlock.Locker, admin *sql.DB, prefix string, n int) *sql.Tx {
 	t.Helper()
-	k, err := l.Acquire(t.Context(), name)
-	if err != nil {
-		t.Fatalf("Acquire(%q) = %v, want a lock", name, err)
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		k, err := l.Acquire(t.Context(), name)
+		if err != nil {
+			t.Fatalf("Acquire(%q) = %v, want a lock", name, err)
+		}
+		if err := k.Release(t.Context()); err != nil {
+			t.Fatalf("Release(%q) = %v, want nil", name, err)
+		}
 	}
-	if err := k.Release(t.Context()); err != nil {
-		t.Fatalf("Release(%q) = %v, want nil", name, err)
-	}
-	tx, err := admin.BeginTx(t.Context(), nil)
+	// READ COMMITTED: InnoDB locks the rows only, not the gaps next to
+	// them, which would lock the next name too.
+	tx, err := admin.BeginTx(t.Context(), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n int
-	if err := tx.QueryRowContext(t.Context(), `SELECT count(*) FROM (SELECT name FROM dlock_locks WHERE name = '`+name+`' FOR UPDATE) x`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("lock row %q = %d, %v, want 1, nil", name, n, err)
+	var got int
+	q := `SELECT count(*) FROM (SELECT name FROM dlock_locks WHERE name LIKE '` + prefix + `-%' FOR UPDATE) x`
+	if err := tx.QueryRowContext(t.Context(), q).Scan(&got); err != nil || got != n {
+		t.Fatalf("lock rows %s-* = %d, %v, want %d, nil", prefix, got, err, n)
 	}
 	t.Cleanup(func() { tx.Rollback() })
 	return tx
