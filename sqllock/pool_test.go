@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,21 +41,31 @@ func TestOpenMaxConnsErrors(t *testing.T) {
 }
 
 // poolServer is a server under a pool test: a store URL for the Locker
-// (identified on the server by user or application name), an admin pool,
-// and how many connections the Locker holds right now.
+// (identified on the server by user or application name) and the same
+// through another address, an admin pool, how many connections the
+// Locker holds right now, and the server to kill.
 type poolServer struct {
-	store string
-	admin *sql.DB
-	conns func(ctx context.Context) (int, error)
+	store   string
+	via     func(addr string) string
+	addr    string
+	admin   *sql.DB
+	dialect sqllock.Dialect
+	conns   func(ctx context.Context) (int, error)
+	server  interface {
+		Kill(testing.TB)
+		Restart(testing.TB)
+	}
 }
 
 func postgresPool(t *testing.T) poolServer {
 	t.Helper()
 	p := testserver.StartPostgres(t)
 	admin := p.DB(t)
+	via := func(addr string) string {
+		return "postgres://postgres@" + addr + "/postgres?sslmode=disable&application_name=dlock_pool"
+	}
 	return poolServer{
-		store: "postgres://postgres@" + p.Addr() + "/postgres?sslmode=disable&application_name=dlock_pool",
-		admin: admin,
+		store: via(p.Addr()), via: via, addr: p.Addr(), admin: admin, dialect: sqllock.PostgreSQL, server: p,
 		conns: func(ctx context.Context) (n int, err error) {
 			err = admin.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dlock_pool'`).Scan(&n)
 			return n, err
@@ -67,9 +78,9 @@ func mariaPool(t *testing.T) poolServer {
 	m := testserver.StartMariaDB(t)
 	m.Exec(t, "CREATE USER dlock_pool@'%'", "GRANT ALL ON dlock.* TO dlock_pool@'%'")
 	admin := m.DB(t)
+	via := func(addr string) string { return "mysql://dlock_pool@" + addr + "/dlock" }
 	return poolServer{
-		store: "mysql://dlock_pool@" + m.Addr() + "/dlock",
-		admin: admin,
+		store: via(m.Addr()), via: via, addr: m.Addr(), admin: admin, dialect: sqllock.MySQL, server: m,
 		conns: func(ctx context.Context) (n int, err error) {
 			err = admin.QueryRowContext(ctx, `SELECT count(*) FROM information_schema.processlist WHERE user = 'dlock_pool'`).Scan(&n)
 			return n, err
@@ -77,18 +88,40 @@ func mariaPool(t *testing.T) poolServer {
 	}
 }
 
-// TestPoolSaturated attacks renewals and releases with acquirers that
+// TestServerBounds runs, on one server of each kind, the tests of what a
+// Locker keeps on the server under load: connections (PoolSaturated),
+// rows (RowsPerName), and dials across a restart (ReconnectWithoutStorm,
+// last, since it kills the server).
+func TestServerBounds(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		t.Run("RowsPerName", func(t *testing.T) {
+			testRowsPerName(t, openSQLite(t, filepath.Join(t.TempDir(), "rows.db")), sqllock.SQLite)
+		})
+	})
+	for _, tc := range []struct {
+		name      string
+		start     func(t *testing.T) poolServer
+		perLocker int
+	}{
+		{"postgres", postgresPool, sqllock.DefaultMaxConns + 1},
+		{"mariadb", mariaPool, sqllock.DefaultMaxConns},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.start(t)
+			t.Run("PoolSaturated", func(t *testing.T) { testPoolSaturated(t, s, tc.perLocker) })
+			t.Run("RowsPerName", func(t *testing.T) { testRowsPerName(t, s.admin, s.dialect) })
+			t.Run("ReconnectWithoutStorm", func(t *testing.T) { testReconnect(t, s, tc.perLocker) })
+		})
+	}
+}
+
+// testPoolSaturated attacks renewals and releases with acquirers that
 // hold every connection they can get: 32 goroutines of one Locker of
 // dlock.Open wait in the server for a row that another session keeps
 // locked. Renewals of the Locker's other leases must still get a
 // connection (no lease is lost, Refresh and Release return nil), and
 // the server must never see more of the Locker's connections than the
 // documented bound (DefaultMaxConns, and PostgreSQL's LISTEN connection).
-func TestPoolSaturated(t *testing.T) {
-	t.Run("postgres", func(t *testing.T) { testPoolSaturated(t, postgresPool(t), sqllock.DefaultMaxConns+1) })
-	t.Run("mariadb", func(t *testing.T) { testPoolSaturated(t, mariaPool(t), sqllock.DefaultMaxConns) })
-}
-
 func testPoolSaturated(t *testing.T, s poolServer, bound int) {
 	ctx := t.Context()
 	l, err := dlock.Open(ctx, s.store)
@@ -216,11 +249,12 @@ func watchPeak(t *testing.T, conns func(ctx context.Context) (int, error)) func(
 // clients open through it, including those it cannot relay because the
 // server is down.
 type dialCounter struct {
-	ln    net.Listener
-	dials atomic.Int64
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
+	ln     net.Listener
+	dials  atomic.Int64
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	closed bool
+	conns  map[net.Conn]struct{}
 }
 
 func startDialCounter(t *testing.T, upstream string) *dialCounter {
@@ -234,6 +268,7 @@ func startDialCounter(t *testing.T, upstream string) *dialCounter {
 	t.Cleanup(func() {
 		ln.Close()
 		c.mu.Lock()
+		c.closed = true
 		for conn := range c.conns {
 			conn.Close()
 		}
@@ -256,6 +291,12 @@ func (c *dialCounter) accept(upstream string) {
 			continue
 		}
 		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			client.Close()
+			server.Close()
+			return
+		}
 		c.conns[client], c.conns[server] = struct{}{}, struct{}{}
 		c.mu.Unlock()
 		pipe := func(dst, src net.Conn) {
@@ -268,44 +309,17 @@ func (c *dialCounter) accept(upstream string) {
 	}
 }
 
-// TestReconnectWithoutStorm attacks the pools of dlock.Open with a
+// testReconnect attacks the pools of dlock.Open with a
 // server killed under 4 Lockers of 32 goroutines each, which keep
 // acquiring through the outage: the Lockers must dial a bounded number
 // of times (one at a time after a failure, with a growing pause), not
 // once per goroutine and attempt, and once the server is back every
 // goroutine acquires again while the server sees no more than the
 // documented connections per Locker.
-func TestReconnectWithoutStorm(t *testing.T) {
-	t.Run("postgres", func(t *testing.T) {
-		p := testserver.StartPostgres(t)
-		c := startDialCounter(t, p.Addr())
-		store := "postgres://postgres@" + c.ln.Addr().String() + "/postgres?sslmode=disable&application_name=dlock_pool"
-		admin := p.DB(t)
-		conns := func(ctx context.Context) (n int, err error) {
-			err = admin.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dlock_pool'`).Scan(&n)
-			return n, err
-		}
-		testReconnect(t, p, c, store, conns, sqllock.DefaultMaxConns+1)
-	})
-	t.Run("mariadb", func(t *testing.T) {
-		m := testserver.StartMariaDB(t)
-		m.Exec(t, "CREATE USER dlock_pool@'%'", "GRANT ALL ON dlock.* TO dlock_pool@'%'")
-		c := startDialCounter(t, m.Addr())
-		admin := m.DB(t)
-		conns := func(ctx context.Context) (n int, err error) {
-			err = admin.QueryRowContext(ctx, `SELECT count(*) FROM information_schema.processlist WHERE user = 'dlock_pool'`).Scan(&n)
-			return n, err
-		}
-		testReconnect(t, m, c, "mysql://dlock_pool@"+c.ln.Addr().String()+"/dlock", conns, sqllock.DefaultMaxConns)
-	})
-}
-
-func testReconnect(t *testing.T, s interface {
-	Kill(testing.TB)
-	Restart(testing.TB)
-}, c *dialCounter, store string,
-	conns func(ctx context.Context) (int, error), perLocker int) {
+func testReconnect(t *testing.T, s poolServer, perLocker int) {
 	ctx := t.Context()
+	c := startDialCounter(t, s.addr)
+	store := s.via(c.ln.Addr().String())
 	const lockers, goroutines, outage = 4, 32, 3 * time.Second
 	var ls []*dlock.Locker
 	for range lockers {
@@ -322,7 +336,7 @@ func testReconnect(t *testing.T, s interface {
 		ok      atomic.Int64 // acquisitions once the server is back
 		tooMany atomic.Int64
 	)
-	s.Kill(t)
+	s.server.Kill(t)
 	before := c.dials.Load()
 	for i, l := range ls {
 		for g := range goroutines {
@@ -347,8 +361,8 @@ func testReconnect(t *testing.T, s interface {
 	}
 	time.Sleep(outage)
 	dials := c.dials.Load() - before
-	peak := watchPeak(t, conns)
-	s.Restart(t)
+	peak := watchPeak(t, s.conns)
+	s.server.Restart(t)
 	phase.Store(1)
 	deadline := time.Now().Add(30 * time.Second)
 	for ok.Load() < lockers*goroutines && time.Now().Before(deadline) {

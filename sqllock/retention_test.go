@@ -3,16 +3,14 @@ package sqllock_test
 import (
 	"database/sql"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/sqllock"
 )
 
-// TestRowsPerName checks what stays on the server per name: while held,
+// testRowsPerName checks what stays on the server per name: while held,
 // one row in the lease table (and one per shared holder or permit in the
 // holders table); once released, the lease table's row is kept until it
 // has been idle for IdleRetention, and then a Locker's acquisitions
@@ -20,18 +18,11 @@ import (
 // cleanup batch (100) deletes: a few acquisitions after the retention
 // must leave nothing of them, not a backlog that a cleanup a minute
 // cannot keep up with.
-func TestRowsPerName(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) {
-		testRowsPerName(t, openSQLite(t, filepath.Join(t.TempDir(), "rows.db")), sqllock.SQLite)
-	})
-	t.Run("postgres", func(t *testing.T) { testRowsPerName(t, testserver.StartPostgres(t).DB(t), sqllock.PostgreSQL) })
-	t.Run("mariadb", func(t *testing.T) { testRowsPerName(t, testserver.StartMariaDB(t).DB(t), sqllock.MySQL) })
-}
-
 func testRowsPerName(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	ctx := t.Context()
 	const retention = 200 * time.Millisecond
-	l, err := sqllock.New(db, d, &sqllock.Options{IdleRetention: retention, ClockBound: retention})
+	const table = "rows_test"
+	l, err := sqllock.New(db, d, &sqllock.Options{Table: table, IdleRetention: retention, ClockBound: retention})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,10 +40,10 @@ func testRowsPerName(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 		}
 		held = append(held, k)
 	}
-	if got := countRows(t, db, "dlock_locks"); got != exclusive+shared {
+	if got := countRows(t, db, table); got != exclusive+shared {
 		t.Errorf("lease rows with %d names held = %d, want %d", exclusive+shared, got, exclusive+shared)
 	}
-	if got := countRows(t, db, "dlock_locks_holders"); got != shared {
+	if got := countRows(t, db, table+"_holders"); got != shared {
 		t.Errorf("holder rows with %d shared holds = %d, want %d", shared, got, shared)
 	}
 	for _, k := range held {
@@ -60,10 +51,10 @@ func testRowsPerName(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 			t.Fatalf("Release(%q) = %v, want nil", k.Name(), err)
 		}
 	}
-	if got := countRows(t, db, "dlock_locks_holders"); got != 0 {
+	if got := countRows(t, db, table+"_holders"); got != 0 {
 		t.Errorf("holder rows after every release = %d, want 0", got)
 	}
-	if got := countRows(t, db, "dlock_locks"); got != exclusive+shared {
+	if got := countRows(t, db, table); got != exclusive+shared {
 		t.Errorf("lease rows right after release = %d, want %d (kept for IdleRetention)", got, exclusive+shared)
 	}
 	time.Sleep(2 * retention)
@@ -76,7 +67,7 @@ func testRowsPerName(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 			t.Fatalf("Release(tick %d) = %v, want nil", i, err)
 		}
 	}
-	if got := countRows(t, db, "dlock_locks"); got > 1 {
+	if got := countRows(t, db, table); got > 1 {
 		t.Errorf("lease rows after 5 acquisitions past the retention = %d, want at most 1 (tick's)", got)
 	}
 }
