@@ -330,59 +330,67 @@ func testReconnect(t *testing.T, s poolServer, perLocker int) {
 		defer l.Close()
 		ls = append(ls, l)
 	}
-	var (
-		wg      sync.WaitGroup
-		phase   atomic.Int32 // 0: outage; 1: server back; 2: stop
-		ok      atomic.Int64 // acquisitions once the server is back
-		tooMany atomic.Int64
-	)
+	st := &storm{}
 	s.server.Kill(t)
 	before := c.dials.Load()
 	for i, l := range ls {
 		for g := range goroutines {
-			wg.Go(func() {
-				name := fmt.Sprintf("storm-%d-%d", i, g)
-				for phase.Load() < 2 {
-					actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-					k, err := l.TryAcquire(actx, name)
-					cancel()
-					switch {
-					case err == nil:
-						if phase.Load() == 1 {
-							ok.Add(1)
-						}
-						k.Release(ctx)
-					case isTooMany(err):
-						tooMany.Add(1)
-					}
-				}
-			})
+			st.wg.Go(func() { st.run(ctx, l, fmt.Sprintf("storm-%d-%d", i, g)) })
 		}
 	}
 	time.Sleep(outage)
 	dials := c.dials.Load() - before
 	peak := watchPeak(t, s.conns)
 	s.server.Restart(t)
-	phase.Store(1)
+	st.phase.Store(1)
 	deadline := time.Now().Add(30 * time.Second)
-	for ok.Load() < lockers*goroutines && time.Now().Before(deadline) {
+	for st.back.Load() < lockers*goroutines && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	phase.Store(2)
-	wg.Wait()
+	st.phase.Store(2)
+	st.wg.Wait()
 	if max := int64(lockers * 40); dials > max {
 		t.Errorf("dials of %d Lockers x %d goroutines during a %v outage = %d, want at most %d", lockers, goroutines, outage, dials, max)
 	}
-	if n := ok.Load(); n < lockers*goroutines {
-		t.Errorf("acquisitions within 30s of the restart = %d, want at least %d", n, lockers*goroutines)
+	if n := st.back.Load(); n < lockers*goroutines {
+		t.Errorf("goroutines that acquired within 30s of the restart = %d, want %d", n, lockers*goroutines)
 	}
-	if n := tooMany.Load(); n > 0 {
+	if n := st.tooMany.Load(); n > 0 {
 		t.Errorf("'too many connections' errors after the restart = %d, want 0", n)
 	}
 	if got, bound := peak(), lockers*perLocker; got > bound {
 		t.Errorf("most connections of %d Lockers the server saw after the restart = %d, want at most %d", lockers, got, bound)
 	}
 	t.Logf("dials during the %v outage: %d; peak connections after the restart: %d", outage, dials, peak())
+}
+
+// storm is the load of testReconnect: goroutines that keep acquiring
+// through an outage and after it.
+type storm struct {
+	wg      sync.WaitGroup
+	phase   atomic.Int32 // 0: outage; 1: server back; 2: stop
+	back    atomic.Int64 // goroutines that acquired once the server was back
+	tooMany atomic.Int64 // refusals of one more connection
+}
+
+// run acquires and releases name until the phase is 2.
+func (st *storm) run(ctx context.Context, l *dlock.Locker, name string) {
+	acquired := false
+	for st.phase.Load() < 2 {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		k, err := l.TryAcquire(actx, name)
+		cancel()
+		switch {
+		case err == nil:
+			if !acquired && st.phase.Load() == 1 {
+				acquired = true
+				st.back.Add(1)
+			}
+			k.Release(ctx)
+		case isTooMany(err):
+			st.tooMany.Add(1)
+		}
+	}
 }
 
 // isTooMany reports whether err is the server's refusal of one more
