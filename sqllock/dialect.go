@@ -208,9 +208,12 @@ func oldSchema(err error, table string) bool {
 		(strings.Contains(err.Error(), "no such column") || strings.Contains(err.Error(), "has no column named"))
 }
 
-// denied returns err, wrapping dlock.ErrDenied too, if it says the
-// database refused the credentials or a step they are not granted; any
-// other err, nil included, is returned as it is.
+// classify returns err, wrapping dlock.ErrDenied or dlock.ErrNoSpace
+// too, if it says the database refused the credentials or a step they
+// are not granted, or refused to write for lack of space; any other err,
+// nil included, is returned as it is.
+//
+// Refusals (dlock.ErrDenied):
 //   - PostgreSQL SQLSTATEs invalid_password (28P01),
 //     invalid_authorization_specification (28000, as when pg_hba.conf
 //     rejects a connection or a client certificate) and
@@ -222,21 +225,41 @@ func oldSchema(err error, table string) bool {
 //     (1227), ER_PROCACCESS_DENIED_ERROR (1370),
 //     ER_ACCESS_DENIED_NO_PASSWORD_ERROR (1698) and MySQL's
 //     ER_SECURE_TRANSPORT_REQUIRED (3159).
-func denied(err error) error {
-	if err == nil || errors.Is(err, dlock.ErrDenied) {
+//
+// Lack of space (dlock.ErrNoSpace):
+//   - PostgreSQL SQLSTATE disk_full (53100); not out_of_memory (53200),
+//     which is not a lack of space;
+//   - MySQL errors ER_DISK_FULL (1021) and ER_RECORD_FILE_FULL (1114, "the
+//     table is full", as when a tablespace reaches its maximum size);
+//   - SQLite's SQLITE_FULL (13, any extended code): the disk is full or
+//     the database reached its max_page_count.
+func classify(err error) error {
+	if err == nil || errors.Is(err, dlock.ErrDenied) || errors.Is(err, dlock.ErrNoSpace) {
 		return err
 	}
 	var (
 		pe *pgconn.PgError
 		me *mysql.MySQLError
+		ce interface{ Code() int }
 	)
 	switch {
 	case errors.As(err, &pe) && slices.Contains([]string{"28P01", "28000", "42501"}, pe.Code),
 		errors.As(err, &me) && slices.Contains([]uint16{1044, 1045, 1142, 1143, 1227, 1370, 1698, 3159}, me.Number):
 		return &deniedError{err}
+	case errors.As(err, &pe) && pe.Code == "53100",
+		errors.As(err, &me) && (me.Number == 1021 || me.Number == 1114),
+		errors.As(err, &ce) && ce.Code()&0xff == 13:
+		return &noSpaceError{err}
 	}
 	return err
 }
+
+// noSpaceError is an error that the store refused to write for lack of
+// space: it reads as that error and wraps dlock.ErrNoSpace as well.
+type noSpaceError struct{ err error }
+
+func (e *noSpaceError) Error() string   { return "no space left in the database: " + e.err.Error() }
+func (e *noSpaceError) Unwrap() []error { return []error{dlock.ErrNoSpace, e.err} }
 
 // deniedError is an error that the store refused the credentials or a
 // step: it reads as that error, which says what was refused, and wraps

@@ -246,9 +246,9 @@
 // previous token + 1). Released and expired rows are kept, so a name's
 // counter continues across release and re-acquisition even if the clock
 // steps back. Rows idle (free or expired) for longer than
-// Options.IdleRetention are deleted, at most 100 at a time, by a Locker's
-// acquire at most once a minute; so the table holds the held
-// names plus those used within the retention. A name whose row was
+// Options.IdleRetention are deleted by the cleanups of Lockers'
+// acquisitions (see What stays on the server); so the table holds the
+// held names plus those used within the retention. A name whose row was
 // deleted starts again from the clock, which is past its last token as
 // long as the database's clock has not stepped back by more than
 // IdleRetention (an hour by default) since that token was issued.
@@ -341,6 +341,70 @@
 // of its own for LISTEN, on its first wait, and keeps it until Close. On
 // MySQL a Locker borrows connections from the pool for wake-ups (see
 // Waiting) and keeps up to two idle between uses, until Close.
+//
+// The pool that Open makes for a store URL holds at most max_conns
+// connections (Options.MaxConns, DefaultMaxConns = 8 by default), keeps
+// as many idle so that each step reuses one instead of dialing, closes
+// those idle for 5 minutes and replaces those older than 30 minutes. So
+// a Locker of Open holds at most, on the server:
+//
+//   - PostgreSQL: max_conns + 1 (the LISTEN connection): 9 by default,
+//     so ten processes fit in the default max_connections of 100 (3 of
+//     them kept for superusers);
+//   - MySQL and MariaDB: max_conns, wake-ups included (they borrow at
+//     most a quarter of the pool, 2 by default): 8 by default, eighteen
+//     processes in MariaDB's default max_connections of 151;
+//   - SQLite: max_conns connections to the file.
+//
+// On MySQL, a statement cancelled by its context ends its connection on
+// the client's side at once, but the server ends the session only when
+// the statement does (a lock wait, for instance, up to
+// innodb_lock_wait_timeout): for that long the server can count it
+// beyond the bound.
+//
+// Acquisitions never take the whole pool: a Locker lets at most
+// max_conns - 2 of its Acquire steps run at once (less the wake-ups'
+// quarter on MySQL; one at least), so that two connections stay free for
+// renewals and releases, which never queue behind waiters for a
+// connection. A pool of two keeps one, a pool of one none. A Locker of
+// New divides the caller's pool in the same way, by the
+// SetMaxOpenConns it has when New is called; a pool without a bound is
+// not divided (and is not bounded either: size it, with SetMaxIdleConns
+// as large, so that connections are reused).
+//
+// After a failed dial, the pool of Open dials one connection at a time,
+// each after a pause that starts at 50 ms and doubles to 2 s, with
+// jitter, until a dial succeeds; a dial waits for its turn within the
+// caller's context. So a server that is down or refuses connections (too
+// many clients) sees a few attempts a second from each Locker rather than
+// one per waiting goroutine, and Lockers that lost the server together do
+// not come back in step. PostgreSQL's LISTEN connection reconnects with
+// its own backoff, from 50 ms to 2 s.
+//
+// # What stays on the server
+//
+// Per name, while it is held: one row in the lease table (the name, the
+// holder's owner, token, lease, TTL and metadata, and a writer's intent:
+// some 100 bytes plus the name, the owner and the metadata, and an entry
+// in each of its two indexes), and for shared holds and permits also one
+// row per holder in the holders table (as large). On MySQL an exclusive
+// holder also holds a named lock (GET_LOCK) on a connection of its
+// Locker, released with the name; on PostgreSQL waiting adds nothing per
+// name (one LISTEN per Locker).
+//
+// After release: the holder's row in the holders table is deleted by the
+// release; the lease table's row is kept, free, so that its token counter
+// survives (see Fencing tokens), until it has been idle (free or expired,
+// and without a live writer's intent) for Options.IdleRetention (one hour
+// by default, at least ClockBound). Then a cleanup deletes it: each
+// Acquire of a Locker runs one at most once a minute (or once per
+// IdleRetention, if shorter), deleting up to 100 idle rows of each table,
+// and again on the next Acquire while it deletes full batches. So the
+// tables hold the names held plus those used within IdleRetention (and
+// the minute a cleanup may wait), whatever the rate of new names. Rows of
+// holders that died are deleted by the next step on their name, or by a
+// cleanup once idle for IdleRetention. Nothing is deleted while no
+// Locker acquires: rows left by the last Locker stay until one does.
 //
 // # PostgreSQL: passwords, TLS and privileges
 //

@@ -32,3 +32,7 @@ func NewDriver(db *sql.DB, dialect Dialect, opts *Options) (driver.Driver, error
 // DriverOf returns the driver l runs on, for dlocktest's
 // Harness.LockerAndDriver.
 func DriverOf(l *dlock.Locker) driver.Driver { return seam.LockerDriver(l) }
+
+// Classify is the classifier of the store's errors (ErrDenied,
+// ErrNoSpace), for tests of errors a real server seldom gives.
+func Classify(err error) error { return classify(err) }

@@ -116,13 +116,13 @@ FROM {t} WHERE name = ? FOR UPDATE`),
 		migrate: func(ctx context.Context, db *sql.DB) error {
 			for _, s := range schema {
 				if _, err := db.ExecContext(ctx, s); err != nil {
-					if err := denied(err); errors.Is(err, dlock.ErrDenied) {
+					if err := classify(err); errors.Is(err, dlock.ErrDenied) {
 						return fmt.Errorf("create table %s (a user without CREATE opens with migrate=false, Options.NoMigrate, once Migrate made it): %w", table, err)
 					}
 					return fmt.Errorf("create table %s: %w", table, err)
 				}
 			}
-			return denied(addColumns(ctx, db, `SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ?`, table, columns))
+			return classify(addColumns(ctx, db, `SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ?`, table, columns))
 		},
 		acquire: func(ctx context.Context, db querier, l driver.Lease) (outcome, error) {
 			took := false
@@ -180,11 +180,12 @@ FROM {t} WHERE name = ? FOR UPDATE`),
 			for _, l := range ls {
 				args = append(args, l.Name, micros(l.TTL))
 			}
+			args = append(args, sel...)
 			for _, l := range ls {
 				args = append(args, l.Name, l.Owner, int64(l.Fence), int64(l.Fence))
 			}
-			update := r.Replace(`UPDATE {t} SET expires = TIMESTAMPADD(MICROSECOND, CASE name` + ttl.String() +
-				` END, {now}) WHERE (` + match.String() + `) AND expires > {live_after}`)
+			update := r.Replace(`UPDATE {t} FORCE INDEX (PRIMARY) SET expires = TIMESTAMPADD(MICROSECOND, CASE name` + ttl.String() +
+				` END, {now}) WHERE name IN (` + names.String() + `) AND (` + match.String() + `) AND expires > {live_after}`)
 			if _, err := db.ExecContext(ctx, update, args...); err != nil {
 				return nil, err
 			}
@@ -202,6 +203,13 @@ FROM {t} WHERE name = ? FOR UPDATE`),
 	q.release, q.forceRelease = execReleases(release, force)
 	return q
 }
+
+// quiet is a go-sql-driver logger that writes nothing: the driver logs a
+// broken connection ("unexpected EOF") to the process's standard error
+// before it returns the error, which sqllock returns anyway.
+type quiet struct{}
+
+func (quiet) Print(...any) {}
 
 // mysqlParams are the query parameters a mysql:// URL may carry besides
 // table and migrate: the TLS parameters every backend shares.
@@ -224,6 +232,7 @@ func mysqlConnector(u *url.URL, q url.Values) (sqldriver.Connector, error) {
 	}
 	c := mysql.NewConfig()
 	c.User, c.Passwd, c.Net, c.Addr = u.User.Username(), backend.URLPassword(u), "tcp", addr
+	c.Logger = quiet{} // library code never logs: errors are returned
 	if c.DBName, err = dbName(u); err != nil {
 		return nil, err
 	}

@@ -50,12 +50,16 @@ var postgresParams = []string{"host", "port", "sslmode", "sslrootcert", "sslcert
 // file: a missing one is an error wrapping fs.ErrNotExist). A postgres://
 // URL follows libpq: the host may instead be given by the host parameter,
 // which may be a Unix socket directory, and a missing database name means
-// the user's name. A mysql:// URL speaks TLS when it carries tls=true or
+// the user's name. max_conns (Options.MaxConns) bounds the pool, which
+// keeps its connections for reuse (see DefaultMaxConns); after a failed
+// dial to a PostgreSQL or MySQL server the pool dials again one
+// connection at a time, with a pause growing from 50 ms to 2 s, with
+// jitter. A mysql:// URL speaks TLS when it carries tls=true or
 // any of backend.TLSParams (see mysqlConnector). SQLite files are opened in WAL mode with a busy timeout, as the package
 // documentation recommends. Opening connects once, within ctx. The Locker
 // closes the *sql.DB it opens.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
-	known := []string{"table", "migrate", "clock_bound"}
+	known := []string{"table", "migrate", "clock_bound", "max_conns"}
 	if u.Scheme == "postgres" || u.Scheme == "postgresql" {
 		known = append(append(known, postgresParams...), backend.TLSParams...)
 	}
@@ -87,6 +91,17 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		}
 		opts.ClockBound = bound
 	}
+	if v := q.Get("max_conns"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%w: max_conns=%q: want a whole number of connections, 0 for the default (%d): %w", dlock.ErrBadURL, v, DefaultMaxConns, dlock.ErrInvalid)
+		}
+		opts.MaxConns = n
+	}
+	conns, err := maxConns(opts.MaxConns)
+	if err != nil {
+		return nil, err
+	}
 	drv := sqlDrivers[u.Scheme]
 	if !slices.Contains(sql.Drivers(), drv.name) {
 		return nil, fmt.Errorf("sqllock: %s:// needs the database/sql driver %q: import %s", u.Scheme, drv.name, drv.pkg)
@@ -102,7 +117,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		if err != nil {
 			return nil, err
 		}
-		db, dialect = sql.OpenDB(connector), MySQL
+		db, dialect = sql.OpenDB(newBackoffConnector(connector)), MySQL
 	case "postgres", "postgresql":
 		if db, err = openPostgres(u, q); err != nil {
 			return nil, err
@@ -132,14 +147,15 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 			return nil, fmt.Errorf("sqllock: open: %w", err)
 		}
 	}
+	sizePool(db, conns)
 	// A new SQLite file switching to WAL mode can refuse a second process
 	// that opens it at the same moment, without waiting; try again.
 	if err := retryErr(ctx, func() error { return db.PingContext(ctx) }); err != nil {
 		db.Close()
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-			return nil, fmt.Errorf("sqllock: connect: %w: %w", ctx.Err(), denied(err))
+			return nil, fmt.Errorf("sqllock: connect: %w: %w", ctx.Err(), classify(err))
 		}
-		return nil, fmt.Errorf("sqllock: connect: %w", denied(err))
+		return nil, fmt.Errorf("sqllock: connect: %w", classify(err))
 	}
 	l, err := newLocker(db, dialect, opts, true)
 	if err != nil {

@@ -56,11 +56,11 @@ func TestOpenURLErrors(t *testing.T) {
 	for _, tc := range []struct{ url, want string }{
 		{"mysql://root@h", `mysql:// needs the database name as its path`},
 		{"mysql://root@h:1,h:2/db", `mysql:// takes one host`},
-		{"mysql://root@h/db?sslmode=disable", `unknown parameter "sslmode" for mysql:// (known: table, migrate, clock_bound, tls, tls_ca,`},
+		{"mysql://root@h/db?sslmode=disable", `unknown parameter "sslmode" for mysql:// (known: table, migrate, clock_bound, max_conns, tls, tls_ca,`},
 		{"postgres://u@h/db?bogus=1", `unknown parameter "bogus" for postgres://`},
 		{"postgres://u@:5432/db", `missing host`},
 		{"sqlite://relative/path.db", `sqlite:// takes an absolute path`},
-		{"sqlite:///tmp/x.db?busy=1", `unknown parameter "busy" for sqlite:// (known: table, migrate, clock_bound)`},
+		{"sqlite:///tmp/x.db?busy=1", `unknown parameter "busy" for sqlite:// (known: table, migrate, clock_bound, max_conns)`},
 		{"sqlite:///tmp/x.db?clock_bound=soon", `clock_bound="soon": want a duration`},
 		{"sqlite:///tmp/x.db?clock_bound=-1s", `clock_bound="-1s": want a duration`},
 		{"sqlite:///tmp/x.db?migrate=maybe", `migrate="maybe": want true or false`},

@@ -35,11 +35,11 @@ func openPostgres(u *url.URL, q url.Values) (*sql.DB, error) {
 		return nil, err
 	}
 	if tlsConfig == nil {
-		db, err := sql.Open("pgx", dsn)
+		cfg, err := pgx.ParseConfig(dsn)
 		if err != nil {
-			return nil, fmt.Errorf("sqllock: open: %w", err)
+			return nil, fmt.Errorf("%w: %w", dlock.ErrBadURL, err)
 		}
-		return db, nil
+		return sql.OpenDB(newBackoffConnector(stdlib.GetConnector(*cfg))), nil
 	}
 	for _, k := range libpqTLSParams {
 		if q.Has(k) {
@@ -56,5 +56,5 @@ func openPostgres(u *url.URL, q url.Values) (*sql.DB, error) {
 	// ParseConfig's default sslmode (prefer) falls back to a connection
 	// without TLS; the tls_* parameters allow none.
 	cfg.TLSConfig, cfg.Fallbacks = tlsConfig, nil
-	return stdlib.OpenDB(*cfg), nil
+	return sql.OpenDB(newBackoffConnector(stdlib.GetConnector(*cfg))), nil
 }

@@ -28,7 +28,9 @@ const (
 	// DefaultIdleRetention is Options.IdleRetention's default.
 	DefaultIdleRetention = time.Hour
 
-	// cleanupInterval is how often, at most, a Locker deletes idle rows.
+	// cleanupInterval is how often, at most, a Locker deletes idle rows
+	// (or once per Options.IdleRetention if that is shorter), unless the
+	// last cleanup deleted a full batch.
 	cleanupInterval = time.Minute
 
 	// cleanupBatch bounds the rows one cleanup deletes.
@@ -71,6 +73,20 @@ type Options struct {
 	// wrapping dlock.ErrInvalid. Default: driver.DefaultClockBound (also
 	// when 0).
 	ClockBound time.Duration
+
+	// MaxConns bounds the connections of the pool that Open makes for a
+	// store URL (its max_conns parameter), which keeps as many idle for
+	// reuse. The Locker keeps two of them (one of a pool of two, none of
+	// a pool of one) from its acquisitions, for renewals and releases;
+	// on MySQL a quarter more serve as wake-ups of waiters. On PostgreSQL
+	// the Locker also holds one connection of its own, outside the pool,
+	// for LISTEN. A negative value is an error wrapping dlock.ErrInvalid.
+	// New ignores MaxConns: the pool is the caller's, and its
+	// SetMaxOpenConns, read when New is called, is what the Locker
+	// divides between acquisitions and renewals in the same way (a pool
+	// without a bound keeps nothing back). Default: DefaultMaxConns
+	// (also when 0).
+	MaxConns int
 
 	// NoMigrate makes the Locker create no table: it expects the table
 	// to exist (see Migrate). Acquiring on a missing table fails, and
@@ -118,6 +134,9 @@ func newDriver(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (driver.D
 	if o.ClockBound == 0 {
 		o.ClockBound = driver.DefaultClockBound
 	}
+	if o.MaxConns < 0 {
+		return nil, nil, fmt.Errorf("sqllock: new: max conns %d is negative: %w", o.MaxConns, dlock.ErrInvalid)
+	}
 	o.IdleRetention = max(o.IdleRetention, o.ClockBound)
 	if o.MaxRetryInterval <= 0 && dialect != PostgreSQL {
 		o.MaxRetryInterval = DefaultPollInterval
@@ -126,7 +145,7 @@ func newDriver(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (driver.D
 	if err != nil {
 		return nil, nil, fmt.Errorf("sqllock: new: %w", err)
 	}
-	d := &sqlDriver{dialect: dialect, db: db, ownDB: ownDB, stmts: newStmtCache(db), q: q, table: o.Table, retention: o.IdleRetention,
+	d := &sqlDriver{dialect: dialect, db: db, ownDB: ownDB, acquiring: acquireSlots(db, dialect), stmts: newStmtCache(db), q: q, table: o.Table, retention: o.IdleRetention,
 		bound: o.ClockBound, noMigrate: o.NoMigrate}
 	cfg := &backend.Config{MaxRetryInterval: o.MaxRetryInterval}
 	switch dialect {
@@ -176,8 +195,9 @@ func validTable(table string) error {
 type sqlDriver struct {
 	dialect   Dialect
 	db        *sql.DB
-	ownDB     bool       // made by Open: Close closes it
-	stmts     *stmtCache // db with this Locker's prepared statements
+	ownDB     bool          // made by Open: Close closes it
+	acquiring chan struct{} // bounds concurrent Acquire steps (see acquireSlots); nil: no bound
+	stmts     *stmtCache    // db with this Locker's prepared statements
 	table     string
 	retention time.Duration // Options.IdleRetention, at least bound
 	bound     time.Duration // Options.ClockBound
@@ -203,7 +223,7 @@ func (d *sqlDriver) ensure(ctx context.Context) error {
 		return nil
 	}
 	if err := retryErr(ctx, func() error { return d.q.migrate(ctx, d.db) }); err != nil {
-		if err := denied(err); errors.Is(err, dlock.ErrDenied) {
+		if err := classify(err); errors.Is(err, dlock.ErrDenied) {
 			return fmt.Errorf("a user without the right to create tables opens with migrate=false (Options.NoMigrate) once Migrate has made them: %w", err)
 		}
 		return err
@@ -214,14 +234,18 @@ func (d *sqlDriver) ensure(ctx context.Context) error {
 	return nil
 }
 
+// Acquire takes one of the Locker's acquisition slots first, so that
+// renewals and releases find a connection whatever the acquirers hold.
 func (d *sqlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
-	if err := d.ensure(ctx); err != nil {
-		return driver.Result{}, fmt.Errorf("sqllock: acquire %q: %w", l.Name, denied(err))
+	leave, err := enter(ctx, d.acquiring)
+	if err != nil {
+		return driver.Result{}, fmt.Errorf("sqllock: acquire %q: wait for a connection: %w", l.Name, err)
 	}
-	var (
-		res driver.Result
-		err error
-	)
+	defer leave()
+	if err := d.ensure(ctx); err != nil {
+		return driver.Result{}, fmt.Errorf("sqllock: acquire %q: %w", l.Name, classify(err))
+	}
+	var res driver.Result
 	if l.Shared || l.Limit > 0 {
 		res, err = retry(ctx, func() (driver.Result, error) { return d.acquireMulti(ctx, l) })
 	} else {
@@ -250,20 +274,30 @@ func (d *sqlDriver) acquireExclusive(ctx context.Context, l driver.Lease) (drive
 	return o.Result, err
 }
 
-// maybeCleanup deletes a bounded number of idle rows if none was deleted
-// by this Locker within cleanupInterval. Errors are ignored: the next
+// maybeCleanup deletes a bounded number of idle rows if no cleanup of
+// this Locker is due later (see cleanupInterval, or IdleRetention if
+// shorter). A cleanup that deleted
+// a full batch of either table is due again at once, on the next
+// Acquire, so that deletions keep up with a Locker that uses more new
+// names per interval than a batch holds. Errors are ignored: the next
 // cleanup tries again.
 func (d *sqlDriver) maybeCleanup(ctx context.Context) {
 	now := time.Now()
 	d.mu.Lock()
 	due := !now.Before(d.nextCleanup)
 	if due {
-		d.nextCleanup = now.Add(cleanupInterval)
+		d.nextCleanup = now.Add(min(cleanupInterval, d.retention))
 	}
 	d.mu.Unlock()
-	if due {
-		_, _ = retry(ctx, func() (int64, error) { return d.q.cleanup(ctx, d.stmts, d.retention, cleanupBatch) })
-		_, _ = retry(ctx, func() (int64, error) { return d.q.cleanupHolders(ctx, d.stmts, d.retention, cleanupBatch) })
+	if !due {
+		return
+	}
+	rows, _ := retry(ctx, func() (int64, error) { return d.q.cleanup(ctx, d.stmts, d.retention, cleanupBatch) })
+	holders, _ := retry(ctx, func() (int64, error) { return d.q.cleanupHolders(ctx, d.stmts, d.retention, cleanupBatch) })
+	if rows >= cleanupBatch || holders >= cleanupBatch {
+		d.mu.Lock()
+		d.nextCleanup = time.Time{}
+		d.mu.Unlock()
 	}
 }
 
@@ -301,7 +335,7 @@ func (d *sqlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 func refreshError(l driver.Lease, held bool, err error) error {
 	switch {
 	case err != nil:
-		return fmt.Errorf("sqllock: refresh %q: %w", l.Name, denied(err))
+		return fmt.Errorf("sqllock: refresh %q: %w", l.Name, classify(err))
 	case !held:
 		return fmt.Errorf("sqllock: refresh %q: %w", l.Name, driver.ErrNotHeld)
 	}
@@ -326,7 +360,7 @@ func (d *sqlDriver) Release(ctx context.Context, l driver.Lease) error {
 	}
 	switch {
 	case err != nil:
-		return fmt.Errorf("sqllock: release %q: %w", l.Name, denied(err))
+		return fmt.Errorf("sqllock: release %q: %w", l.Name, classify(err))
 	case !ok:
 		return fmt.Errorf("sqllock: release %q: %w", l.Name, driver.ErrNotHeld)
 	}
@@ -414,7 +448,7 @@ func (d *sqlDriver) explain(err error) error {
 	if d.noMigrate && missingTable(err) {
 		return fmt.Errorf("table %s does not exist and is not created with migrate=false (Options.NoMigrate); create it with Migrate: %w", d.table, err)
 	}
-	return denied(err)
+	return classify(err)
 }
 
 var (

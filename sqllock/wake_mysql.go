@@ -201,10 +201,7 @@ var lent = struct {
 // lend reserves one of db's connections for wake-ups if the pool can
 // spare it.
 func lend(db *sql.DB) bool {
-	capacity := maxLentConns
-	if limit := db.Stats().MaxOpenConnections; limit > 0 {
-		capacity = min(limit/4, maxLentConns)
-	}
+	capacity := lentConns(db.Stats().MaxOpenConnections)
 	lent.Lock()
 	defer lent.Unlock()
 	if lent.n[db] >= capacity {
@@ -212,6 +209,16 @@ func lend(db *sql.DB) bool {
 	}
 	lent.n[db]++
 	return true
+}
+
+// lentConns is how many connections of a pool of limit connections (0:
+// no limit) its Lockers may keep for wake-ups: a quarter, at most
+// maxLentConns.
+func lentConns(limit int) int {
+	if limit <= 0 {
+		return maxLentConns
+	}
+	return min(limit/4, maxLentConns)
 }
 
 // giveBack ends a reservation of lend.
