@@ -50,6 +50,11 @@ type EtcdOptions struct {
 	// password and the root role, and enables authentication. Client
 	// then connects as root.
 	RootPassword string
+
+	// Args are extra command-line flags for etcd, appended to the
+	// others (for example "--auto-compaction-mode=periodic").
+	// Default: none.
+	Args []string
 }
 
 // StartEtcd starts a single-member etcd server (Debian's etcd-server
@@ -133,7 +138,7 @@ func (e *Etcd) startLocked(t testing.TB) {
 		if e.opts.ClientCertAuth {
 			a = append(a, "--client-cert-auth", "--trusted-ca-file", e.opts.PKI.CAFile)
 		}
-		return a
+		return append(a, e.opts.Args...)
 	}
 	e.proc, e.port = launch(t, e.bin, e.dir, e.port, false, args, e.probe)
 }

@@ -102,7 +102,7 @@ dataDir=%s
 clientPort=%d
 clientPortAddress=127.0.0.1
 admin.enableServer=false
-4lw.commands.whitelist=ruok,conf,srvr,wchs
+4lw.commands.whitelist=ruok,conf,srvr,wchs,mntr
 maxClientCnxns=0
 forceSync=no
 `, ZooKeeperTick.Milliseconds(), data, port)
