@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,14 +84,27 @@ func startZooKeeper(t *testing.T, _ string, _ time.Duration) *target {
 // etcdRetention is the history the soak keeps: the compaction the
 // README will recommend under lock load (periodic, 1 minute), scaled
 // down to a fifth of a short run so that compaction happens within it.
-func etcdRetention(d time.Duration) time.Duration {
+// DLOCK_SOAK_ETCD_RETENTION overrides it; 0 turns compaction off (the
+// default etcd server, for a before/after comparison).
+func etcdRetention(t *testing.T, d time.Duration) time.Duration {
+	t.Helper()
+	if s, ok := os.LookupEnv("DLOCK_SOAK_ETCD_RETENTION"); ok {
+		r, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("DLOCK_SOAK_ETCD_RETENTION=%q: %v", s, err)
+		}
+		return r
+	}
 	return min(time.Minute, max(time.Second, d/5))
 }
 
 func startEtcd(t *testing.T, _ string, d time.Duration) *target {
-	ret := etcdRetention(d)
-	e := testserver.StartEtcdWith(t, testserver.EtcdOptions{Args: []string{
-		"--auto-compaction-mode=periodic", "--auto-compaction-retention=" + ret.String()}})
+	ret := etcdRetention(t, d)
+	var args []string
+	if ret > 0 {
+		args = []string{"--auto-compaction-mode=periodic", "--auto-compaction-retention=" + ret.String()}
+	}
+	e := testserver.StartEtcdWith(t, testserver.EtcdOptions{Args: args})
 	c := e.Client(t)
 	probe := func(ctx context.Context) map[string]float64 {
 		out := map[string]float64{}

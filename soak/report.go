@@ -28,6 +28,9 @@ type Summary struct {
 	Failed         []string         `json:"failed_checks"`
 	ConnsPerLocker float64          `json:"connections_per_locker"`
 	ConnectsPerSec float64          `json:"connects_per_s"`
+	// RevisionsPerAcq is etcd's revisions per acquisition (a release
+	// included), 0 elsewhere.
+	RevisionsPerAcq float64 `json:"revisions_per_acquisition,omitempty"`
 }
 
 // Summary returns the run's summary.
@@ -38,6 +41,9 @@ func (r *Run) Summary() Summary {
 		Errors: r.Totals.Errors, Lost: r.Totals.Lost, Violations: r.Totals.Violations,
 		ConnsPerLocker: round(r.mean("server connections") / float64(max(r.Workers, 1))),
 		ConnectsPerSec: round(r.rate2("server connects")), Failed: []string{}}
+	if revs := r.rate2("revision"); revs > 0 && r.Totals.Acquired > 0 {
+		s.RevisionsPerAcq = round(revs * r.Duration.Seconds() / float64(r.Totals.Acquired))
+	}
 	for _, v := range r.Checks() {
 		if !v.Pass {
 			s.Failed = append(s.Failed, v.Check)
@@ -71,11 +77,14 @@ func (r *Run) mean(figure string) float64 {
 // rate2 is a cumulative server counter's rate per second, summed over
 // both phases (the counter restarts with the server).
 func (r *Run) rate2(figure string) float64 {
-	total, prev := 0.0, 0.0
+	total, prev, started := 0.0, 0.0, false
 	for _, s := range r.Samples {
 		v, ok := s.Figures[figure]
 		if !ok {
 			continue
+		}
+		if !started {
+			prev, started = v, true
 		}
 		if v >= prev {
 			total += v - prev
@@ -118,8 +127,12 @@ func (r *Run) markdown(b *strings.Builder) {
 		fmt.Fprintf(b, "| %s | %s | %s |\n", v.Check, verdict, strings.ReplaceAll(v.Detail, "|", "/"))
 	}
 	s := r.Summary()
-	fmt.Fprintf(b, "\nAcquisitions: %d (%.1f/s in the first window, %.1f/s in the last); server connections per Locker: %.1f; connects per second: %.1f; locks lost: %d; exclusion violations: %d.\n\n",
+	fmt.Fprintf(b, "\nAcquisitions: %d (%.1f/s in the first window, %.1f/s in the last); server connections per Locker: %.1f; connects per second: %.1f; locks lost: %d; exclusion violations: %d",
 		s.Acquired, s.RateFirst, s.RateLast, s.ConnsPerLocker, s.ConnectsPerSec, s.Lost, s.Violations)
+	if s.RevisionsPerAcq > 0 {
+		fmt.Fprintf(b, "; etcd revisions per acquisition: %.1f", s.RevisionsPerAcq)
+	}
+	b.WriteString(".\n\n")
 	r.errorTable(b)
 	r.figureTable(b)
 	if len(r.Left) > 0 {

@@ -47,7 +47,8 @@ func TestMain(m *testing.M) {
 
 // settings returns the run's length, sample period and warm-up: the
 // short mode's (15 s, 1 s, 3 s) unless DLOCK_SOAK_DURATION asks for a
-// longer run (sampled every 10 s, warm-up max(1 min, 20 %)).
+// longer run (sampled every 10 s, warm-up max(1 min, 20 %), at most
+// 25 %).
 func settings(t *testing.T) (d, period, warmup time.Duration, short bool) {
 	t.Helper()
 	s := os.Getenv("DLOCK_SOAK_DURATION")
@@ -58,7 +59,9 @@ func settings(t *testing.T) (d, period, warmup time.Duration, short bool) {
 	if err != nil || d < time.Minute {
 		t.Fatalf("DLOCK_SOAK_DURATION=%q: want a duration of at least 1m", s)
 	}
-	return d, 10 * time.Second, max(time.Minute, d/5), false
+	// The warm-up is capped at a quarter of the run so that each phase
+	// (before and after the restart) keeps samples to fit.
+	return d, 10 * time.Second, min(max(time.Minute, d/5), d/4), false
 }
 
 // TestSoak runs the workload on every backend, one at a time, and fails
