@@ -133,6 +133,15 @@ func sample(tg *target, f *fleet, at time.Duration) soak.Sample {
 	s.Figures["acquired"] = float64(tot.Acquired)
 	s.Figures["lost"] = float64(tot.Lost)
 	s.Figures["violations"] = float64(tot.Violations)
+	s.Figures["errors"] = 0
+	for _, n := range tot.Errors {
+		s.Figures["errors"] += float64(n)
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		var load float64
+		fmt.Sscan(string(b), &load)
+		s.Figures["host load1"] = load
+	}
 	for w := range workers {
 		ws, ok := last(f.files[w][len(f.files[w])-1])
 		if !ok {

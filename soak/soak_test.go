@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 	// runner prints for a failed test: the soak's kill -9 makes hundreds.
 	mysql.SetLogger(log.New(io.Discard, "", 0))
 	testworker.Run(map[string]testworker.Func{"soak": soak.Worker})
+	report.Command = command()
 	code := m.Run()
 	if path := os.Getenv("DLOCK_SOAK_REPORT"); path != "" && len(report.Runs) > 0 {
 		if err := report.WriteFile(path); err != nil {
@@ -45,9 +46,20 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// command describes the run's settings for the report's header.
+func command() string {
+	var env []string
+	for _, k := range []string{"DLOCK_SOAK_DURATION", "DLOCK_SOAK_BACKENDS", "DLOCK_SOAK_ETCD_RETENTION"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return strings.TrimSpace(strings.Join(env, " ") + " go test -race -run TestSoak ./soak/")
+}
+
 // settings returns the run's length, sample period and warm-up: the
 // short mode's (15 s, 1 s, 3 s) unless DLOCK_SOAK_DURATION asks for a
-// longer run (sampled every 10 s, warm-up max(1 min, 20 %), at most
+// longer run (sampled every 10 s or 24 times, whichever is more often; warm-up max(1 min, 20 %), at most
 // 25 %).
 func settings(t *testing.T) (d, period, warmup time.Duration, short bool) {
 	t.Helper()
@@ -61,7 +73,9 @@ func settings(t *testing.T) (d, period, warmup time.Duration, short bool) {
 	}
 	// The warm-up is capped at a quarter of the run so that each phase
 	// (before and after the restart) keeps samples to fit.
-	return d, 10 * time.Second, min(max(time.Minute, d/5), d/4), false
+	// A run shorter than 4 minutes is sampled more often than every 10 s
+	// so that each phase still has samples to fit.
+	return d, min(10*time.Second, d/24), min(max(time.Minute, d/5), d/4), false
 }
 
 // TestSoak runs the workload on every backend, one at a time, and fails

@@ -265,8 +265,9 @@ func hold(k *dlock.Lock, tab *Table, i, w int, m Mode, c *counters) {
 // Classify names the kind of an Acquire or Release error: "no space"
 // (dlock.ErrNoSpace), "too many connections" (PostgreSQL SQLSTATE 53300,
 // MySQL error 1040), "connection refused", "timeout" (the call's
-// deadline passed), "not acquired" (dlock.ErrNotAcquired otherwise), or
-// "other".
+// deadline passed), "not acquired" (dlock.ErrNotAcquired otherwise),
+// "not held" (dlock.ErrNotHeld: a Release that found the lease gone
+// although Done had not closed), or "other".
 func Classify(err error, deadline bool) string {
 	msg := err.Error()
 	switch {
@@ -281,6 +282,8 @@ func Classify(err error, deadline bool) string {
 		return "timeout"
 	case errors.Is(err, dlock.ErrNotAcquired):
 		return "not acquired"
+	case errors.Is(err, dlock.ErrNotHeld):
+		return "not held"
 	}
 	return "other"
 }
