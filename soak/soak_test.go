@@ -59,8 +59,8 @@ func command() string {
 
 // settings returns the run's length, sample period and warm-up: the
 // short mode's (15 s, 1 s, 3 s) unless DLOCK_SOAK_DURATION asks for a
-// longer run (sampled every 10 s or 24 times, whichever is more often; warm-up max(1 min, 20 %), at most
-// 25 %).
+// longer run (sampled every 10 s, or 24 times if that is more often;
+// warm-up max(1 min, 20 %), at most 25 %).
 func settings(t *testing.T) (d, period, warmup time.Duration, short bool) {
 	t.Helper()
 	s := os.Getenv("DLOCK_SOAK_DURATION")
