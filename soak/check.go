@@ -26,7 +26,20 @@ type Verdict struct {
 // Checks judges the run: growth, state left, refused connections,
 // throughput and exclusion.
 func (r *Run) Checks() []Verdict {
-	return []Verdict{r.checkGrowth(), r.checkPeaks(), r.checkLeft(), r.checkConnections(), r.checkThroughput(), r.checkExclusion()}
+	return []Verdict{r.checkGrowth(), r.checkPeaks(), r.checkLeft(), r.checkConnections(), r.checkThroughput(), r.checkExclusion(), r.checkRecovery()}
+}
+
+// checkRecovery checks that the server came back and every worker
+// acquired again.
+func (r *Run) checkRecovery() Verdict {
+	v := Verdict{Check: "recovered after the fault", Pass: true, Detail: r.RecoveryTime()}
+	if r.FaultErr != "" {
+		msg, _, _ := strings.Cut(r.FaultErr, "\n")
+		v.Pass, v.Detail = false, "the restart failed: "+msg
+	} else if r.Recovered == 0 {
+		v.Pass, v.Detail = false, "a worker never acquired again after the restart"
+	}
+	return v
 }
 
 func (r *Run) checkGrowth() Verdict {

@@ -22,6 +22,8 @@ type Run struct {
 	Fault    string        // what was killed halfway
 	Kill     time.Duration // when the fault began
 	Up       time.Duration // when the server (or worker) was back
+	// FaultErr is why the restart failed, "" if it did not.
+	FaultErr string
 	// Recovered is when every worker had acquired again after Up; 0 if
 	// one never did.
 	Recovered time.Duration

@@ -43,7 +43,7 @@ func run(t *testing.T, tg *target, r *soak.Run, dir string) {
 		if !faulted && since() >= r.Duration/2 {
 			faulted = true
 			r.Kill = since()
-			fault(t, tg, f, tab)
+			r.FaultErr = fault(t, tg, f, tab)
 			r.Up = since()
 			tab.SetRestarted(time.Now().UnixNano())
 		}
@@ -85,17 +85,47 @@ func prepare(t *testing.T, url string) {
 }
 
 // fault kills the server with -9 and restarts it, or, for a store
-// without a server, kills worker 0 with -9 and starts it again.
-func fault(t *testing.T, tg *target, f *fleet, tab *soak.Table) {
+// without a server, kills worker 0 with -9 and starts it again. A
+// restart that fails (the server does not answer in time, as under a
+// storm of reconnections) is returned, not fatal, so that the run goes
+// on and reports it.
+func fault(t *testing.T, tg *target, f *fleet, tab *soak.Table) (failed string) {
 	t.Helper()
 	if tg.restart != nil {
-		tg.restart(t)
-		return
+		ft := &fatalTB{TB: t}
+		defer func() {
+			if p := recover(); p != nil {
+				if p != ft {
+					panic(p)
+				}
+				failed = ft.msg
+			}
+		}()
+		tg.restart(ft)
+		return ""
 	}
 	f.procs[0].Kill(t)
 	tab.Forget(0)
 	f.start(0)
 	f.procs[0].Expect(t, "ready", time.Minute)
+	return ""
+}
+
+// fatalTB turns Fatal and Fatalf into a panic with itself, which fault
+// recovers.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	panic(f)
+}
+
+func (f *fatalTB) Fatal(args ...any) {
+	f.msg = fmt.Sprint(args...)
+	panic(f)
 }
 
 // recovered returns when every worker had acquired since the restart
