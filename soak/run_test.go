@@ -38,7 +38,19 @@ func run(t *testing.T, tg *target, r *soak.Run, dir string) {
 	tick := time.NewTicker(r.Period)
 	defer tick.Stop()
 	faulted := false
-	for since() < r.Duration {
+	// The run lasts r.Duration, longer if the recovery ends so late that
+	// the phase after it would have no room for the warm-up and four
+	// samples (half as long again if a worker never recovers).
+	end := func() time.Duration {
+		switch {
+		case !faulted:
+			return r.Duration
+		case r.Recovered == 0:
+			return r.Duration * 3 / 2
+		}
+		return max(r.Duration, r.Recovered+r.Warmup+4*r.Period)
+	}
+	for since() < end() {
 		<-tick.C
 		if !faulted && since() >= r.Duration/2 {
 			faulted = true
@@ -52,6 +64,7 @@ func run(t *testing.T, tg *target, r *soak.Run, dir string) {
 			r.Recovered = recovered(f, start)
 		}
 	}
+	r.Duration = r.Samples[len(r.Samples)-1].At
 	stop(t, f)
 	r.Totals = f.totals()
 	r.Samples = append(r.Samples, soak.Sample{At: since(), Figures: map[string]float64{
