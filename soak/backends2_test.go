@@ -55,8 +55,9 @@ func startZooKeeper(t *testing.T, _ string, _ time.Duration) *target {
 			return nil
 		}
 		return map[string]float64{
-			"server connections": m["zk_num_alive_connections"], "state znodes": m["zk_znode_count"],
-			"state watches": m["zk_watch_count"], "state ephemerals": m["zk_ephemerals_count"],
+			"server connections": m["zk_num_alive_connections"] - 1, // mntr's own
+			"state znodes":       m["zk_znode_count"],
+			"state watches":      m["zk_watch_count"], "state ephemerals": m["zk_ephemerals_count"],
 			"state data size KB": m["zk_approximate_data_size"] / 1024,
 		}
 	}
