@@ -103,7 +103,7 @@ func (r *Run) floor(figure string) (float64, bool) {
 	type floors struct{ long, short float64 }
 	var f floors
 	switch {
-	case strings.HasPrefix(figure, "server rss"):
+	case strings.HasPrefix(figure, "server pss"):
 		f = floors{32, 64}
 	case strings.HasSuffix(figure, "rss MB"):
 		f = floors{8, 40}

@@ -195,8 +195,8 @@ func sample(tg *target, f *fleet, at time.Duration) soak.Sample {
 		s.Figures[fmt.Sprintf("worker %d fds", w)] = float64(ws.FDs)
 	}
 	if tg.pids != nil {
-		if kb := rssKB(tg.pids()); kb > 0 {
-			s.Figures["server rss MB"] = float64(kb) / 1024
+		if kb := pssKB(tg.pids()); kb > 0 {
+			s.Figures["server pss MB"] = float64(kb) / 1024
 		}
 	}
 	if tg.probe != nil {
@@ -209,16 +209,19 @@ func sample(tg *target, f *fleet, at time.Duration) soak.Sample {
 	return s
 }
 
-// rssKB sums the resident sets of pids.
-func rssKB(pids []int) int64 {
+// pssKB sums the proportional set sizes of pids (smaps_rollup's Pss),
+// which counts a page shared by several of them (PostgreSQL's shared
+// buffers) once, where a sum of their resident sets would count it in
+// every backend that touched it.
+func pssKB(pids []int) int64 {
 	var sum int64
 	for _, pid := range pids {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
 		if err != nil {
 			continue
 		}
 		for line := range strings.Lines(string(b)) {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			if v, ok := strings.CutPrefix(line, "Pss:"); ok {
 				n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 				sum += n
 			}
