@@ -29,3 +29,16 @@ verify:
 FUZZTIME ?= 60s
 fuzz:
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz
+
+.PHONY: soak
+
+# soak runs every backend (redis, postgres, mariadb, sqlite, zookeeper,
+# etcd), one at a time, under ordinary sustained load for SOAK_DURATION
+# each, with the server killed and restarted halfway, and writes
+# soak/REPORT.md; it fails on leaks, unbounded server state, refused
+# connections and throughput decay. The short mode (about 15 s per
+# backend) runs inside ./scripts/test.
+SOAK_DURATION ?= 8m
+soak:
+	DLOCK_REQUIRE_SERVERS=1 DLOCK_SOAK_DURATION=$(SOAK_DURATION) DLOCK_SOAK_REPORT=$(CURDIR)/soak/REPORT.md \
+		go test -race -count=1 -timeout 180m -run TestSoak -v ./soak/
