@@ -343,7 +343,8 @@
 // Waiting) and keeps up to two idle between uses, until Close.
 //
 // The pool that Open makes for a store URL holds at most max_conns
-// connections (Options.MaxConns, DefaultMaxConns = 8 by default), keeps
+// connections (Options.MaxConns, DefaultMaxConns = 8 by default, 2 on
+// SQLite), keeps
 // as many idle so that each step reuses one instead of dialing, closes
 // those idle for 5 minutes and replaces those older than 30 minutes. So
 // a Locker of Open holds at most, on the server:
@@ -354,7 +355,12 @@
 //   - MySQL and MariaDB: max_conns, wake-ups included (they borrow at
 //     most a quarter of the pool, 2 by default): 8 by default, eighteen
 //     processes in MariaDB's default max_connections of 151;
-//   - SQLite: max_conns connections to the file.
+//   - SQLite: max_conns connections to the file, 2 by default
+//     (DefaultSQLiteConns): SQLite has one writer at a time and turns the
+//     others away to sleep in its busy handler, so a larger pool only
+//     moves the queue out of the pool, which serves in order, into that
+//     handler, which does not (a third of 128 goroutines in 4 processes
+//     starting together timed out with 8 each).
 //
 // On MySQL, a statement cancelled by its context ends its connection on
 // the client's side at once, but the server ends the session only when

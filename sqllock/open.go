@@ -94,7 +94,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if v := q.Get("max_conns"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return nil, fmt.Errorf("%w: max_conns=%q: want a whole number of connections, 0 for the default (%d): %w", dlock.ErrBadURL, v, DefaultMaxConns, dlock.ErrInvalid)
+			return nil, fmt.Errorf("%w: max_conns=%q: want a whole number of connections, 0 for the default (%d, %d on SQLite): %w", dlock.ErrBadURL, v, DefaultMaxConns, DefaultSQLiteConns, dlock.ErrInvalid)
 		}
 		opts.MaxConns = n
 	}
@@ -141,6 +141,9 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 			dsn += "&_pragma=journal_mode(WAL)"
 		}
 		dialect = SQLite
+		if opts.MaxConns == 0 {
+			conns = DefaultSQLiteConns
+		}
 	}
 	if db == nil {
 		if db, err = sql.Open(drv.name, dsn); err != nil {

@@ -23,6 +23,15 @@ const (
 	// eighteen in MariaDB's (151).
 	DefaultMaxConns = 8
 
+	// DefaultSQLiteConns is the pool's default on SQLite: one connection
+	// for acquisitions, one kept for renewals and releases. SQLite has
+	// one writer at a time, and a writer it turns away sleeps in its busy
+	// handler (steps of up to 100 ms), so more connections only move the
+	// queue from the pool, which is first come first served, into that
+	// handler: with 8 per Locker, 4 processes of 32 goroutines starting on
+	// a new file saw a third of their acquisitions time out after 2 s.
+	DefaultSQLiteConns = 2
+
 	// connMaxIdleTime closes a connection of a pool made by Open that
 	// stayed idle this long, so that a Locker idle after a burst gives
 	// the server its connections back.
