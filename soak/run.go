@@ -107,6 +107,8 @@ func (r *Run) floor(figure string) (float64, bool) {
 		f = floors{32, 64}
 	case strings.HasSuffix(figure, "rss MB"):
 		f = floors{8, 64}
+	case strings.HasSuffix(figure, "heap MB"):
+		f = floors{8, 32}
 	case strings.HasSuffix(figure, "goroutines"):
 		f = floors{20, 64}
 	case strings.HasSuffix(figure, "fds"):

@@ -191,6 +191,7 @@ func sample(tg *target, f *fleet, at time.Duration) soak.Sample {
 			continue
 		}
 		s.Figures[fmt.Sprintf("worker %d rss MB", w)] = float64(ws.RSSKB) / 1024
+		s.Figures[fmt.Sprintf("worker %d heap MB", w)] = float64(ws.HeapKB) / 1024
 		s.Figures[fmt.Sprintf("worker %d goroutines", w)] = float64(ws.Goroutines)
 		s.Figures[fmt.Sprintf("worker %d fds", w)] = float64(ws.FDs)
 	}

@@ -41,6 +41,7 @@ type Snapshot struct {
 	T          int64             `json:"t"` // Unix milliseconds
 	PID        int               `json:"pid"`
 	RSSKB      int64             `json:"rss_kb"`
+	HeapKB     int64             `json:"heap_kb"` // the Go heap in use (runtime.MemStats.HeapInuse)
 	FDs        int               `json:"fds"`
 	Goroutines int               `json:"goroutines"`
 	Acquired   int64             `json:"acquired"`
@@ -156,6 +157,9 @@ func write(out *os.File, c *counters, final bool) error {
 	s := Snapshot{T: time.Now().UnixMilli(), PID: os.Getpid(), Goroutines: runtime.NumGoroutine(), Final: final,
 		Acquired: c.acquired.Load(), Lost: c.lost.Load(), Violations: c.violations.Load(), FirstOK: c.firstOK.Load()}
 	s.RSSKB, s.FDs = selfFigures()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms) // one short stop of the world per sample period
+	s.HeapKB = int64(ms.HeapInuse >> 10)
 	c.mu.Lock()
 	s.Errors, s.Messages = maps(c.errors), mapsS(c.messages)
 	c.mu.Unlock()
