@@ -140,13 +140,19 @@ func last(path string) (soak.Snapshot, bool) {
 		return s, false
 	}
 	defer fh.Close()
-	var line string
+	ok := false
 	sc := bufio.NewScanner(fh)
 	sc.Buffer(make([]byte, 1<<16), 1<<20)
 	for sc.Scan() {
-		line = sc.Text()
+		// The last line may be one the worker is writing now (a reader
+		// can see part of a write): keep the last whole snapshot, or the
+		// worker's counts would drop out of this sample.
+		var next soak.Snapshot
+		if json.Unmarshal(sc.Bytes(), &next) == nil {
+			s, ok = next, true
+		}
 	}
-	return s, json.Unmarshal([]byte(line), &s) == nil
+	return s, ok
 }
 
 // totals sums the last snapshot of every worker process.

@@ -70,6 +70,91 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts, err := urlOptions(q)
+	if err != nil {
+		return nil, err
+	}
+	conns, err := maxConns(opts.MaxConns)
+	if err != nil {
+		return nil, err
+	}
+	drv := sqlDrivers[u.Scheme]
+	if !slices.Contains(sql.Drivers(), drv.name) {
+		return nil, fmt.Errorf("sqllock: %s:// needs the database/sql driver %q: import %s", u.Scheme, drv.name, drv.pkg)
+	}
+	var (
+		dsn     string
+		dialect Dialect
+		db      *sql.DB // opened by the scheme's case, or else from dsn below
+	)
+	switch u.Scheme {
+	case "mysql":
+		connector, err := mysqlConnector(u, q)
+		if err != nil {
+			return nil, err
+		}
+		db, dialect = sql.OpenDB(newBackoffConnector(connector)), MySQL
+	case "postgres", "postgresql":
+		if db, err = openPostgres(u, q); err != nil {
+			return nil, err
+		}
+		dialect = PostgreSQL
+	case "sqlite":
+		if dsn, err = sqliteDSN(u, opts.NoMigrate); err != nil {
+			return nil, err
+		}
+		dialect = SQLite
+		if opts.MaxConns == 0 {
+			conns = DefaultSQLiteConns
+		}
+	}
+	if db == nil {
+		if db, err = sql.Open(drv.name, dsn); err != nil {
+			return nil, fmt.Errorf("sqllock: open: %w", err)
+		}
+	}
+	sizePool(db, conns)
+	// A new SQLite file switching to WAL mode can refuse a second process
+	// that opens it at the same moment, without waiting; try again.
+	if err := retryErr(ctx, func() error { return db.PingContext(ctx) }); err != nil {
+		db.Close()
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			return nil, fmt.Errorf("sqllock: connect: %w: %w", ctx.Err(), classify(err))
+		}
+		return nil, fmt.Errorf("sqllock: connect: %w", classify(err))
+	}
+	l, err := newLocker(db, dialect, opts, true)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// sqliteDSN returns the modernc.org/sqlite data source name for a
+// sqlite:// store URL: the file, with a busy timeout, and WAL mode unless
+// noMigrate (then the file must exist already).
+func sqliteDSN(u *url.URL, noMigrate bool) (string, error) {
+	if u.Host != "" || !strings.HasPrefix(u.Path, "/") {
+		return "", fmt.Errorf("%w: sqlite:// takes an absolute path, as in sqlite:///var/lib/app/locks.db", dlock.ErrBadURL)
+	}
+	dsn := "file:" + u.Path + "?_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)"
+	if noMigrate {
+		// Open read-write without create, and leave the journal mode as
+		// it is (WAL if a Locker made the file). The Stat gives the
+		// clearer error, mode=rw closes the race with a removal.
+		if _, err := os.Stat(u.Path); err != nil {
+			return "", fmt.Errorf("sqllock: %s is not created with migrate=false: %w", u.Path, err)
+		}
+		return dsn + "&mode=rw", nil
+	}
+	return dsn + "&_pragma=journal_mode(WAL)", nil
+}
+
+// urlOptions returns the Options a store URL's query parameters q ask
+// for (table, migrate, clock_bound, max_conns), or an error wrapping
+// dlock.ErrBadURL, before anything is contacted.
+func urlOptions(q url.Values) (*Options, error) {
 	opts := &Options{Table: q.Get("table")}
 	if opts.Table != "" {
 		// Bad input is reported before connecting.
@@ -98,74 +183,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		}
 		opts.MaxConns = n
 	}
-	conns, err := maxConns(opts.MaxConns)
-	if err != nil {
-		return nil, err
-	}
-	drv := sqlDrivers[u.Scheme]
-	if !slices.Contains(sql.Drivers(), drv.name) {
-		return nil, fmt.Errorf("sqllock: %s:// needs the database/sql driver %q: import %s", u.Scheme, drv.name, drv.pkg)
-	}
-	var (
-		dsn     string
-		dialect Dialect
-		db      *sql.DB // opened by the scheme's case, or else from dsn below
-	)
-	switch u.Scheme {
-	case "mysql":
-		connector, err := mysqlConnector(u, q)
-		if err != nil {
-			return nil, err
-		}
-		db, dialect = sql.OpenDB(newBackoffConnector(connector)), MySQL
-	case "postgres", "postgresql":
-		if db, err = openPostgres(u, q); err != nil {
-			return nil, err
-		}
-		dialect = PostgreSQL
-	case "sqlite":
-		if u.Host != "" || !strings.HasPrefix(u.Path, "/") {
-			return nil, fmt.Errorf("%w: sqlite:// takes an absolute path, as in sqlite:///var/lib/app/locks.db", dlock.ErrBadURL)
-		}
-		dsn = "file:" + u.Path + "?_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)"
-		if opts.NoMigrate {
-			// Open read-write without create, and leave the journal
-			// mode as it is (WAL if a Locker made the file). The Stat
-			// gives the clearer error, mode=rw closes the race with a
-			// removal.
-			if _, err := os.Stat(u.Path); err != nil {
-				return nil, fmt.Errorf("sqllock: %s is not created with migrate=false: %w", u.Path, err)
-			}
-			dsn += "&mode=rw"
-		} else {
-			dsn += "&_pragma=journal_mode(WAL)"
-		}
-		dialect = SQLite
-		if opts.MaxConns == 0 {
-			conns = DefaultSQLiteConns
-		}
-	}
-	if db == nil {
-		if db, err = sql.Open(drv.name, dsn); err != nil {
-			return nil, fmt.Errorf("sqllock: open: %w", err)
-		}
-	}
-	sizePool(db, conns)
-	// A new SQLite file switching to WAL mode can refuse a second process
-	// that opens it at the same moment, without waiting; try again.
-	if err := retryErr(ctx, func() error { return db.PingContext(ctx) }); err != nil {
-		db.Close()
-		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-			return nil, fmt.Errorf("sqllock: connect: %w: %w", ctx.Err(), classify(err))
-		}
-		return nil, fmt.Errorf("sqllock: connect: %w", classify(err))
-	}
-	l, err := newLocker(db, dialect, opts, true)
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	return l, nil
+	return opts, nil
 }
 
 // postgresDSN returns the pgx data source name (a URL) for a postgres://
