@@ -139,7 +139,7 @@ func (k *Lock) Release(ctx context.Context) error {
 	if hs != nil {
 		start = time.Now()
 	}
-	err := l.releaseLease(ctx, h.lease, until)
+	err, detached := l.releaseLease(ctx, h.lease, until)
 	if hs != nil {
 		l.released(*hs, ctx, h, start, false, err)
 	}
@@ -147,7 +147,7 @@ func (k *Lock) Release(ctx context.Context) error {
 	switch {
 	case errors.Is(err, driver.ErrNotHeld):
 		return fmt.Errorf("dlock: release %s: lease found expired or taken over: %w", quote(h.lease.Name), ErrNotHeld)
-	case err != nil && retryRelease(err):
+	case err != nil && !detached && retryRelease(err):
 		values := context.WithoutCancel(ctx)
 		l.goBackground(func() { l.keepReleasing(values, h.lease, until, err) })
 		return fmt.Errorf("dlock: release %s: %w (retried in the background until the lease could have run out)", quote(h.lease.Name), err)
@@ -161,35 +161,35 @@ func (k *Lock) Release(ctx context.Context) error {
 // keeps ctx's values but not its cancellation, bounded by cleanupTimeout
 // (see cleanupContext).
 // It returns the step's error, or, if ctx ends first, an error wrapping
-// ctx's and leaves the step to finish in the background, where a failure
-// is retried until the lease could have run out (until).
-func (l *Locker) releaseLease(ctx context.Context, lease driver.Lease, until time.Time) error {
+// ctx's and detached: the step finishes in the background, where a
+// failure is retried until the lease could have run out (until).
+func (l *Locker) releaseLease(ctx context.Context, lease driver.Lease, until time.Time) (err error, detached bool) {
 	lease = ownerOnly(lease)
 	if l.inline && ctx.Err() == nil {
 		// The driver honours ctx: try in this goroutine, and only if ctx
 		// ends during the step finish it detached.
 		err := l.drv.Release(ctx, lease)
 		if err == nil || ctx.Err() == nil {
-			return err
+			return err, false
 		}
 	}
 	if ctx.Done() == nil {
 		// ctx cannot end: run the step here, bounded.
-		return l.drv.Release(l.cleanupContext(ctx), lease)
+		return l.drv.Release(l.cleanupContext(ctx), lease), false
 	}
 	rctx := l.cleanupContext(context.WithoutCancel(ctx))
 	result := make(chan error, 1)
 	step := func() { result <- l.drv.Release(rctx, lease) }
 	if !l.goBackground(step) {
 		step()
-		return <-result
+		return <-result, false
 	}
 	select {
 	case err := <-result:
-		return err
+		return err, false
 	case <-ctx.Done():
 		l.goBackground(func() { l.keepReleasing(context.WithoutCancel(ctx), lease, until, <-result) })
-		return fmt.Errorf("%w (the release goes on in the background)", ctxErr(ctx))
+		return fmt.Errorf("%w (the release goes on in the background)", ctxErr(ctx)), true
 	}
 }
 
