@@ -179,9 +179,35 @@ func startPostgres(t *testing.T, _ string, _ time.Duration) *target {
 				out["state db size MB"] = n
 			}
 			sqlRows(ctx, db, out)
+			pgTables(ctx, db, out)
 			return out
 		},
 		left: func(t *testing.T) (map[string]float64, map[string]float64, map[string]string) { return sqlLeft(t, db) },
+	}
+}
+
+// pgTables adds, for the report only (no check judges a "diag" figure),
+// what PostgreSQL's statistics say of sqllock's two tables: dead row
+// versions, updates that were HOT, autovacuum runs, and table and index
+// sizes in kB.
+func pgTables(ctx context.Context, db *sql.DB, out map[string]float64) {
+	rows, err := db.QueryContext(ctx, `SELECT relname, n_dead_tup, n_tup_upd, n_tup_hot_upd, autovacuum_count,
+	pg_table_size(relid) / 1024, pg_indexes_size(relid) / 1024
+FROM pg_stat_user_tables WHERE relname IN ('dlock_locks', 'dlock_locks_holders')`)
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var dead, upd, hot, vac, table, index float64
+		if rows.Scan(&name, &dead, &upd, &hot, &vac, &table, &index) != nil {
+			return
+		}
+		for k, v := range map[string]float64{"dead tuples": dead, "updates": upd, "hot updates": hot,
+			"autovacuums": vac, "table kB": table, "index kB": index} {
+			out["diag "+name+" "+k] = v
+		}
 	}
 }
 

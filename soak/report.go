@@ -145,6 +145,10 @@ func (r *Run) markdown(b *strings.Builder) {
 	if s.RevisionsPerAcq > 0 {
 		fmt.Fprintf(b, "; etcd revisions per acquisition: %.1f", s.RevisionsPerAcq)
 	}
+	b.WriteString(".\n\nAcquisitions per second, minute by minute:")
+	for from := time.Duration(0); from+time.Minute <= r.Duration; from += time.Minute {
+		fmt.Fprintf(b, " %.0f", r.rate(from, from+time.Minute))
+	}
 	b.WriteString(".\n\n")
 	r.errorTable(b)
 	r.figureTable(b)

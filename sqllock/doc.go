@@ -147,9 +147,9 @@
 //		meta    text NOT NULL DEFAULT '',
 //		lim     integer NOT NULL DEFAULT 0,
 //		intent  text NOT NULL DEFAULT '',
-//		intent_expires timestamptz NOT NULL DEFAULT 'epoch'
-//	);
-//	CREATE INDEX IF NOT EXISTS dlock_locks_expires ON dlock_locks (expires);
+//		intent_expires timestamptz NOT NULL DEFAULT 'epoch',
+//		ttl     bigint NOT NULL DEFAULT 0
+//	) WITH (fillfactor = 70);
 //	CREATE TABLE IF NOT EXISTS dlock_locks_holders (
 //		name    text COLLATE "C" NOT NULL,
 //		owner   text NOT NULL,
