@@ -1,169 +1,72 @@
 // Package etcdlock is the dlock backend for etcd v3, through the user's own
-// *clientv3.Client (go.etcd.io/etcd/client/v3, v3.5). It uses only the
-// v3 API that etcd servers from 3.4 on serve: transactions, leases, and
-// watches from a revision.
+// *clientv3.Client (go.etcd.io/etcd/client/v3, v3.5). It uses only the v3 API
+// that etcd servers from 3.4 on serve: transactions, leases, and watches from
+// a revision.
 //
-// # Keys and waiting
+// # Store URLs
 //
-// Each Locker grants one etcd lease (its session) and keeps it alive
-// itself. Every acquisition, held or waiting, is a key attached to that
-// lease: Key(Prefix, name) + tag + owner, where the tag records the
-// acquisition's mode: "" for an exclusive hold (a mutex's keys are named
-// as before), "S." for a shared one (dlock.Shared), "P<n>." for a permit
-// of a semaphore of n (dlock.WithLimit). The keys of a name, of every
-// mode, form one queue ordered by create revision, and every client
-// applies the same rule to one read of the keys just before its own (as
-// Curator's InterProcessReadWriteLock and InterProcessSemaphoreV2 do): an
-// exclusive key holds when it is first; a shared key when no exclusive
-// key is before it; a permit when it is among the first n. A waiter
-// watches only the keys whose deletion may let it in: an exclusive one
-// the key just before it, so a release wakes exactly one waiter; a shared
-// one the nearest exclusive key before it; a permit the n keys just
-// before it. Waiters are served in arrival order, and a writer that waits
-// is never overtaken by readers that come after it: they queue behind
-// it. A key of another kind among those read (a lock against a
-// semaphore, or another limit) makes Acquire fail with an error wrapping
-// dlock.ErrInvalid at once, after deleting its key. A waiter that gives
-// up deletes its key before returning. Before a waiter that reached the head
-// returns, it reads its own key again, checking that it still exists and
-// is still attached to its lease (the hole of etcd's Mutex fixed by etcd
-// PR 11408).
+// Importing the package registers these with dlock.Open:
 //
-// Keys are created with a transaction that puts the key only if it does
-// not exist, so a retried create whose reply was lost finds its key again;
-// and they are deleted only if their create revision is the acquisition's,
-// so a late or retried release never deletes a newer lock (etcd issue
-// 22082).
+//	etcd://[user:pass@]host[:port][,host[:port]][/prefix]
+//	etcds://...                                   (TLS)
 //
-// # Fencing tokens
+// with the query parameters session_ttl (Options.SessionTTL, a Go
+// duration), compact_every (Options.CompactEvery, a Go duration; 0 is off)
+// and the TLS parameters of backend.TLSParams (tls_ca, tls_cert and tls_key
+// for a server with --client-cert-auth, tls_server_name,
+// tls_insecure_skip_verify=true only when named; any of them makes etcd://
+// speak TLS too). With authentication on, the user is the URL's, or else
+// the client certificate's common name. Open grants the Locker's session
+// lease before it returns.
 //
-// The token is the holder's key's create revision. Revisions are global
-// to the cluster and strictly increase, and a key holds only once every
-// key created before it holds or is gone, so tokens strictly increase in
-// the order holds become possible, shared holds and permits included: a
-// writer's token is above every earlier reader's.
+// # Guarantees
 //
-// Leases run on the session and the driver's monotonic clock, never on a
-// wall clock, so a step of the server's clock ends none early: the
-// driver never sets Result.Stamp. A lease's owner string names one
-// acquisition and the driver keeps one key for it at a time, whose
-// create revision is the token; Refresh checks that key, and when
-// Lease.Fence is set also that it is this token (a compare in the
-// driver's own table, no extra request), so a token that is no longer
-// the owner's is refused even if the owner holds the name through a
-// later key.
+//   - Every acquisition, held or waiting, is a key attached to the Locker's
+//     etcd lease; the keys of a name, of every mode, form one queue ordered
+//     by create revision, so waiters are served in arrival order and a
+//     writer is never overtaken by readers that come after it.
+//   - A waiter watches only the keys whose deletion may let it in: a release
+//     of an exclusive lock wakes exactly one waiter.
+//   - The fencing token is the holder's key's create revision, which
+//     strictly increases across the cluster.
+//   - No wall clock, on either side, is part of any promise: a step of a
+//     server's clock ends no lease early.
+//   - A late or retried release never deletes a newer lock, and a waiter
+//     that reaches the head checks that its key is still attached to its
+//     lease.
+//   - Per name, nothing stays on the server once it is released.
 //
-// The server's side needs no wall clock either: etcd's lessor sets a
-// lease's expiry with Go's time.Now() plus its TTL and compares it with
-// time.Now(), both carrying Go's monotonic reading (which a step of the
-// wall clock does not move); it persists only a lease's TTL (and, with
-// checkpoints, its remaining TTL), never a wall-clock deadline, and a new
-// leader renews every lease in full. So the fault suite steps no etcd
-// clock. Tokens are create revisions, a counter.
+// # Limits
 //
-// Inspect reports every key that holds, with its mode; ForceRelease
-// deletes them all (not the waiters'), and Locker.Observe is pushed by a
-// watch on the name's keys.
-//
-// # Leases, TTLs and sessions
-//
-// WithTTL maps onto a deadline the driver keeps for each acquisition: if
-// the lock is not refreshed (renewed by dlock, or Lock.Refresh) within its
-// TTL, the driver deletes the key itself. The deadline is the TTL from
-// the send time of the request that last found the key in place (the read
-// that found it at the head of the queue, then each refresh), and the
-// core, which measures from that moment or an earlier one, closes the
-// holder's Done a tenth of the TTL before it. So a WithoutRenewal lock
-// ends after its TTL while the session lives on, and a renewed lock is
-// held as long as it is renewed.
-//
-// The session lease is granted by the first acquisition (dlock.Open
-// grants it before it returns), lasts Options.SessionTTL, and is renewed
-// every third of it.
-// If the holder's process dies, its keys go when the server expires the
-// lease: the next waiter gets the lock after SessionTTL, not after the
-// lock's TTL. Every lock held through a session is lost (its Done closes)
-// when the lease is found revoked or expired, or a tenth of SessionTTL
-// before the lease can expire on the server, counted from the send time of
-// the last keep-alive the server acknowledged. The Locker then revokes
-// that lease (deleting its keys) and grants a new one for later
-// acquisitions.
-//
-// # What stays on the server
-//
-// Per name: nothing once it is released. A lock's keys (one per holder or
-// waiter) are deleted by Release, by a waiter that gives up, by Close,
-// and by the server with their session lease: a holder that dies without
-// Close keeps them for its SessionTTL at most. There is no counter per
-// name: tokens are create revisions. Per Locker: one lease while it is
-// open (revoked by Close, expired by the server SessionTTL after its
-// process dies). Per waiter: one watch (up to n for a permit of n) while
-// it waits, cancelled when the wait ends however it ends; per
-// Locker.Observe, one watch until it stops. What does grow
-// is the history of revisions, below.
+//   - If the holder's process dies, the next waiter gets the lock after
+//     Options.SessionTTL (DefaultSessionTTL, 10 s), not after the lock's
+//     TTL. Every lock of a session is lost when its lease is found revoked
+//     or expired.
+//   - Each acquisition makes two revisions, which etcd keeps until its
+//     history is compacted (see below).
+//   - Anyone with write access to the prefix can delete a holder's key; the
+//     holder's Done then closes at its next renewal. Owner strings are part
+//     of key names, readable by anyone who can read the prefix.
 //
 // # History, compaction and space
 //
-// etcd keeps every revision of every key until the history is compacted,
-// and does not compact by default. Each acquisition, of any mode, queued
-// or not, makes two revisions: the put of its key and its delete; so does
-// a TryAcquire that fails (it joins the queue, then leaves it, and so
-// never overtakes a waiter) and a wait given up. Renewals make none (a
-// read and the lease's keep-alive); Close makes one per lock it held.
-// So a cluster serving A acquisitions a second gains 120*A revisions a
-// minute, and on etcd 3.4 its database grows by about 190 bytes per
-// acquisition (1.9 MB per 10,000; measured by BenchmarkHistory), until it
-// reaches its quota (--quota-backend-bytes, 2 GB by default). Then etcd
-// raises the NOSPACE alarm and refuses every put and lease grant:
-// Acquire fails at once with an error wrapping dlock.ErrNoSpace and
-// etcd's own ("etcdserver: mvcc: database space exceeded"). Locks held
-// then keep working: refreshes are reads, Release a delete and the
-// session's keep-alive is no write, all of which etcd still serves.
-// Recovering needs an operator: compact, defragment (etcdctl defrag),
-// then etcdctl alarm disarm.
+// etcd keeps every revision until it is compacted, and does not compact by
+// default. A cluster serving A acquisitions a second gains 120*A revisions a
+// minute, about 190 bytes of database each on etcd 3.4 (1.9 MB per 10,000;
+// BenchmarkHistory), until the quota (--quota-backend-bytes, 2 GB by
+// default) is full: then Acquire fails at once with an error wrapping
+// dlock.ErrNoSpace, while held locks still refresh and release. Run etcd with
+// --auto-compaction-mode=periodic --auto-compaction-retention=5m, or, where
+// the server's flags are not the application's to set, set
+// Options.CompactEvery (compact_every=5m): the Locker then compacts the
+// whole cluster's history, every user's, to the revision it read one
+// period earlier. Compaction frees space for reuse; etcdctl defrag returns
+// it to the disk.
 //
-// A cluster that serves locks therefore needs compaction. Either run etcd
-// with --auto-compaction-mode=periodic --auto-compaction-retention=5m
-// (history younger than the retention is kept; choose it longer than any
-// client's watch may lag behind, and small enough that 120*A*M revisions
-// of about 100 bytes each, for a retention of M minutes, fit well within
-// the quota), or
-// --auto-compaction-mode=revision --auto-compaction-retention=N (keep the
-// last N revisions; etcd 3.4 applies it every 5 minutes, so up to
-// N + 600*A revisions are kept). Compaction frees space inside the
-// database file for reuse, so its size stops growing; it does not shrink
-// the file: defragmentation (etcdctl defrag, one member at a time, which
-// blocks that member while it runs) returns the space to the disk.
+// # Access control
 //
-// Where the server's flags are not the application's to set,
-// Options.CompactEvery (compact_every= in a store URL) makes the Locker
-// compact as the periodic mode would: every period, to the revision it
-// read one period earlier. Compaction is cluster-wide, not limited to the
-// Locker's prefix, and etcd 3.4 lets any authenticated user do it (a
-// user whose role grants only the lock prefix can; tested): every
-// other user of the cluster loses the history older than one period, so a
-// watch of theirs that starts or resumes from an older revision fails
-// with ErrCompacted (and must read again at the current revision, as
-// Kubernetes' and etcd's own clients do), and so does a read at such a
-// revision; watches that are running are not affected. dlock's own
-// watches start at the current revision. Several Lockers compacting is
-// harmless, since compaction is idempotent and one that another already
-// took further is ignored, but each costs a request per period; one
-// Locker per cluster, or the server's flag, is enough.
-//
-// # TLS, users and least privilege
-//
-// dlock.Open takes etcds://[user:pass@]host[:port][,...][/prefix] with
-// the TLS parameters of backend.TLSParams (tls_ca, tls_cert and tls_key
-// for a server with --client-cert-auth, tls_server_name,
-// tls_insecure_skip_verify=true only when named). A server certificate
-// that does not verify, or the server refusing the client's, ends Open at
-// once with a clear error. With authentication on, the user is the URL's,
-// or else the client certificate's common name.
-//
-// A Locker needs read and write on its prefix's key range and nothing
-// else: leases (grant, keep-alive, revoke of a lease whose keys are all
-// in that range) need no permission of their own in etcd 3.4.
+// A Locker needs read and write on its prefix's key range and nothing else
+// (leases need no permission of their own in etcd 3.4):
 //
 //	etcdctl role add locker
 //	etcdctl role grant-permission locker readwrite --prefix=true dlock/
@@ -171,12 +74,25 @@
 //
 // etcd's refusals (a wrong user or password, a missing permission, a
 // certificate the server refuses) get errors wrapping dlock.ErrDenied, at
-// once. Another owner cannot release or refresh a holder's lock through
-// its own Lock handles; but anyone with write access to the prefix can
-// delete the holder's key (or call Locker.ForceRelease, the
-// administrator's override), and the holder's Done then closes at its
-// next renewal. Owner strings are part of key names: they are not
-// secrets from anyone who can read the prefix.
+// once.
+//
+// # Example
+//
+//	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}})
+//	if err != nil {
+//		return err
+//	}
+//	locker, err := etcdlock.New(cli, nil) // close the Locker before cli
+//	if err != nil {
+//		return err
+//	}
+//	defer locker.Close()
+//	lock, err := locker.Acquire(ctx, "scheduler")
+//
+// Design: the keys and the queue, fencing tokens, leases, TTLs and sessions,
+// what stays on the server, history and compaction in full, and access
+// control are described in DESIGN.md in this package's directory
+// (etcdlock/DESIGN.md).
 package etcdlock
 
 import (

@@ -44,4 +44,18 @@
 // restarted empty accepts any token again, as does a row or key deleted by
 // hand. Keep fenced data where it is durable, and never give it an
 // expiry.
+//
+// # Example
+//
+//	var g fence.Guard
+//	err := g.Do(lock.Fence(), func() error {
+//		// write the state this lock guards
+//		return nil
+//	})
+//	if errors.Is(err, fence.ErrStale) {
+//		// a newer holder has written: this one was paused past its lease
+//	}
+//
+// ExampleGuard, ExampleTable, ExampleUpdate, ExampleRedis and ExampleEtcd
+// run each store.
 package fence

@@ -2,13 +2,35 @@
 // memory, shared by the Lockers made from it.
 //
 // Use it in unit tests of code that takes a *dlock.Locker, and wherever
-// goroutines of one process are the only contenders. It keeps the whole
-// contract (leases, renewal, loss signal, reentrancy, fencing, woken
-// waiters) and works under testing/synctest, since it measures time with
+// goroutines of one process are the only contenders. Importing it registers
+// mem://[name] with dlock.Open: Lockers opened with the same name share one
+// Store in the process (mem:// names the store ""); it takes no query
+// parameters.
+//
+// # Guarantees
+//
+// It keeps the whole contract (leases, renewal, loss signal, reentrancy,
+// fencing, woken waiters, shared holds with a waiting writer's intent, and
+// semaphores) and works under testing/synctest, since it measures time with
 // the standard clock. Leases run on the monotonic clock of the process, so
 // no clock step can end one early: memlock never sets Result.Stamp and
-// ignores Lease.Takeover. Refresh checks the token (Lease.Fence) as well
-// as the owner.
+// ignores Lease.Takeover. Refresh checks the token (Lease.Fence) as well as
+// the owner. Fencing tokens come from a counter. Locker.Observe is pushed
+// every change.
+//
+// # Limits
+//
+// Locks in memory are not shared between processes, and end with the
+// process.
+//
+// # Example
+//
+//	locker, _ := memlock.New(nil) // a private Store; memlock.New cannot fail
+//	defer locker.Close()
+//	lock, err := locker.Acquire(ctx, "stock/sku-42")
+//
+// The root package's examples (go doc -all github.com/dlock-go/dlock) all
+// run on memlock.
 package memlock
 
 import (

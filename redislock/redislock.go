@@ -1,233 +1,7 @@
 // Package redislock is the dlock backend for Redis: a single node, a
 // Sentinel-managed master, or a Redis Cluster, through the user's own
-// go-redis client.
-//
-// Each step is one Lua script run with EVALSHA (EVAL when the server lost
-// its script cache): acquire takes the lock if it is free (or re-enters an
-// acquisition whose reply was lost), refresh and release compare the owner
-// first. Renewal of all of a Locker's locks is one pipeline.
-//
-// # Waiting
-//
-// Waiters queue on the server, first come first served. A release hands
-// the lock to the first live waiter inside the release script and tells
-// that waiter's Locker on its own pub/sub channel (one connection per
-// Locker, opened on its first Acquire; TryAcquire does not use it; a
-// waiter of the releasing Locker itself is told from the release's reply
-// instead, with no message), so
-// one waiter wakes per release of an exclusive lock (see below for shared
-// holds) and the releasing goroutine cannot barge ahead of the queue. The Locker reads that connection itself and
-// reconnects and resubscribes when it breaks; every waiter then asks the
-// server again, in case a grant was published meanwhile.
-//
-// A grant message may arrive long after it was sent (after a partition,
-// for one), for a lease that has run out and that another owner has taken
-// since. So it names the ticket of the waiter's script call that wrote
-// the queue entry it was granted from: the grant happened after that call
-// was sent, and the waiter measures its lease (its full TTL) from then,
-// which is never later than the server's. The waiter takes the message as
-// the grant only if that call was sent less than TTL/2 ago (the margin
-// of the core's confirmation): an older message may name a grant that
-// lapsed unused, after which the name may have passed on and come back to
-// the same waiter with a newer token, so the waiter asks the server
-// instead, which returns the token that stands. A contended acquisition
-// therefore costs two script calls: the attempt that queues and the
-// release that hands over. A waiter whose entry was last written more
-// than half a second ago is granted only a short lease and told so
-// (ticket 0); it then runs the acquire script again, which checks
-// on the server that it is the owner and extends the lease to its TTL,
-// and Acquire returns after that call, with the lease measured from when
-// it was sent; if the grant was stale, the waiter queues again. So does
-// every waiter when WaitReplicas is set, since that call is the one that
-// waits for the replicas.
-//
-// A waiter refreshes its place every min(TTL/3, 1 s); that refresh also
-// catches a grant whose message (or, within one Locker, the release's
-// reply) was lost, and a holder that died without releasing: each reply
-// carries the exclusive holder's stamp, which changes at each of its
-// renewals, and a waiter that has seen the same stamp for the holder's
-// TTL on its own monotonic clock takes the name over (see "Clock steps"),
-// so a holder that died is replaced about a TTL after its last renewal,
-// whatever the server's clock says. A waiter that arrives later observes
-// for a TTL from its arrival. A
-// waiter that dies loses its place after three heartbeats.
-// If the lock is handed to it within half a second of its last write to
-// the queue, it gets its TTL, as a holder that died just after taking the
-// lock would have; later, the granted lease lasts at most 2 s (such
-// grants are confirmed within a heartbeat), so a dead waiter then holds
-// the name up for about 2 s plus the next waiter's heartbeat. A cancelled wait leaves the queue (and frees the lock if it was
-// granted meanwhile) before Acquire returns, waiting at most half a second
-// for the server. TryAcquire never queues, and does not take a free lock
-// while live waiters queue for it.
-//
-// # Shared holds and semaphores
-//
-// The Locker implements dlock.Shared and dlock.WithLimit. Waiters of every
-// mode join the one queue, so service is first come first served, and
-// that is what keeps writers from starving: a shared acquisition is
-// granted only when no exclusive holder holds and no entry is queued
-// ahead of it; an exclusive one when nobody holds and it heads the queue;
-// a permit when fewer than the limit hold and it heads the queue. A
-// release (or an acquire attempt that finds holders gone) hands the name
-// to as many entries from the queue's head as fit, all in the same
-// script: every reader queued up to the next writer, or the permits just
-// freed. A reader arriving while a writer waits behind other readers
-// therefore queues behind the writer, and TryAcquire in shared mode fails
-// then. A waiter that gives up is taken out of the queue, and whoever was
-// queued behind it and now fits (readers behind a writer that gave up) is
-// granted the name in the same script. A lease whose mode disagrees with
-// a live holder (a lock against a semaphore, or two limits), or with the
-// waiter the name was just handed to, is refused with an error wrapping
-// driver.ErrMode, never queued.
-//
-// The driver does not implement driver.ChangeNotifier: the scripts publish
-// only grants, not every change, so Locker.Observe polls.
-//
-// # Keys
-//
-// A lock on name lives in a string key, Prefix + "{" + escaped name + "}",
-// whose value is "owner|fence.ttl.n[|metadata]" while held (ttl the
-// holder's lease in ms, n a counter raised by each renewal; the key
-// lives ttl plus the clock bound), or
-// "owner|fence.ttl.n,queue expiry[|metadata]" when the name was handed to its
-// holder from the queue (the time, in ms on the server's clock, until
-// which the queue lives at least, so that waiters joining it need not
-// extend it each time); its waiters in
-// that key + ":q", a list of entries "owner|ticket|lease length|written
-// at|kept for|queue expiry|mode|metadata", which exists only while someone waits.
-// A name held in shared mode or as a semaphore is a hash under the same
-// key instead: owner -> "expiry_ms|fence|metadata" per holder (expiry on
-// the server's clock), "f" -> the last fence issued and "m" -> the mode
-// ("s", or the limit). The hash expires with its latest holder (plus the
-// clock bound), and
-// becomes the string tombstone (below) when its last holder leaves. The
-// exclusive scripts read the key with a GET that fails on a hash, which
-// is how they find the other modes: a name never used in them costs the
-// same commands as if they did not exist. The braces make the whole escaped name the keys' hash
-// tag, so every key of one lock maps to the same Cluster slot; '{', '}'
-// and '%' in names are percent-escaped so a name cannot pick another
-// name's tag. Grants go to the channel Prefix + "w:" + the Locker's id.
-//
-// # Fencing tokens
-//
-// Each token is the larger of one more than the previous token, if the
-// key still remembers one (the tombstone's, the exclusive holder's, or
-// the hash's "f" for shared holds and permits, each of which gets a token
-// of its own), and the Redis server's TIME in microseconds. So an
-// exclusive holder's token is above every earlier reader's, and tokens
-// stay above TIME-based ones even where the last writes were lost. On
-// release the key is not deleted but replaced by a tombstone "|fence"
-// that lives the clock bound plus one second (11 s by default); nothing
-// stays behind per name once it expires. A step back of the server's
-// clock by up to the bound while the tombstone lives leaves it in place
-// (it lives longer), and one after it expired leaves TIME above the
-// token it kept, so tokens strictly increase under any step of up to the
-// bound, across a restart of a server that persists its writes before
-// answering (appendonly yes with appendfsync always: the keys and
-// tombstones survive the restart).
-//
-// The exception, which this package cannot close: a server without
-// persistence (or with appendfsync everysec, which may lose the last
-// second) forgets every key when it restarts, tombstones included, and
-// the next token then comes from TIME alone; if the server's clock is
-// then behind the TIME of the last token handed out (a step back, by any
-// amount, of a clock that had not yet run past it), the next token is
-// below it. Likewise after a failover to a replica that lost the latest
-// writes, when the new master's clock is behind the old one's by more
-// than the failover took. (Without persistence a restart or failover can
-// also lose a held lock outright; that is Redis's replication model, and
-// why the tokens exist.)
-//
-// # Clock steps
-//
-// Redis measures leases with its wall clock (SET PX), which can step.
-// Options.ClockBound (clock_bound in a URL; driver.DefaultClockBound, 10
-// s, by default) is the largest step, forward or back, that this package
-// tolerates at any moment: a lock's key lives its TTL plus the bound, so
-// a forward step of up to the bound does not end it under its holder.
-// The lease itself (what Inspect and dlock status report as remaining)
-// ends at the TTL; a key whose lease ran out by the server's clock less
-// than the bound ago is in doubt: no acquisition takes it by the server's
-// clock alone. Instead the attempt reports the holder's stamp (its owner,
-// token, TTL and renewal count, which every renewal changes, see
-// driver.Result.Stamp), and a waiter that has seen the same stamp for the
-// holder's TTL on its own monotonic clock takes the name over, if the
-// stamp still stands, in the same script: a holder's Done closes
-// 0.9×TTL after sending the renewal that wrote that stamp, which was
-// before the taker first saw it. A queued waiter observes the stamp from
-// its first reply, in doubt or not, so a crashed holder is replaced about
-// a TTL after its last renewal; a fresh Acquire about a TTL after it
-// arrives; TryAcquire takes a name in doubt only once earlier TryAcquire
-// calls of its Locker saw the same stamp for the holder's TTL. A key in doubt for
-// longer than the bound (nobody observed it) expires and the name is free
-// as before. Renewals also check the token (driver.Lease.Fence), not
-// only the owner.
-//
-// Shared holds and permits are not taken over this way: a holder counts
-// as live until its expiry plus the bound by the server's clock, so a
-// crashed reader or permit holder keeps the name (or its permit) for up
-// to its TTL plus the bound. Queue entries, their expiries and the grant
-// leases' freshness are read off the server's clock too, but only for
-// liveness: a step can drop a waiter's place early (it joins again at its
-// next heartbeat) or keep a dead waiter's longer, and a grant's lease is
-// measured by the waiter from a call it sent before the grant, whatever
-// the server's clock says.
-//
-// # Under faults
-//
-// The fault suite (internal/jepsen) runs this backend through kill -9 and
-// SIGSTOP of holders, a paused and a restarted server, partitions, lost
-// replies, latency, reset connections and a Sentinel failover. A server
-// restarted without persistence, or a failover that loses the latest
-// writes (see Replica acknowledgement), forgets held locks: another owner can then take the name while
-// the old holder's Done is still open, until its next renewal (at most
-// TTL/3 later) finds the lock gone. Tokens keep increasing across it
-// (they come from the server's clock), so storage that checks them
-// rejects the old holder's writes; the suite checks exactly that.
-//
-// # Replica acknowledgement
-//
-// Redis replicates asynchronously: a master acknowledges a lock before
-// its replicas have it, and a failover to a replica that lacks it lets a
-// second owner take the name. Options.WaitReplicas (wait_replicas in a
-// URL) narrows that window, as Redisson recommends instead of Redlock:
-// each acquire attempt (a queued grant's confirmation included) and each
-// renewal sends WAIT N timeout right after its script, in the same
-// pipeline, so on the connection that ran the script (on a Cluster, on
-// the master of the lock's slot: a Cluster pipeline would send the
-// keyless WAIT to any node). WAIT counts the replicas that acknowledged
-// every write made so far on that connection, within Options.WaitTimeout
-// (by default a tenth of the TTL, at most 1 s). It costs no extra round
-// trip, but each step waits for the slowest of the N replicas; an
-// attempt that wrote nothing is answered at once.
-//
-// With fewer than N acknowledgements:
-//   - an acquisition fails with an error wrapping ErrNotReplicated (not
-//     dlock.ErrNotAcquired: the store could not make the lock durable),
-//     also for a waiting Acquire, which stops waiting; the core then
-//     releases the lease (that release does not wait for replicas);
-//   - a renewal's outcome is unknown (ErrNotReplicated, not
-//     dlock.ErrNotHeld): the master extended the lease, but a failover may
-//     lose it. The core keeps the lock's deadline where the last
-//     acknowledged renewal (or the acquisition) put it, so Done closes
-//     0.9×TTL after it unless a later renewal is acknowledged; a
-//     Lock.Refresh call returns the error.
-//
-// So WaitReplicas N also needs N live replicas: with fewer (a replica
-// down, or just after a failover until the old master rejoins as a
-// replica) no lock can be taken and held ones are given up at their
-// deadline.
-//
-// This narrows the failover window; it does not close it. A lock the
-// replica acknowledged survives a failover to that replica. But WAIT is
-// not consensus: a failover to a replica that did not acknowledge (with N
-// below the number of replicas, or one Sentinel chose regardless), or to a
-// replica that lost the write before its promotion (restarted without
-// persistence), still loses the lock; and a master restarted empty
-// forgets it whatever its replicas acknowledged. WAIT counts receipt in
-// the replica's memory, not on its disk: on Redis 7.2 and later with
-// AOF, WAITAOF also waits for the fsync; this package does not send it
-// (it must run against 7.0, which has no WAITAOF).
+// go-redis client. Requires Redis 5 or later (scripts replicated by
+// effects, for TIME).
 //
 // # Store URLs
 //
@@ -250,11 +24,53 @@
 // sentinel, master and node, each checked against its own address unless
 // tls_server_name is set. The user and password go to the master (or
 // every node); Sentinels that demand a password of their own are not
-// supported by URL (use New with a FailoverClient). go-redis logs through
-// one process-wide logger;
-// the clients Open makes are marked so that what it logs about them is
-// dropped (see redis.SetLogger: a program that sets its own logger decides
-// for them too).
+// supported by URL (use New with a FailoverClient). The clients Open
+// makes are marked so that what go-redis's process-wide logger says about
+// them is dropped (see redis.SetLogger: a program that sets its own
+// logger decides for them too).
+//
+// # Guarantees
+//
+//   - Each step is one Lua script, owner-checked (and token-checked) on the
+//     server; renewal of all of a Locker's locks is one pipeline.
+//   - Waiters queue on the server, first come first served, in one queue
+//     for every mode: a release hands the lock to the first live waiter in
+//     the same script and wakes that one waiter (one pub/sub connection
+//     per Locker). A handoff costs two script calls whatever the queue's
+//     length, and a writer is never overtaken by readers that come after it.
+//   - Fencing tokens are max(server TIME in µs, previous token + 1); a
+//     released name keeps its last token in a tombstone for the clock bound
+//     plus one second (11 s by default), then nothing stays.
+//   - Leases survive a step of the server's clock of up to
+//     Options.ClockBound (driver.DefaultClockBound, 10 s), forward or back:
+//     a key lives its TTL plus the bound, and a lease in doubt is taken over
+//     only by a waiter that saw its holder's state unchanged for the
+//     holder's TTL on its own monotonic clock.
+//   - A holder that died is replaced about a TTL after its last renewal; a
+//     waiter that died loses its place after three heartbeats.
+//
+// # Limits
+//
+//   - Redis replicates asynchronously: a server restarted without
+//     persistence, or a failover that loses the latest writes, forgets held
+//     locks, and another owner can take the name until the old holder's
+//     next renewal (at most TTL/3 later) finds it gone. Fencing tokens keep
+//     increasing across it (they come from the server's clock), so fenced
+//     storage rejects the old holder's writes.
+//   - Options.WaitReplicas (wait_replicas) narrows that window without
+//     closing it: each acquisition and renewal waits for N replicas to
+//     acknowledge (WAIT); with fewer, an acquisition fails with an error
+//     wrapping ErrNotReplicated and a renewal's outcome is unknown, so N
+//     live replicas are needed. WAIT is not consensus, and counts receipt
+//     in memory, not on disk.
+//   - The one condition that can make tokens go down: a server without
+//     persistence (or with appendfsync everysec) restarted after its clock
+//     stepped back, or a failover to a replica that lost the latest writes
+//     and whose clock is behind. Run with appendonly yes and appendfsync
+//     always to close it.
+//   - A crashed shared holder or permit holder keeps its place for up to
+//     its TTL plus the clock bound. Locker.Observe polls (the scripts
+//     publish only grants).
 //
 // # Access control
 //
@@ -272,20 +88,26 @@
 //	    +hget +hset +hdel +hgetall +lindex +lrange +lpush +rpush +lpop +lset +lrem +publish
 //
 // SCAN serves only Inspect of every name (dlock status without names) and
-// is not limited by the key pattern (it lists every key name in the
-// database): leave it out if nothing lists all locks. With another prefix,
-// change the key pattern and the channel pattern (prefix + "w:*").
+// is not limited by the key pattern: leave it out if nothing lists all
+// locks. With another prefix, change the key pattern and the channel
+// pattern (prefix + "w:*"). Anyone with that grant can delete another
+// Locker's lock with raw commands; the holder's Done then closes at its
+// next renewal, and the next owner's fencing token is higher.
 //
-// Anyone with that grant can read the lock keys, owner strings included,
-// and so release or delete another Locker's lock with raw commands or
-// ForceRelease; Redis cannot limit a user to running dlock's scripts.
-// Through a Locker's own methods a lock is freed or extended only by its
-// owner: another Locker's stale handle gets dlock.ErrNotHeld. A lock
-// deleted behind its holder's back closes the holder's Done (cause
-// dlock.ErrLost) at its next renewal, and the next owner's fencing token
-// is higher. Keep the grant to the services that share the locks.
+// # Example
 //
-// Requires Redis 5 or later (scripts replicated by effects, for TIME).
+//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+//	locker, err := redislock.New(client, nil) // the Locker does not close client
+//	if err != nil {
+//		return err
+//	}
+//	defer locker.Close()
+//	lock, err := locker.Acquire(ctx, "stock/sku-42", dlock.WithTTL(10*time.Second))
+//
+// Design: the queue and its grants, shared holds and semaphores, the keys,
+// fencing tokens, clock steps, behaviour under faults and replica
+// acknowledgement are described in DESIGN.md in this package's directory
+// (redislock/DESIGN.md).
 package redislock
 
 import (

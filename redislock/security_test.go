@@ -373,7 +373,7 @@ func TestOpenTLSSentinelCluster(t *testing.T) {
 	}
 }
 
-// TestDocumentedACL: the grant the package documentation and the README
+// TestDocumentedACL: the grant the package documentation and docs/security.md
 // give is the one TestConformanceLeastPrivilege runs under.
 func TestDocumentedACL(t *testing.T) {
 	src, err := os.ReadFile("redislock.go")
@@ -396,7 +396,7 @@ func TestDocumentedACL(t *testing.T) {
 	if got, want := strings.Join(doc, " "), lockACL("", lockCommands); got != want {
 		t.Errorf("documented ACL = %q, want %q", got, want)
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func TestDocumentedACL(t *testing.T) {
 		}
 	}
 	if want := strings.Join(block, "\n"); !strings.Contains(string(readme), want) {
-		t.Errorf("README.md lacks the package documentation's ACL:\n%s", want)
+		t.Errorf("docs/security.md lacks the package documentation's ACL:\n%s", want)
 	}
 }
 

@@ -1,7 +1,6 @@
-// Package redlock is the dlock backend for Redlock: a lock over N
-// independent Redis masters (no replication between them), held while a
-// majority of them (N/2+1) hold it, so that it survives the loss of a
-// minority of the masters.
+// Package redlock is the dlock backend for Redlock: a lock over N independent
+// Redis masters (no replication between them), held while a majority of them
+// (N/2+1) hold it, so that it survives the loss of a minority of the masters.
 //
 // Use it where a lock must outlive a Redis node and Sentinel or Cluster
 // failover (package redislock) is not enough: their replication is
@@ -9,194 +8,77 @@
 // connections and two round trips per acquisition, and it makes timing
 // assumptions (below) that a single store does not.
 //
-// # Acquiring
-//
-// Acquire runs a script on every master in parallel, each bounded by the
-// per-master timeout (Options.NodeTimeout, well below the TTL), and waits
-// for every master's answer within it, also after a majority has granted:
-// the more masters hold the lock, the more of them may fail later. A
-// master grants if the name is free there. With grants from a majority
-// the driver writes the fencing token back (below), and the lock is held
-// if a majority confirmed it and validity = TTL − elapsed − drift is
-// still positive, elapsed measured on the monotonic clock from when the
-// first request was sent, drift = TTL×Options.DriftFactor +
-// Options.Drift (1% + 2 ms by default: how much faster than ours a
-// master's clock may run). Otherwise it releases on every master, even
-// those that did not answer, before returning. The core measures the
-// lease from before the first request, so Done closes at 0.9×TTL after
-// it, before the validity ends (drift is below 0.1×TTL for every TTL
-// dlock accepts).
-//
-// Waiters are woken by the masters' release notifications (a pub/sub
-// channel per name on each master; a Watch holds one connection per
-// master), and otherwise retry when a majority of the holder's leases
-// have run out. When nobody holds a majority (contenders split the
-// votes), each gives its grants back and retries after a random delay;
-// the wake-up its give-back sends is delivered after a random delay too,
-// so that contenders do not collide again in step.
-//
-// # Renewal
-//
-// A refresh extends the lease on every master in one pipeline per master
-// where the key carries the lease's owner and token (driver.Lease.Fence,
-// when the core sets it), and re-creates the key, with its token, on
-// masters where it is gone (a
-// master restarted empty, or an expiry). It succeeds only if a majority
-// still held the lease when it arrived: a key re-created on a master
-// where the name was free does not count, since another owner may have
-// held a majority meanwhile. Otherwise the refresh reports the lock not
-// held (and takes back what it re-created), or an error when too few
-// masters answered; the core closes Done at 0.9×TTL after the last
-// refresh that succeeded, measured from when it was sent, which is before
-// the keys on that refresh's majority expire (TTL − drift after it was
-// sent).
-//
-// # Fencing tokens
-//
-// Each master keeps, per name, a high-water mark: the highest token
-// written back on it. A master that grants returns one above its mark
-// (and at least its clock in µs); the new token is the highest candidate
-// of the masters that granted, and Acquire writes it, owner-checked, into
-// the lock and the marks of a majority before it returns.
-//
-// Why they increase: holder A returned token t only after t was in the
-// marks of a majority W, each write made while A still held the key
-// there. A later holder B was granted by a majority G, which meets W in
-// some master m; m granted B after A's key on m ended, so after A's write,
-// so m's candidate, and B's token, is above t. This assumes that a
-// majority of the masters keep their data (a master that restarted empty
-// within the longest TTL is discounted, see below); the order of the
-// steps on m, not a clock, does the rest, so clocks enter only through
-// that restart guard (see Clocks). The marks expire after 30 days without an
-// acquisition of their name (so idle names cost nothing forever); after
-// that, tokens still increase while the masters' clocks differ by less
-// than 30 days, since a candidate is at least the master's clock in µs.
-//
-// # Restarted masters
-//
-// A master that restarts empty forgets the keys it held: the previous
-// holder may then hold on only a minority, and without a defence another
-// client could win a majority with the restarted master's vote while the
-// first still believes it holds (the central objection to Redlock). The
-// defence: each master keeps an epoch, the time its data set began by its
-// own clock (written by the scripts with the server's run id, so a
-// restart, with or without persistence, or a FLUSHALL starts a new one),
-// and every script reports its age. The reference age is the quorum-th
-// youngest of the A answers (the (A−quorum+1)-th oldest). A master whose
-// epoch is younger than the guard, Options.MaxTTL + drift +
-// Options.ClockBound (24h14m34s with the defaults), and more than a
-// second younger than the reference does not count toward a quorum (it
-// still gets the key), so by the time it counts, every key it may have
-// forgotten has expired. Acquire refuses a TTL above MaxTTL. When fewer
-// than a quorum of the masters that answered count, Acquire fails with an
-// error saying how many counted and why, not with "held": nobody can
-// take the name then, free or not.
-//
-// The reference is chosen so that a minority cannot move it: if at most
-// N − quorum masters are faulty in any way (restarted, not answering, or
-// with a clock stepped either way by any amount), at most A − quorum of
-// the answers are, so it is the age of a master that is not, and every
-// healthy master counts (their epochs began within a second of each
-// other) while a restarted one does not. With more faulty masters the
-// lock may become unavailable (with three masters, one down and one whose
-// clock stepped forward by more than a second in the first guard of its
-// epoch: the two answers disagree and the healthy one may be the one that
-// sits out), or, when a majority restarted, unprotected (below).
-//
-// What remains: masters that were never seen by anyone before cannot be
-// told apart from restarted ones, so when every master that answers is
-// young (a new deployment, or a majority restarted at once, which
-// breaks the assumption above), none is discounted; a restart less than a
-// second after the masters' first use is not caught, nor one less than
-// s + 1 s after it if the restarted master's clock then steps forward by
-// s (its age gains s; a step up to ClockBound is otherwise covered by the
-// guard); persistence that loses recent writes without a restart
-// (eviction with a volatile maxmemory policy) is not detected, so run the
-// masters with maxmemory-policy noeviction. And, as with every lock, a
-// holder paused past its lease (GC, SIGSTOP, a VM migration) may act on a
-// lock it lost: pass its token to storage that rejects stale ones
-// (package fence).
-//
-// # Clocks
-//
-// Which clock each promise depends on, with the defaults (N masters,
-// quorum N/2+1, f = N − quorum):
-//
-//   - Exclusion: each key expires by its master's wall clock (SET PX);
-//     the client counts the validity, TTL − elapsed − (TTL×1% + 2 ms), on
-//     its own monotonic clock, and the core closes Done at 0.9×TTL of
-//     it. A master whose clock runs up to 1% fast, or steps forward by
-//     less than TTL×1% + 2 ms, is within the allowance. A larger forward
-//     step of s on a master ends its keys up to s early, so that master
-//     may grant the name to another client. A holder keeps the name
-//     while its keys live on a quorum; one granted by exactly a quorum
-//     (contenders often split the other votes) therefore loses
-//     exclusion when one of those masters steps forward: another client
-//     can win that master and the one the holder lacked, until the
-//     holder's next refresh finds fewer than a quorum and gives the lock
-//     up. So exclusion under a forward step beyond the drift allowance
-//     holds only where the holder's keys live on more than a quorum, and
-//     never when a majority steps at once (masters sharing one host
-//     clock, or an NTP step on all of them): that is Redlock's own
-//     assumption of bounded clock drift, which Options.ClockBound does
-//     not lift. Tokens still rise (below), so fenced storage refuses the
-//     earlier holder's writes; the fault suite checks exactly that under
-//     clock-one-forward-5s and the all-master steps. Where a wall-clock
-//     step must never cost exclusion, use redislock (its keys outlive a
-//     step of up to its ClockBound) or a consensus store. The holder's
-//     next refresh re-creates the key on a master that dropped it. A back step of s makes a master
-//     keep keys up to s longer: after a holder's crash that master
-//     refuses the name s longer, which delays no one while the others
-//     make a quorum.
-//   - Tokens: a master's candidate is one above its mark, and at least
-//     its TIME in µs; the marks, not the clocks, make tokens increase, so
-//     a step of any master's clock, either way, never lowers a token
-//     while a majority keeps its marks (they last 30 days after a name's
-//     last acquisition; only a restart without persistence, or a flush,
-//     loses them earlier, and the restart guard above covers that for a
-//     minority, with each restarted master's own clock). After 30 idle
-//     days tokens still increase unless a master's clock is now more than
-//     30 days behind the clock that made the last token.
-//   - Availability and the restart rule: each master's epoch age is
-//     measured by that master's own clock; a step of any size on at most
-//     f masters, forward or back, does not keep the others from counting
-//     (see Restarted masters). A master whose clock stepped back by s,
-//     so that its age is more than a second below the reference, sits
-//     out while its age is below the guard (the first 24h14m34s of its
-//     epoch, plus s): that costs nothing while the other masters make a
-//     quorum, and makes the lock unavailable (an error, not "held") when
-//     they do not, as with one of three masters down. A master whose
-//     clock stepped forward counts. A restarted master whose clock steps forward
-//     by s after the restart sits out the guard minus s by real time, at
-//     least MaxTTL + drift for s up to Options.ClockBound.
-//
-// # No shared locks or semaphores
-//
-// Redlock does not implement driver.MultiHolder: a shared hold or a
-// permit would have to be counted per master and reconciled across
-// masters whose sets of holders differ (a permit granted on one majority
-// and another on a different one may together exceed the limit on no
-// single master), and a writer's intent would need its own quorum. It
-// would take a per-master holder set with a quorum rule per mode, and a
-// proof like the one above for each; Acquire with dlock.Shared or
-// dlock.WithLimit fails with dlock.ErrUnsupported.
-//
-// # Keys
-//
-// On each master, under Options.Prefix: "l:" + name, the lock (value
-// "owner|token|metadata"); "f:" + name, the mark; "epoch"; and the
-// channel "w:" + name. Names are used as they are (Redis keys are binary
-// safe). Each client must reach one master (a *redis.Client), not a
-// Cluster or a Ring.
-//
 // # Store URLs
 //
 // Importing the package registers this with dlock.Open:
 //
 //	redlock://[user:pass@]host:port,host:port,host:port[?prefix=...&clock_bound=10s]
 //
-// with at least three hosts (an odd number is best: a fourth master adds
-// no tolerance to three). Every master takes the same user and password.
+// with at least three hosts (an odd number is best: a fourth master adds no
+// tolerance to three). Every master takes the same user and password. The
+// parameters are prefix (Options.Prefix), clock_bound (Options.ClockBound)
+// and the TLS parameters of backend.TLSParams, which make Open speak TLS to
+// every master. Open returns once a majority of the masters answer (a
+// minority may be down). Each client given to New must reach one master (a
+// *redis.Client), not a Cluster or a Ring.
+//
+// # Guarantees
+//
+//   - A lock is held while a majority of the masters confirmed it and its
+//     validity, TTL − elapsed − drift (drift = TTL×1% + 2 ms by default,
+//     Options.DriftFactor and Options.Drift), is positive, measured on the
+//     client's monotonic clock; Done closes at 0.9×TTL, before it ends.
+//   - A refresh succeeds only if a majority still held the lease when it
+//     arrived, and re-creates the key on masters that lost it.
+//   - Fencing tokens come from a high-water mark on each master, written
+//     back to a majority before Acquire returns: they increase under any
+//     step of any master's clock, as long as a majority of the masters keep
+//     their data.
+//   - A master restarted empty does not count toward a quorum until every
+//     key it may have forgotten has expired (Options.MaxTTL + drift +
+//     Options.ClockBound: 24h14m34s with the defaults; lower MaxTTL to
+//     shorten it).
+//   - Waiters are woken by the masters' release notifications, and retry
+//     after a random delay when contenders split the votes.
+//
+// # Limits
+//
+//   - Exclusion rests on bounded clock drift, Redlock's own assumption: a
+//     forward step of one master's clock beyond the drift allowance can end
+//     the holder's key there, and if that master was one of exactly a
+//     quorum that granted it, another client can win a quorum until the
+//     holder's next refresh gives the lock up; a step on a majority always
+//     can. Tokens still rise, so fenced storage refuses the earlier
+//     holder's writes. Where a wall-clock step must never cost exclusion,
+//     use redislock or a consensus store.
+//   - When fewer than a quorum of the masters that answered count (down, or
+//     restarted within the guard), Acquire fails with an error saying why,
+//     not "held": nobody can take the name then.
+//   - A new deployment, or a majority of masters restarted at once, cannot
+//     be told apart from masters never seen before, so none is discounted;
+//     run the masters with maxmemory-policy noeviction, since eviction that
+//     loses recent writes without a restart is not detected.
+//   - No shared locks or semaphores: Acquire with dlock.Shared or
+//     dlock.WithLimit fails with dlock.ErrUnsupported.
+//   - Acquire refuses a TTL above Options.MaxTTL.
+//
+// # Example
+//
+//	var clients []redis.UniversalClient
+//	for _, addr := range []string{"redis-a:6379", "redis-b:6379", "redis-c:6379"} {
+//		clients = append(clients, redis.NewClient(&redis.Options{Addr: addr}))
+//	}
+//	locker, err := redlock.New(clients, nil) // the Locker does not close the clients
+//	if err != nil {
+//		return err
+//	}
+//	defer locker.Close()
+//	lock, err := locker.Acquire(ctx, "billing/run")
+//
+// Design: acquiring, renewal, why fencing tokens increase, the restart guard,
+// which clock each promise depends on, why there are no shared locks, and
+// the keys are described in DESIGN.md in this package's directory
+// (redlock/DESIGN.md).
 package redlock
 
 import (

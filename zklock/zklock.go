@@ -2,177 +2,71 @@
 // *zk.Conn (github.com/go-zookeeper/zk). Requires ZooKeeper 3.5 or later
 // (container nodes).
 //
-// # Layout and waiting
+// # Store URLs
 //
-// Each lock name has a parent znode, Prefix + "/" + escaped name (see Key),
-// created as a container node so the server removes it once it is empty.
-// Every acquisition, held or waiting, is an ephemeral sequential child
-// named tag + owner + "-" + sequence number, where the tag records the
-// acquisition's mode: "" for an exclusive hold (a mutex's children are
-// named as before), "S." for a shared one (dlock.Shared), "P<n>." for a
-// permit of a semaphore of n (dlock.WithLimit). Shared, exclusive and
-// permit acquisitions join one queue, ordered by sequence number, and
-// every client applies the same rule to one read of it (as Curator's
-// InterProcessReadWriteLock and InterProcessSemaphoreV2 do): an exclusive
-// child holds when it is first; a shared child when no exclusive child
-// is before it; a permit when it is among the first n. A waiter watches
-// only the children whose deletion may let it in: an exclusive one the
-// child just before it, so a release wakes exactly one waiter (no herd);
-// a shared one the nearest exclusive child before it; a permit the n
-// children just before it. Waiters are served in arrival order, and a
-// writer that waits is never overtaken by readers that come after it:
-// they queue behind it. A child of another kind before one's own (a lock
-// against a semaphore, or another limit) makes Acquire fail with an
-// error wrapping dlock.ErrInvalid at once, after deleting its child. A
-// waiter that gives up deletes its child before returning.
+// Importing the package registers this with dlock.Open:
 //
-// The child's name carries the acquisition's owner string, unique per
-// acquisition, so a create whose reply was lost is found again rather than
-// duplicated, and release deletes the child by its exact path: a late or
-// retried release can never delete another owner's child.
+//	zk://[user:password@]host[:port][,host[:port]][/prefix]
 //
-// The create of a child is one transaction (a multi) with a write of the
-// parent's data, which dlock keeps empty: the parent's new stat, in the
-// reply, says whether the child is its only child, and then it holds at
-// once (an uncontended acquisition and release cost two requests).
-// Otherwise the queue is read. Before a waiter that reached the head of
-// the queue returns, it reads its child again and checks that it is still
-// owned by the connection's current session; a child that holds at its
-// create was made on the session the connection had before and after it.
-// If the parent's ACL denies WRITE, the child is created alone and the
-// queue read.
+// with the query parameters session_timeout (a Go duration; default 10s)
+// and suspend_timeout (Options.SuspendTimeout). Open waits for a session
+// before it returns. With a user and password, the connection logs in with
+// the digest scheme, again on every reconnect, and every znode the Locker
+// creates gets all permissions for that identity and READ for anyone:
+// other clients can read holders (Inspect, Observe) but not delete or
+// overwrite them. That identity needs CREATE and READ on the prefix's
+// root, nothing above it. ZooKeeper has no TLS here.
 //
-// # Fencing tokens
+// # Guarantees
 //
-// The token is the czxid of the holder's child: the zxid of the
-// transaction that created it (for a child that holds at its create, the
-// mzxid the transaction gave its parent: the same zxid). Zxids are global to the ensemble and
-// strictly increase, and a child holds only once every child created
-// before it holds or is gone, so tokens strictly increase in the order
-// holds become possible, shared holds and permits included: a writer's
-// token is above every earlier reader's. Zxids do not restart when the
-// server removes an empty parent and it is created again (sequence
-// numbers do), so tokens keep increasing across that.
+//   - Every acquisition, held or waiting, is an ephemeral sequential child
+//     of the name's container znode; shared, exclusive and permit
+//     acquisitions join one queue, so waiters are served in arrival order
+//     and a writer is never overtaken by readers that come after it.
+//   - A waiter watches only the children whose deletion may let it in: a
+//     release of an exclusive lock wakes exactly one waiter, with no herd.
+//     An uncontended acquisition and release cost two requests.
+//   - The fencing token is the czxid of the holder's child, which strictly
+//     increases across the ensemble, also when an empty parent is removed
+//     and created again.
+//   - No wall clock, on either side, is part of any promise: a step of a
+//     server's clock ends no lease early.
+//   - A late or retried release deletes its child by exact path and never
+//     another owner's; a create whose reply was lost is found again.
+//   - Between uses a name keeps only its parent znode, empty, which the
+//     server's container manager deletes within a minute or two.
 //
-// Leases run on the session and the driver's monotonic clock, never on a
-// wall clock, so a step of the server's clock ends none early: the
-// driver never sets Result.Stamp. A lease's owner string names one
-// acquisition and the driver keeps one child for it at a time, whose
-// czxid is the token; Refresh checks that child, and when Lease.Fence is
-// set also that it is this token (a compare in the driver's own table,
-// no extra request), so a token that is no longer the owner's is
-// refused even if the owner holds the name through a later child.
+// # Limits
 //
-// The server's side needs no wall clock either: ZooKeeper tracks session
-// expiry with Time.currentElapsedTime(), System.nanoTime (monotonic), in
-// its session tracker's expiry queue, and a new leader restarts every
-// session's timeout. So the fault suite steps no ZooKeeper clock. Tokens
-// are czxids, a counter.
+//   - If the holder's process dies, nothing deletes its child until the
+//     server expires its session: the next waiter gets the lock after the
+//     session timeout, not after the TTL.
+//   - Every lock held through the connection is lost when the session
+//     expires, or when the connection has been lost for longer than
+//     Options.SuspendTimeout (by default: at once).
+//   - A hard quota on the prefix (enforced with zookeeper.enforceQuota=true)
+//     makes Acquire fail with an error wrapping dlock.ErrNoSpace; a server
+//     whose disk is full stops serving instead, and the client sees a lost
+//     connection.
+//   - After losing its connection the zk client pauses a fixed second
+//     between rounds of dials, with no jitter.
 //
-// Inspect reports every child that holds, with its mode; ForceRelease
-// deletes them all (not the waiters'), and Locker.Observe is pushed by a
-// watch on the parent's children.
+// # Example
 //
-// # What stays on the server
+//	conn, _, err := zk.Connect([]string{"localhost:2181"}, 10*time.Second)
+//	if err != nil {
+//		return err
+//	}
+//	locker, err := zklock.New(conn, nil) // close the Locker before conn
+//	if err != nil {
+//		return err
+//	}
+//	defer locker.Close()
+//	lock, err := locker.Acquire(ctx, "scheduler")
 //
-// A child lives as long as its acquisition: Release, a waiter that gives
-// up and TryAcquire that fails delete it at once, and an ephemeral child
-// goes with its session anyway (no ephemeral node remains once every
-// Lock is released). Between uses a name keeps only its parent znode,
-// empty: a container node, which the server's container manager deletes
-// at its first pass after the parent has become empty, and the
-// container znodes dlock made above it (the prefix's root, DefaultPrefix)
-// likewise once they are empty. The manager runs every
-// znode.container.checkIntervalMs (a Java system property of the server;
-// default 60000, so an unused name's parent stays up to a minute, up to
-// two for the root) and deletes at most znode.container.maxPerMinute
-// containers a minute (default 10000; beyond that, parents wait for
-// later passes). A parent that a later acquisition fills before the pass
-// stays, and a pass never deletes a parent with a child. A parent made
-// by hand (a plain znode, as cost tests do) stays until deleted by hand;
-// a container that never had a child (a create that failed for good
-// after the parent was made, say for want of CREATE on it) stays unless
-// the server sets znode.container.maxNeverUsedIntervalMs (default 0:
-// never). So the server holds, beyond the held and queued children, at
-// most one empty znode per name used in the last minute or two, whatever
-// the number of names ever used.
-//
-// A waiter sets one watch, on a predecessor it reads with getData, so a
-// predecessor already gone leaves no watch (see the queue's watch); a
-// wait that ends while its predecessor exists leaves the watch until the
-// predecessor's child is deleted, and the driver's later waits on that
-// predecessor share it rather than set another. Locker.Observe keeps a watch on the
-// parent's children while it runs, and after it stops until the next
-// change under the parent or the parent's deletion; an Observe of a name
-// whose parent does not exist watches for its creation instead, and
-// that watch, one per name and connection on the server, but one
-// channel per such Observe in the client, stays until a holder or
-// waiter creates the parent (or the connection closes).
-//
-// A server that refuses a create for lack of room, a hard quota on the
-// prefix or a path above it (zkCli's setquota -N or -B, enforced when
-// the server runs with zookeeper.enforceQuota=true), makes Acquire and
-// TryAcquire fail at once with an error wrapping dlock.ErrNoSpace;
-// releases, and so the end of held names, still go through. A server
-// whose disk is full stops serving instead (ZooKeeper treats a failed
-// write of its transaction log as fatal and shuts down): the client sees
-// a lost connection, not ErrNoSpace.
-//
-// The zk client keeps one connection per *zk.Conn; after losing it, it
-// tries each server once, then pauses one second (a fixed pause, no
-// jitter) before the next round, so a server restart costs each
-// connection about one dial a second, whatever the waiters do.
-//
-// Each uncontended acquisition and release of a name whose parent exists
-// costs two transactions (two zxids: the create of the child with the
-// write of the parent's data, then the delete); the first use of a name
-// costs three more (the transaction that fails for want of the parent,
-// then a create of the root and of the parent: ZooKeeper gives a write
-// that fails, such as the create of a root that exists, a zxid too), and
-// the container manager's delete of the parent one.
-//
-// # Leases, TTLs and sessions
-//
-// A ZooKeeper session is the connection's (its timeout is chosen by the
-// zk.Connect call that made conn); an ephemeral child lives as long as the
-// session. WithTTL maps onto a deadline the driver keeps for each
-// acquisition: if the lock is not refreshed (renewed by dlock, or
-// Lock.Refresh) within its TTL, the driver deletes the child itself. The
-// deadline is the TTL from the send time of the request that last found
-// the child in place (the read that found it at the head of the queue,
-// then each refresh), and the core, which measures from that moment or an
-// earlier one, closes the holder's Done a tenth of the TTL before it. So
-// a WithoutRenewal lock ends after its TTL even though the session lives
-// on, and a renewed lock is held as long as it is renewed.
-//
-// If the holder's process dies, nothing deletes its child until the server
-// expires its session: the next waiter then gets the lock after the
-// session timeout, not after the TTL.
-//
-// Every lock held through conn is lost (its Done closes) when the session
-// expires, or when the connection has been lost for longer than
-// Options.SuspendTimeout (by default: at once). The zk client notices a
-// silent connection after two thirds of the negotiated session timeout,
-// and the server may expire the session one third of it later; closing
-// Done as soon as the client reports the connection lost stays within
-// that third. The driver reads the connection's state every 50 ms while
-// it holds locks, since the connection's event
-// channel belongs to the caller. The child of a lock lost this way is
-// deleted as soon as the connection is back (or goes with the session).
-//
-// # Authentication and ACLs
-//
-// New uses conn as it is: a user who authenticates conn (conn.AddAuth)
-// sets Options.ACL for the znodes dlock creates. A zk://user:password@host
-// URL (dlock.Open) authenticates with the digest scheme, which the zk
-// client repeats on every new connection, and creates every znode with
-// all permissions for that identity and READ for anyone: other clients
-// can list and read the queue (Inspect, Observe) but not delete or write
-// its children or parent, nor join the queue of a name whose parent that
-// identity created. ZooKeeper checks DELETE on a child's parent, so the
-// parent's ACL is what protects a holder's child. The least an
-// administrator grants that identity on the prefix's root, when it
-// exists, is CREATE and READ; nothing is needed on the znodes above it.
+// Design: the queue and its watches, fencing tokens, what stays on the
+// server, leases, TTLs and sessions, and authentication and ACLs are
+// described in DESIGN.md in this package's directory (zklock/DESIGN.md).
 package zklock
 
 import (
