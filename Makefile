@@ -20,7 +20,7 @@ bench-quick:
 # verify/REPORT.md. The short mode (1 s) runs inside ./scripts/test.
 verify:
 	DLOCK_REQUIRE_SERVERS=1 DLOCK_JEPSEN_DURATION=20s DLOCK_JEPSEN_REPORT=$(CURDIR)/verify/REPORT.md \
-		go test -race -count=1 -timeout 120m -run TestJepsen -v ./internal/jepsen/
+		go -C internal/jepsen test -race -count=1 -timeout 120m -run TestJepsen -v .
 
 .PHONY: fuzz
 
@@ -46,4 +46,4 @@ fuzz:
 SOAK_DURATION ?= 8m
 soak:
 	DLOCK_REQUIRE_SERVERS=1 DLOCK_SOAK_DURATION=$(SOAK_DURATION) DLOCK_SOAK_REPORT=$(CURDIR)/soak/REPORT.md \
-		go test -count=1 -timeout 180m -run TestSoak -v ./soak/
+		go -C soak test -count=1 -timeout 180m -run TestSoak -v .

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -28,14 +29,16 @@ var benchLine = regexp.MustCompile(`^Benchmark(\w+)/(\w+)-\d+\s+\d+\s+(.*)$`)
 
 // otherBackends runs the benchmarks and parses them.
 func otherBackends(benchtime string) ([]backendBench, error) {
-	cmd := exec.Command("go", "test", "-run", "^$", "-bench", otherBackendsPattern, "-benchtime", benchtime,
-		"./redislock/", "./sqllock/", "./zklock/", "./etcdlock/")
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "DLOCK_REQUIRE_SERVERS=1")
+	// Each backend's benchmarks are in its test module (X/tests).
 	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("go test -bench: %v\n%s", err, tail(out.String(), 20))
+	for _, dir := range []string{"redislock", "sqllock", "zklock", "etcdlock"} {
+		cmd := exec.Command("go", "test", "-run", "^$", "-bench", otherBackendsPattern, "-benchtime", benchtime, ".")
+		cmd.Dir = filepath.Join("..", dir, "tests")
+		cmd.Env = append(os.Environ(), "DLOCK_REQUIRE_SERVERS=1")
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("go test -bench in %s: %v\n%s", cmd.Dir, err, tail(out.String(), 20))
+		}
 	}
 	var (
 		list  []backendBench
@@ -76,7 +79,7 @@ func tail(s string, n int) string {
 // writeBackends renders scenario 5.
 func writeBackends(p func(string, ...any), list []backendBench, benchtime string, err error) {
 	p("## 5. dlock on every backend\n\n")
-	p("dlock only, from its conformance benchmarks (`dlocktest.RunBenchmarks`, run here as `go test -run '^$' -bench '%s' -benchtime %s` in the parent module, against the real servers its test harness starts on this host; SQLite is a file in a temporary directory). ", otherBackendsPattern, benchtime)
+	p("dlock only, from its conformance benchmarks (`dlocktest.RunBenchmarks`, run here as `go test -run '^$' -bench '%s' -benchtime %s` in each backend's test module (`X/tests`), against the real servers its test harness starts on this host; SQLite is a file in a temporary directory). ", otherBackendsPattern, benchtime)
 	p("These use a cancellable context, so every blocking call runs in a goroutine of the Locker's (the core honours the context even where the client library would not), which costs more than scenario 1's background context. A *round trip* is the backend's own ping: Redis PING, `SELECT 1`, ZooKeeper `exists /`, etcd `get`.\n\n")
 	if err != nil {
 		p("Not measured: %s\n\n", strings.ReplaceAll(err.Error(), "\n", " "))

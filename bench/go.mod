@@ -1,12 +1,11 @@
+// dlock:unpublished: benchmarks against peers; a module of its own so that their clients never reach a library user.
 module github.com/dlock-go/dlock/bench
 
 go 1.26.0
 
-replace github.com/dlock-go/dlock => ../
-
 require (
 	github.com/bsm/redislock v0.9.4
-	github.com/dlock-go/dlock v0.0.0-00010101000000-000000000000
+	github.com/dlock-go/dlock v0.0.0-20261126022123-99c02b3cd452
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/redis/go-redis/v9 v9.23.0
@@ -20,6 +19,13 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.0 // indirect
 	github.com/coreos/go-systemd/v22 v22.3.3-0.20220203105225-a9a7ef127534 // indirect
+	github.com/dlock-go/dlock/etcdlock v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/internal/goredis v0.0.0-20261126022123-99c02b3cd452 // indirect
+	github.com/dlock-go/dlock/internal/testserver v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/redislock v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/redlock v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/sqllock v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/zklock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/go-zookeeper/zk v1.0.4 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
@@ -60,3 +66,19 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+replace github.com/dlock-go/dlock => ..
+
+replace github.com/dlock-go/dlock/etcdlock => ../etcdlock
+
+replace github.com/dlock-go/dlock/internal/testserver => ../internal/testserver
+
+replace github.com/dlock-go/dlock/redislock => ../redislock
+
+replace github.com/dlock-go/dlock/redlock => ../redlock
+
+replace github.com/dlock-go/dlock/sqllock => ../sqllock
+
+replace github.com/dlock-go/dlock/zklock => ../zklock
+
+replace github.com/dlock-go/dlock/internal/goredis => ../internal/goredis

@@ -301,10 +301,10 @@ func (b *bench) runDemo() error {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "dlock")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/dlock")
-	build.Dir = ".."
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = filepath.Join("..", "cmd", "dlock") // a module of its own
 	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/dlock: %v\n%s", err, tail(string(out), 10))
+		return fmt.Errorf("go build in cmd/dlock: %v\n%s", err, tail(string(out), 10))
 	}
 	for i := range b.cfg.demoRuns {
 		state := filepath.Join(dir, fmt.Sprintf("state%d", i))

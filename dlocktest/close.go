@@ -3,11 +3,11 @@ package dlocktest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"go.uber.org/goleak"
 )
 
 func testClose(t *testing.T, h Harness) {
@@ -18,7 +18,7 @@ func testClose(t *testing.T, h Harness) {
 
 	// Goroutines that exist now (servers, clients, other tests) are not
 	// the Locker's; everything it starts must be gone after Close.
-	leaks := goleak.IgnoreCurrent()
+	before, _ := snapshot()
 	l := h.NewLocker(t)
 	k := mustAcquire(t, l, t.Context(), name, dlock.WithTTL(h.ttl()))
 	inner, err := l.Acquire(k.Context(), name)
@@ -74,8 +74,8 @@ func testClose(t *testing.T, h Harness) {
 		t.Errorf("second Close = %v, want ErrClosed", err)
 	}
 	// Goroutines may take a moment to return after their channels close;
-	// goleak retries for a while before reporting.
-	if err := goleak.Find(leaks); err != nil {
-		t.Errorf("goroutines left after Close: %v", err)
+	// waitLeft looks again for a while before reporting.
+	if left := waitLeft(5*time.Second, before); len(left) > 0 {
+		t.Errorf("%d goroutines left after Close:\n%s", len(left), strings.Join(left, "\n\n"))
 	}
 }

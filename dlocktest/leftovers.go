@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/dlock-go/dlock"
 )
 
@@ -50,15 +48,15 @@ func testWaitsLeaveNothing(t *testing.T, h Harness) {
 	// waits that follow.
 	waitBatch(t, holder, []*dlock.Locker{a, b}, names[:waitsAtOnce])
 	names = names[waitsAtOnce:]
-	leaks := []goleak.Option{
-		goleak.IgnoreCurrent(),
+	before, _ := snapshot()
+	ignore := []string{
 		// Idle background workers wait for more work for a few seconds
 		// (a step a worker runs is on top of it, and not ignored).
-		goleak.IgnoreTopFunction("github.com/dlock-go/dlock.(*Locker).worker"),
+		"github.com/dlock-go/dlock.(*Locker).worker",
 		// A connection a pool keeps for reuse (go-sql-driver runs one
 		// goroutine per open connection); the pool's bound, not a wait,
 		// decides how many stay.
-		goleak.IgnoreTopFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"),
+		"github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1",
 	}
 
 	var served, gaveUp int
@@ -80,13 +78,9 @@ func testWaitsLeaveNothing(t *testing.T, h Harness) {
 	// keeps per connection and reuses (etcd's client may open a new watch
 	// stream, four goroutines, and keep it past its last watcher) is
 	// allowed up to maxKept goroutines; a goroutine per wait is hundreds.
-	err := goleak.Find(leaks...)
-	for deadline := time.Now().Add(10 * time.Second); err != nil && time.Now().Before(deadline); {
-		time.Sleep(500 * time.Millisecond)
-		err = goleak.Find(leaks...)
-	}
-	if n := leftGoroutines(err); n > maxKept {
-		t.Errorf("%d goroutines left after %d waits ended (%d served, %d given up), want at most %d: %v", n, len(names)*waitsPerName, served, gaveUp, maxKept, err)
+	left := waitLeft(10*time.Second, before, ignore...)
+	if len(left) > maxKept {
+		t.Errorf("%d goroutines left after %d waits ended (%d served, %d given up), want at most %d:\n%s", len(left), len(names)*waitsPerName, served, gaveUp, maxKept, strings.Join(left, "\n\n"))
 	}
 }
 
@@ -94,14 +88,6 @@ func testWaitsLeaveNothing(t *testing.T, h Harness) {
 // after the waits: a client library's per-connection stream, not one per
 // wait.
 const maxKept = 8
-
-// leftGoroutines counts the goroutines goleak.Find reported in err.
-func leftGoroutines(err error) int {
-	if err == nil {
-		return 0
-	}
-	return strings.Count(err.Error(), "Goroutine ")
-}
 
 // waitBatch runs a waitRound on each of names at once, and returns how
 // many waits were served and how many gave up.

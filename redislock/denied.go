@@ -1,6 +1,6 @@
 package redislock
 
-import "github.com/dlock-go/dlock/internal/rediserr"
+import "github.com/dlock-go/dlock/internal/goredis/rediserr"
 
 // denied wraps the server's refusals with dlock.ErrDenied (see
 // rediserr.Denied).

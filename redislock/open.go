@@ -12,7 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
-	"github.com/dlock-go/dlock/internal/redisquiet"
+	"github.com/dlock-go/dlock/internal/goredis/redisquiet"
 )
 
 func init() {

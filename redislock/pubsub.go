@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/internal/redisquiet"
+	"github.com/dlock-go/dlock/internal/goredis/redisquiet"
 )
 
 // grants receives, on one pub/sub connection per Locker (opened on its

@@ -12,7 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/rediserr"
+	"github.com/dlock-go/dlock/internal/goredis/rediserr"
 )
 
 // vote is one master's answer to the acquire script.

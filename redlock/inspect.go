@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/rediserr"
+	"github.com/dlock-go/dlock/internal/goredis/rediserr"
 )
 
 // inspectTimeout bounds Inspect's and ForceRelease's work on one master.

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/rediserr"
+	"github.com/dlock-go/dlock/internal/goredis/rediserr"
 )
 
 // Refresh extends each lease on every master, one pipeline per master,

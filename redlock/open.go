@@ -11,8 +11,8 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
-	"github.com/dlock-go/dlock/internal/rediserr"
-	"github.com/dlock-go/dlock/internal/redisquiet"
+	"github.com/dlock-go/dlock/internal/goredis/rediserr"
+	"github.com/dlock-go/dlock/internal/goredis/redisquiet"
 )
 
 func init() { backend.Register("redlock", open) }

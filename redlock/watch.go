@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/internal/redisquiet"
+	"github.com/dlock-go/dlock/internal/goredis/redisquiet"
 )
 
 // giveBackJitter bounds the random delay before a waiter hears of a failed

@@ -3,7 +3,7 @@ module github.com/dlock-go/dlock/extra/dlockgocron
 go 1.26.0
 
 require (
-	github.com/dlock-go/dlock v0.0.0
+	github.com/dlock-go/dlock v0.0.0-20261126022123-99c02b3cd452
 	github.com/go-co-op/gocron/v2 v2.21.2
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
@@ -17,6 +17,13 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.0 // indirect
 	github.com/coreos/go-systemd/v22 v22.3.3-0.20220203105225-a9a7ef127534 // indirect
+	github.com/dlock-go/dlock/etcdlock v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/internal/goredis v0.0.0-20261126022123-99c02b3cd452 // indirect
+	github.com/dlock-go/dlock/internal/testserver v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/redislock v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/redlock v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/sqllock v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/zklock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/go-zookeeper/zk v1.0.4 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
@@ -61,3 +68,17 @@ require (
 )
 
 replace github.com/dlock-go/dlock => ../..
+
+replace github.com/dlock-go/dlock/etcdlock => ../../etcdlock
+
+replace github.com/dlock-go/dlock/internal/testserver => ../../internal/testserver
+
+replace github.com/dlock-go/dlock/redislock => ../../redislock
+
+replace github.com/dlock-go/dlock/redlock => ../../redlock
+
+replace github.com/dlock-go/dlock/sqllock => ../../sqllock
+
+replace github.com/dlock-go/dlock/zklock => ../../zklock
+
+replace github.com/dlock-go/dlock/internal/goredis => ../../internal/goredis

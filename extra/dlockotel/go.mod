@@ -3,7 +3,7 @@ module github.com/dlock-go/dlock/extra/dlockotel
 go 1.26.0
 
 require (
-	github.com/dlock-go/dlock v0.0.0
+	github.com/dlock-go/dlock v0.0.0-20261126022123-99c02b3cd452
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
@@ -18,6 +18,9 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.0 // indirect
 	github.com/coreos/go-systemd/v22 v22.3.3-0.20220203105225-a9a7ef127534 // indirect
+	github.com/dlock-go/dlock/internal/goredis v0.0.0-20261126022123-99c02b3cd452 // indirect
+	github.com/dlock-go/dlock/internal/testserver v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/redislock v0.0.0-20261126022123-99c02b3cd452
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-sql-driver/mysql v1.10.1 // indirect
@@ -60,3 +63,11 @@ require (
 )
 
 replace github.com/dlock-go/dlock => ../..
+
+replace github.com/dlock-go/dlock/internal/testserver => ../../internal/testserver
+
+replace github.com/dlock-go/dlock/redislock => ../../redislock
+
+replace github.com/dlock-go/dlock/internal/goredis => ../../internal/goredis
+
+replace github.com/dlock-go/dlock/sqllock => ../../sqllock

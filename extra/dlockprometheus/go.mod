@@ -3,7 +3,7 @@ module github.com/dlock-go/dlock/extra/dlockprometheus
 go 1.26.0
 
 require (
-	github.com/dlock-go/dlock v0.0.0
+	github.com/dlock-go/dlock v0.0.0-20261126022123-99c02b3cd452
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.72.0
 )
@@ -46,6 +46,9 @@ require (
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/dlock-go/dlock/internal/goredis v0.0.0-20261126022123-99c02b3cd452 // indirect
+	github.com/dlock-go/dlock/internal/testserver v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/redislock v0.0.0-20261126022123-99c02b3cd452
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
@@ -54,3 +57,11 @@ require (
 )
 
 replace github.com/dlock-go/dlock => ../..
+
+replace github.com/dlock-go/dlock/internal/testserver => ../../internal/testserver
+
+replace github.com/dlock-go/dlock/redislock => ../../redislock
+
+replace github.com/dlock-go/dlock/internal/goredis => ../../internal/goredis
+
+replace github.com/dlock-go/dlock/sqllock => ../../sqllock

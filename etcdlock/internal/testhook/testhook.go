@@ -1,0 +1,41 @@
+// Package testhook gives etcdlock's test module (etcdlock/tests) what it
+// checks of etcdlock's internals. etcdlock sets the variables in its init;
+// no program outside etcdlock's directory can import this package.
+package testhook
+
+import (
+	"context"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/seam"
+)
+
+var (
+	// Wakeups returns how many times a queued waiter has been woken by a
+	// delete event since the process started.
+	Wakeups func() int64
+
+	// QueuedUnder returns how many keys of the lock on name under prefix
+	// wait: all but those that hold, whatever their modes.
+	QueuedUnder func(ctx context.Context, cli *clientv3.Client, prefix, name string) int
+
+	// ForgedRelease and ForgedRefresh release and refresh, through a
+	// driver of their own on cli, the lock on name under prefix as if
+	// they were owner: what a neighbour could do with a handle it made up.
+	ForgedRelease, ForgedRefresh func(ctx context.Context, cli *clientv3.Client, prefix, name, owner string) error
+)
+
+// DefaultPrefix is etcdlock.DefaultPrefix, for Queued.
+var DefaultPrefix string
+
+// Queued is QueuedUnder for DefaultPrefix.
+func Queued(ctx context.Context, cli *clientv3.Client, name string) int {
+	return QueuedUnder(ctx, cli, DefaultPrefix, name)
+}
+
+// DriverOf returns the driver l runs on, for dlocktest's
+// Harness.LockerAndDriver.
+func DriverOf(l *dlock.Locker) driver.Driver { return seam.LockerDriver(l) }

@@ -1,0 +1,53 @@
+package etcdlock_test
+
+import (
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/etcdlock"
+	"github.com/dlock-go/dlock/etcdlock/internal/testhook"
+	"github.com/dlock-go/dlock/internal/sessionlock/sessionlocktest"
+	"github.com/dlock-go/dlock/internal/testserver"
+)
+
+// queueOn describes the locks' queues through cli, on e, for the shared
+// tests.
+func queueOn(e *testserver.Etcd, cli *clientv3.Client) sessionlocktest.Queue {
+	return sessionlocktest.Queue{
+		NewLocker: func(t *testing.T) *dlock.Locker { return newLocker(t, cli, nil) },
+		NewLockerRetry: func(t *testing.T, maxRetry time.Duration) *dlock.Locker {
+			return newLocker(t, cli, &etcdlock.Options{MaxRetryInterval: maxRetry})
+		},
+		Entries: func(t *testing.T, name string) int {
+			resp, err := cli.Get(t.Context(), etcdlock.Key("", name), clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil {
+				return -1
+			}
+			return int(resp.Count)
+		},
+		Watches: func(t *testing.T) int { return e.Watchers(t) },
+		Wakeups: testhook.Wakeups,
+	}
+}
+
+// waitQueued waits until the lock on name has n keys (holder and
+// waiters).
+func waitQueued(t *testing.T, cli *clientv3.Client, name string, n int) {
+	t.Helper()
+	sessionlocktest.WaitEntries(t, queueOn(nil, cli), name, n)
+}
+
+func TestMain(m *testing.M) { sessionlocktest.Main(m) }
+
+func TestQueue(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	sessionlocktest.TestQueue(t, queueOn(e, e.Client(t)))
+}
+
+func TestModes(t *testing.T) {
+	e := testserver.StartEtcd(t)
+	sessionlocktest.TestModes(t, queueOn(e, e.Client(t)))
+}

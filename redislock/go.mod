@@ -1,0 +1,23 @@
+module github.com/dlock-go/dlock/redislock
+
+go 1.26.0
+
+require (
+	github.com/dlock-go/dlock v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/internal/goredis v0.0.0-20261126022123-99c02b3cd452
+	github.com/redis/go-redis/v9 v9.23.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)
+
+// Development inside the repository: scripts/release requires the tagged
+// version of each module instead and drops these replaces when it tags.
+replace (
+	github.com/dlock-go/dlock => ..
+	github.com/dlock-go/dlock/internal/goredis => ../internal/goredis
+	github.com/dlock-go/dlock/sqllock => ../sqllock
+)

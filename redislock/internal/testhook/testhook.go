@@ -1,0 +1,22 @@
+// Package testhook gives redislock's test module (redislock/tests) what it
+// checks of redislock's internals. redislock sets the variables in its
+// init; no program outside redislock's directory can import this package.
+package testhook
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/seam"
+)
+
+// InspectHash runs the second step of Inspect, the script that reads a
+// key held shared or as a semaphore, on key.
+var InspectHash func(ctx context.Context, c redis.UniversalClient, key string) ([]any, error)
+
+// DriverOf returns the driver l runs on, for dlocktest's
+// Harness.LockerAndDriver.
+func DriverOf(l *dlock.Locker) driver.Driver { return seam.LockerDriver(l) }

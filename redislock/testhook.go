@@ -1,0 +1,17 @@
+package redislock
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock/redislock/internal/testhook"
+)
+
+// init gives the test module what it checks of the internals (see package
+// testhook).
+func init() {
+	testhook.InspectHash = func(ctx context.Context, c redis.UniversalClient, key string) ([]any, error) {
+		return inspectHashScript.Run(ctx, c, []string{key}).Slice()
+	}
+}

@@ -1,0 +1,21 @@
+// Package testhook gives redlock's test module (redlock/tests) what it
+// checks of redlock's internals. redlock sets the variables in its init;
+// no program outside redlock's directory can import this package.
+package testhook
+
+import (
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/seam"
+)
+
+// NewDriver returns the driver New wraps (default options), with pause
+// (if not nil) called by Acquire after the token is written back and
+// before validity is checked.
+var NewDriver func(clients []redis.UniversalClient, pause func()) (driver.Driver, error)
+
+// DriverOf returns the driver l runs on, for dlocktest's
+// Harness.LockerAndDriver.
+func DriverOf(l *dlock.Locker) driver.Driver { return seam.LockerDriver(l) }

@@ -1,0 +1,21 @@
+package redlock
+
+import (
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/redlock/internal/testhook"
+)
+
+// init gives the test module what it checks of the internals (see package
+// testhook).
+func init() {
+	testhook.NewDriver = func(clients []redis.UniversalClient, pause func()) (driver.Driver, error) {
+		d, err := newDriver(clients, nil)
+		if err != nil {
+			return nil, err
+		}
+		d.pause = pause
+		return d, nil
+	}
+}

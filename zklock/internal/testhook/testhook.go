@@ -1,0 +1,27 @@
+// Package testhook gives zklock's test module (zklock/tests) what it
+// checks of zklock's internals. zklock sets the variables in its init; no
+// program outside zklock's directory can import this package.
+package testhook
+
+import (
+	"github.com/go-zookeeper/zk"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/seam"
+)
+
+var (
+	// Wakeups returns how many times a queued waiter has been woken by a
+	// watch event since the process started.
+	Wakeups func() int64
+
+	// Queued returns how many children of the lock on name (under
+	// zklock.DefaultPrefix) wait: all but those that hold, whatever their
+	// modes.
+	Queued func(conn *zk.Conn, name string) int
+)
+
+// DriverOf returns the driver l runs on, for dlocktest's
+// Harness.LockerAndDriver.
+func DriverOf(l *dlock.Locker) driver.Driver { return seam.LockerDriver(l) }
