@@ -110,7 +110,7 @@ func (l *Locker) refresh(ctx context.Context, batch []*held, results chan<- refr
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	start := time.Now()
-	errs := l.drv.Refresh(ctx, leases)
+	errs := l.refreshSteps(ctx, leases)
 	results <- refreshResult{batch: batch, errs: errs, start: start, took: time.Since(start)}
 }
 
