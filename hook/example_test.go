@@ -12,12 +12,10 @@ import (
 	"github.com/dlock-go/dlock/memlock"
 )
 
-// Hear of a lost lock: here the store drops the lease (as if an
-// administrator deleted it), the next renewal finds it gone, the lock's
-// Done closes and the hook's Lost is called.
+// Hear of a lost lock: a lock taken without renewal lapses before its
+// TTL runs out, its Done closes and the hook's Lost is called.
 func Example() {
-	store := memlock.NewStore()
-	locker, _ := memlock.New(store)
+	locker, _ := memlock.New(nil)
 	defer locker.Close()
 	lost := make(chan hook.Loss, 1)
 	locker.AddHook(hook.Hook{
@@ -27,17 +25,16 @@ func Example() {
 	})
 
 	ctx := context.Background()
-	lock, err := locker.Acquire(ctx, "reports/daily", dlock.WithTTL(300*time.Millisecond))
+	lock, err := locker.Acquire(ctx, "reports/daily", dlock.WithTTL(200*time.Millisecond), dlock.WithoutRenewal())
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	store.Expire("reports/daily")
 	<-lock.Done()
 	e := <-lost
 	fmt.Println("lost", e.Name, "with fence", e.Fence, "reason", e.Reason)
 	// Output:
-	// lost reports/daily with fence 1 reason not_held
+	// lost reports/daily with fence 1 reason expired
 }
 
 // Log a Locker's work with log/slog: losses and failed renewals at Warn,
