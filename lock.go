@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/hook"
 )
 
 // Lock is one handle on a held lock. Each successful Acquire or TryAcquire
@@ -78,7 +79,7 @@ func (k *Lock) Refresh(ctx context.Context) error {
 	case err == nil:
 		h.extended(start)
 	case errors.Is(err, driver.ErrNotHeld):
-		l.lose(h, LossNotHeld, fmt.Errorf("%w: refresh found it held by no one or another owner", ErrLost))
+		l.lose(h, hook.LossNotHeld, fmt.Errorf("%w: refresh found it held by no one or another owner", ErrLost))
 	}
 	done, st = k.done, h.state
 	l.unlock()
