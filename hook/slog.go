@@ -2,8 +2,9 @@ package hook
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
+
+	"github.com/dlock-go/dlock/internal/lockmode"
 )
 
 // Slog returns a Hook that logs a Locker's work to logger (nil means
@@ -43,7 +44,7 @@ func (s slogHook) acquireStart(ctx context.Context, e AcquireStart) context.Cont
 	if s.debug(ctx) {
 		s.logger.LogAttrs(ctx, slog.LevelDebug, "dlock: acquiring",
 			slog.String("backend", e.Backend), slog.String("name", e.Name), slog.Bool("wait", e.Wait),
-			slog.String("mode", mode(e.Shared, e.Limit)), slog.Duration("ttl", e.TTL))
+			slog.String("mode", lockmode.String(e.Shared, e.Limit)), slog.Duration("ttl", e.TTL))
 	}
 	return nil
 }
@@ -113,17 +114,4 @@ func (s slogHook) released(ctx context.Context, e Release) {
 		attrs = append(attrs, slog.String("error", e.Err.Error()))
 	}
 	s.logger.LogAttrs(ctx, slog.LevelDebug, "dlock: released", attrs...)
-}
-
-// mode describes an acquisition's mode as the root package's messages do:
-// "exclusive", "shared" or "a permit of a semaphore of N".
-func mode(shared bool, limit int) string {
-	switch {
-	case limit > 0:
-		return fmt.Sprintf("a permit of a semaphore of %d", limit)
-	case shared:
-		return "shared"
-	default:
-		return "exclusive"
-	}
 }
