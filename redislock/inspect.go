@@ -70,7 +70,7 @@ func (d *redisDriver) Inspect(ctx context.Context, names []string) ([]driver.Hol
 	}
 	pipe.Exec(ctx)
 	for i, k := range hashes {
-		vals, err := reads[i].Slice()
+		vals, err := inspectHashScript.Locate(reads[i]).Slice()
 		if err != nil {
 			return nil, fmt.Errorf("redislock: inspect: %w", denied(err))
 		}
@@ -200,7 +200,7 @@ func (d *redisDriver) Waiters(ctx context.Context, names []string) ([]int, error
 	pipe.Exec(ctx) // errors are read per command below
 	counts := make([]int, len(names))
 	for i, c := range cmds {
-		n, err := c.Int64()
+		n, err := waitersScript.Locate(c).Int64()
 		if err != nil {
 			return nil, fmt.Errorf("redislock: waiters %q: %w", names[i], denied(err))
 		}
