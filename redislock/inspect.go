@@ -93,7 +93,7 @@ func isWrongType(err error) bool {
 }
 
 // parseHolders decodes inspectHashScript's reply on the hash of a name
-// held in shared mode or as a semaphore (see scripts.go): its live
+// held in shared mode or as a semaphore (see lua/common.lua): its live
 // holders (those whose lease ended less than bound ago by the server's
 // clock, which the scripts count as live, with Remaining 0), in fence
 // order.
@@ -139,7 +139,7 @@ func parseHolder(key, v string) (driver.Holder, bool) {
 		return driver.Holder{}, false
 	}
 	fenceText, meta, _ := strings.Cut(rest, "|")
-	fenceText, _, _ = strings.Cut(fenceText, ",") // then how long the queue lives (see scripts.go)
+	fenceText, _, _ = strings.Cut(fenceText, ",") // then how long the queue lives (see lua/common.lua)
 	fenceText, _, _ = strings.Cut(fenceText, ".") // then the holder's TTL and renewal counter
 	fence, err := strconv.ParseUint(fenceText, 10, 64)
 	if err != nil {
