@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock/internal/goredis/luascript"
 )
 
 // batcher coalesces the script calls of a Locker's concurrent Acquire and
@@ -29,7 +31,7 @@ type batcher struct {
 // for replicas, the WAIT's in acks) once done is closed.
 type scriptCall struct {
 	ctx    context.Context
-	script *redis.Script
+	script *luascript.Script
 	keys   []string
 	args   []any
 	wait   bool          // follow the script with WAIT (if the batcher waits)

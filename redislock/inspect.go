@@ -70,7 +70,7 @@ func (d *redisDriver) Inspect(ctx context.Context, names []string) ([]driver.Hol
 	}
 	pipe.Exec(ctx)
 	for i, k := range hashes {
-		vals, err := reads[i].Slice()
+		vals, err := inspectHashScript.Locate(reads[i]).Slice()
 		if err != nil {
 			return nil, fmt.Errorf("redislock: inspect: %w", denied(err))
 		}
@@ -93,7 +93,7 @@ func isWrongType(err error) bool {
 }
 
 // parseHolders decodes inspectHashScript's reply on the hash of a name
-// held in shared mode or as a semaphore (see scripts.go): its live
+// held in shared mode or as a semaphore (see lua/common.lua): its live
 // holders (those whose lease ended less than bound ago by the server's
 // clock, which the scripts count as live, with Remaining 0), in fence
 // order.
@@ -139,7 +139,7 @@ func parseHolder(key, v string) (driver.Holder, bool) {
 		return driver.Holder{}, false
 	}
 	fenceText, meta, _ := strings.Cut(rest, "|")
-	fenceText, _, _ = strings.Cut(fenceText, ",") // then how long the queue lives (see scripts.go)
+	fenceText, _, _ = strings.Cut(fenceText, ",") // then how long the queue lives (see lua/common.lua)
 	fenceText, _, _ = strings.Cut(fenceText, ".") // then the holder's TTL and renewal counter
 	fence, err := strconv.ParseUint(fenceText, 10, 64)
 	if err != nil {
@@ -200,7 +200,7 @@ func (d *redisDriver) Waiters(ctx context.Context, names []string) ([]int, error
 	pipe.Exec(ctx) // errors are read per command below
 	counts := make([]int, len(names))
 	for i, c := range cmds {
-		n, err := c.Int64()
+		n, err := waitersScript.Locate(c).Int64()
 		if err != nil {
 			return nil, fmt.Errorf("redislock: waiters %q: %w", names[i], denied(err))
 		}

@@ -295,7 +295,7 @@ var (
 	_ driver.WaiterCounter = (*redisDriver)(nil)
 )
 
-// keys returns the lock key and its queue's key (see scripts.go).
+// keys returns the lock key and its queue's key (see lua/common.lua).
 func (d *redisDriver) keys(name string) []string {
 	k := Key(d.prefix, name)
 	return []string{k, k + ":q"}

@@ -126,6 +126,9 @@ func runPipelines(ctx context.Context, c redis.Cmdable, w *replicaWait, calls []
 			call.acks = acks
 		}
 		p.Exec(ctx) // each command carries its own outcome
+		for _, call := range sent {
+			call.script.Locate(call.cmd)
+		}
 	}
 	pipe(false)
 	for _, call := range calls {

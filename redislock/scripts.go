@@ -1,549 +1,62 @@
 package redislock
 
 import (
+	"embed"
 	"strconv"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/dlock-go/dlock/internal/goredis/luascript"
 )
 
-// Keys of one name, all sharing the name's hash tag (see Key):
+// The scripts are Lua files in lua/, each with the comment that explains
+// it: common.lua holds the layout of a name's keys and the helpers of the
+// general paths, acquire.lua, release.lua and the others a script's own
+// part. A script's error names the file and line it comes from (see
+// package luascript).
 //
-//	K  = Key(prefix, name)  a string while the name is free or held
-//	                        exclusively: owner|fence.ttl.n[,qexp][|metadata]
-//	                        while held (ttl: the holder's lease in ms;
-//	                        n: a renewal counter, one more at every
-//	                        renewal, so that owner|fence.ttl.n, the
-//	                        stamp, changes whenever the lease is written;
-//	                        the key lives ttl + the clock bound, see
-//	                        "Clock steps" in the package documentation;
-//	                        qexp: until when, at least, the
-//	                        queue lives, server clock, ms; written when
-//	                        the name was handed on from the queue, see
-//	                        queue_alive), |fence as a tombstone after
-//	                        release; a hash
-//	                        while it is held in shared mode or as a
-//	                        semaphore: owner -> "expiry_ms|fence|metadata"
-//	                        per holder (expiry on the server's clock), plus
-//	                        "f" -> the last fence issued and "m" -> the
-//	                        mode ("s" shared, or the semaphore's limit)
-//	Q  = K + ":q"           list of waiters, first come first served, one
-//	                        entry each: owner|ticket|ttl_ms|written_ms|
-//	                        keep_ms|qexp|mode|metadata: the waiter's lease
-//	                        length, when it last wrote the entry (server
-//	                        clock), how long the entry lives unless
-//	                        rewritten, until when the queue lived at least
-//	                        then (see queue_alive), and its mode ("x"
-//	                        exclusive, "s" shared, or a limit); ticket: see
-//	                        grant
-//
-// Owners never contain '|' and always contain ':', so no owner is "f" or
-// "m". The hash's own expiry is raised to its latest holder's, so a hash
-// whose holders all expired disappears like an expired string; when its
-// last holder leaves it becomes the tombstone |fence, so tokens keep
-// increasing whatever mode the name is taken in next.
-//
-// The exclusive scripts read K with redis.pcall('GET'): on a hash that
-// fails with WRONGTYPE, which sends them to the multi-holder logic, so a
-// name never used in shared or semaphore mode runs exactly the commands
-// it ran before those modes existed.
-//
-// A name freed (wholly or in part) while owners wait is handed on the
-// server, in the same script, to as many queue entries from the head as
-// fit: one exclusive entry when nobody holds, every shared entry up to
-// the first exclusive one while no exclusive holder holds, permits while
-// fewer than the limit hold. Each is told on the channel ARGV chanp ..
-// <locker id> with payload owner|fence|ticket. An entry with a ticket
-// written less than freshGrant ago gets its TTL, and its waiter takes the message as the grant (the
-// entry was written by the call with that ticket, so the lease began
-// after that call was sent); the others get a lease of at most grantLease
-// and ticket 0, and their waiter runs the acquire script, which finds it
-// a holder and extends the lease to its own TTL.
+//go:embed lua/*.lua
+var lua embed.FS
 
-// common holds the Lua helpers the general paths share. The server's TIME
-// is read only when needed (and once per script): for every new token
-// (see fence_after), for the expiries of shared holds and permits, and
-// for queue deadlines when someone waits.
-//
-// A name's state is a table st: last (the last fence issued), n (live
-// holders), mode ("x" for an exclusive holder, "s" shared, a limit, nil
-// when n is 0), owner and fence (the exclusive holder), hs (the other
-// holders by owner: exp, fence, metadata), minexp (their earliest
-// expiry), glease (the shortest lease granted by this script); for an
-// exclusive holder also ttl (its lease, ms; 0 in a value written before
-// values recorded it), rn (its renewal counter), stamp (the value up to
-// the counter) and rest (what follows it: ",qexp" and "|metadata").
-//
-// The clock bound (ms) is every script's last argument: an exclusive
-// key lives its holder's TTL plus the bound, a shared holder or permit
-// counts as live until its expiry plus the bound, by the server's clock.
-var common = `
-local bound_ms = tonumber(ARGV[#ARGV])
-local grant_ms = ` + strconv.FormatInt(grantLease.Milliseconds(), 10) + `
-local queue_ms = ` + strconv.FormatInt(queueTTL.Milliseconds(), 10) + `
-local fresh_ms = ` + strconv.FormatInt(freshGrant.Milliseconds(), 10) + `
-local us_cache
-local function now_us()
-  if not us_cache then
-    local t = redis.call('TIME')
-    us_cache = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
-  return us_cache
-end
-local function now_ms() return math.floor(now_us() / 1000) end
-local function num(x) return string.format('%.0f', x) end
--- fence_after returns the next token: above last, and no lower than the
--- server's TIME in microseconds, so that tokens stay above TIME-based
--- ones even when the last writes were lost.
-local function fence_after(last)
-  return num(math.max(last + 1, now_us()))
-end
-local function put(K, owner, fence, meta, ttl, qexp)
-  local val = owner .. '|' .. fence .. '.' .. num(ttl) .. '.0'
-  if qexp then val = val .. ',' .. num(qexp) end
-  if meta ~= '' then val = val .. '|' .. meta end
-  redis.call('SET', K, val, 'PX', ttl + bound_ms)
-end
--- renew extends the exclusive holder's lease to ttl, counting the renewal.
-local function renew(K, st, ttl)
-  redis.call('SET', K, st.owner .. '|' .. st.fence .. '.' .. num(ttl) .. '.' .. num(st.rn + 1) .. st.rest, 'PX', ttl + bound_ms)
-end
--- load returns the state of K, whose GET (through pcall) returned v, or
--- nil if K holds a value dlock did not write. It drops expired holders.
-local function load(K, v)
-  local st = {last = 0, n = 0, hs = {}}
-  if type(v) == 'table' then
-    local now = now_ms()
-    local all = redis.call('HGETALL', K)
-    for i = 1, #all, 2 do
-      local k, val = all[i], all[i + 1]
-      if k == 'f' then
-        st.last = tonumber(val)
-      elseif k == 'm' then
-        st.mode = val
-      else
-        local exp, f, meta = string.match(val, '^(%d+)|(%d+)|(.*)$')
-        exp = tonumber(exp)
-        if exp and exp + bound_ms > now then
-          st.hs[k] = {exp = exp, fence = f, meta = meta}
-          st.n = st.n + 1
-          if not st.minexp or exp < st.minexp then st.minexp = exp end
-        else
-          redis.call('HDEL', K, k)
-        end
-      end
-    end
-    if st.n == 0 then st.mode = nil end
-  elseif v then
-    local o, f, ttl, rn, pos = string.match(v, '^([^|]*)|(%d+)%.?(%d*)%.?(%d*)()')
-    if not o then return nil end
-    st.last = tonumber(f)
-    st.qexp = tonumber(string.match(v, '^,(%d+)', pos))
-    if o ~= '' then
-      st.n, st.mode, st.owner, st.fence = 1, 'x', o, f
-      st.ttl, st.rn = tonumber(ttl) or 0, tonumber(rn) or 0
-      st.stamp, st.rest = string.sub(v, 1, pos - 1), string.sub(v, pos)
-    end
-  end
-  return st
-end
--- kind is what modes must agree on: "L" for a lock, else the limit.
-local function kind(mode)
-  if mode == 'x' or mode == 's' then return 'L' end
-  return mode
-end
-local function compatible(st, mode) return st.n == 0 or kind(st.mode) == kind(mode) end
--- fits reports whether the holders leave room for one more of mode.
-local function fits(st, mode)
-  if st.n == 0 then return true end
-  if mode == 'x' or st.mode == 'x' then return false end
-  if mode == 's' then return st.mode == 's' end
-  return st.mode == mode and st.n < tonumber(mode)
-end
--- add makes owner a holder of mode with a lease of ms and returns its
--- fence, above every earlier one.
-local function add(K, st, owner, mode, meta, ms, qexp)
-  local f = fence_after(st.last)
-  st.last = tonumber(f)
-  if mode == 'x' then
-    put(K, owner, f, meta, ms, qexp)
-    st.owner, st.fence = owner, f
-  else
-    if st.n == 0 then redis.call('DEL', K) end
-    local exp = now_ms() + ms
-    redis.call('HSET', K, owner, num(exp) .. '|' .. f .. '|' .. meta, 'f', f, 'm', mode)
-    if redis.call('PTTL', K) < ms + bound_ms then redis.call('PEXPIRE', K, ms + bound_ms) end
-    st.hs[owner] = {exp = exp, fence = f, meta = meta}
-    if not st.minexp or exp < st.minexp then st.minexp = exp end
-  end
-  st.n, st.mode = st.n + 1, mode
-  return f
-end
-local function tombstone(K, st, ms)
-  redis.call('SET', K, '|' .. num(st.last), 'PX', ms)
-end
--- A queue entry is "owner|ticket|ttl|written|keep|qexp|mode|metadata":
--- the waiter's ticket (the number of the call that wrote the entry, "0"
--- when its grants must be confirmed), lease length, when the entry was
--- written (server clock, ms), how long it lives without a rewrite, until
--- when (at least) the queue lived when it was written, and mode.
-local function parse(e)
-  local o, tk, ttl, w, keep, qx, mode, meta = string.match(e, '^([^|]*)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|(.*)$')
-  if not o then return nil end
-  return {owner = o, ticket = tk, ttl = tonumber(ttl), w = tonumber(w), keep = tonumber(keep), qx = tonumber(qx), mode = mode, meta = meta, raw = e}
-end
-local function live(x) return x and x.w + x.keep >= now_ms() end
--- peek returns the queue's first live entry, dropping dead ones ahead of it.
-local function peek(Q)
-  while true do
-    local e = redis.call('LINDEX', Q, 0)
-    if not e then return nil end
-    local x = parse(e)
-    if live(x) then return x end
-    redis.call('LPOP', Q)
-  end
-end
--- pop removes and returns the queue's first live entry (dropping dead
--- ones ahead of it); first is the head already popped by the caller, if any.
-local function pop(Q, first)
-  local e = first
-  while true do
-    if not e then e = redis.call('LPOP', Q) end
-    if not e then return nil end
-    local x = parse(e)
-    if live(x) then return x end
-    e = nil
-  end
-end
--- queue_alive makes sure the queue outlives for at least queue_ms / 2
--- more every entry that may join it without extending it itself (see
--- enqueue), and returns until when it lives at least: the later of
--- st.qexp, recorded in the holder's value by an earlier grant, and x.qx,
--- recorded in the entry x just taken from the queue, if still far enough
--- off; else now + queue_ms. A queue's expiry only moves later while it
--- exists, and a queue made again later expires later still, so a recorded
--- qexp stays a lower bound of the queue's expiry as long as the queue
--- exists.
-local function queue_alive(Q, st, x)
-  local now = now_ms()
-  local q = math.max(st.qexp or 0, x.qx or 0)
-  if q >= now + queue_ms / 2 and q <= now + queue_ms then return q end
-  redis.call('PEXPIRE', Q, queue_ms)
-  return now + queue_ms
-end
--- grant hands the name to the queue's head entries while they fit, in
--- order, and returns {owner, fence, ticket, ...} of those it granted. Self (the
--- owner running the script) gets its own TTL and no message. The others
--- get a message on their Locker's channel, owner|fence|ticket (but not
--- those of the Locker near, which the script's caller tells itself), and
--- their TTL when their entry carries a ticket and was written less than
--- fresh_ms ago, so that the waiter may take the message as the grant;
--- else a lease of at most grant_ms and ticket 0, and the waiter confirms
--- it. first: see pop. An exclusive grant also keeps the queue alive (see
--- queue_alive) and records until when in the new holder's value.
-local function grant(K, Q, st, chanp, self, first, near)
-  local granted = {}
-  while not (st.n > 0 and st.mode == 'x') do
-    local x = pop(Q, first)
-    first = nil
-    if not x then break end
-    if not compatible(st, x.mode) or not fits(st, x.mode) then
-      redis.call('LPUSH', Q, x.raw)
-      redis.call('PEXPIRE', Q, queue_ms)
-      break
-    end
-    local h, lease, tk = x.owner, x.ttl, '0'
-    if h ~= self then
-      if x.ticket ~= '0' and now_ms() - x.w < fresh_ms then
-        tk = x.ticket
-      else
-        lease = math.min(lease, grant_ms)
-      end
-    end
-    local qexp
-    if x.mode == 'x' then qexp = queue_alive(Q, st, x) end
-    local f = add(K, st, h, x.mode, x.meta, lease, qexp)
-    if h ~= self then
-      local lk = string.match(h, '^[^:]*')
-      if lk ~= near then redis.call('PUBLISH', chanp .. lk, h .. '|' .. f .. '|' .. tk) end
-      st.glease = math.min(st.glease or lease, lease)
-    end
-    table.insert(granted, h)
-    table.insert(granted, f)
-    table.insert(granted, tk)
-  end
-  return granted
-end
--- find returns the raw entry of owner in the queue and its index (from
--- 0), or nil.
-local function find(Q, owner)
-  local p = owner .. '|'
-  for i, e in ipairs(redis.call('LRANGE', Q, 0, -1)) do
-    if string.sub(e, 1, #p) == p then return e, i - 1 end
-  end
-end
--- enqueue puts owner at the tail of the queue, or, if known (it queued
--- before in this wait), rewrites its entry in place when still there. It
--- returns how many entries are queued ahead of it if it joined now, else
--- nil, and its place (0 at the head). The queue outlives every entry: it
--- is extended to queue_ms unless it existed already and the holder's
--- value records (st.qexp, see queue_alive) that it lives past this
--- entry's deadline (keep is at most 3 s).
-local function enqueue(Q, st, owner, ticket, ttl, keep, mode, meta, known)
-  local now = now_ms()
-  local found, i
-  if known then found, i = find(Q, owner) end
-  -- qx: until when the queue lives at least, written into the entry
-  -- (see queue_alive); a queue made by this RPUSH lives until now +
-  -- queue_ms, which is no earlier.
-  local qx, extend = st.qexp, false
-  if not (qx and qx >= now + keep and qx <= now + queue_ms) then qx, extend = now + queue_ms, true end
-  local e = owner .. '|' .. ticket .. '|' .. ttl .. '|' .. num(now) .. '|' .. keep .. '|' .. num(qx) .. '|' .. mode .. '|' .. meta
-  local ahead
-  if found then
-    redis.call('LSET', Q, i, e)
-  else
-    ahead = redis.call('RPUSH', Q, e) - 1
-    i = ahead
-  end
-  if extend or ahead == 0 then redis.call('PEXPIRE', Q, queue_ms) end
-  return ahead, i
-end
-`
+// commonVars are the values of common.lua's placeholders: the constants
+// the scripts share with this package, in ms.
+var commonVars = map[string]string{
+	"grant_ms": strconv.FormatInt(grantLease.Milliseconds(), 10),
+	"queue_ms": strconv.FormatInt(queueTTL.Milliseconds(), 10),
+	"fresh_ms": strconv.FormatInt(freshGrant.Milliseconds(), 10),
+}
 
-// acquireScript: KEYS K, Q; ARGV owner, TTL ms, metadata, queue ("0"
-// for a single attempt, "1" to join the queue if not acquired, "2" to
-// keep the place taken by an earlier call of the same wait), keep ms
-// (how long the queue keeps the place without a refresh), chanp, mode
-// ("x" exclusive, "s" shared, or a semaphore's limit), ticket (this
-// call's number in its wait, or "0": see grant), takeover (a stamp, or
-// ""), clock bound ms.
-//
-// It returns {1, fence} when owner holds the name (taken now, granted
-// while it waited, or re-entered after a lost reply), with its lease set
-// to TTL; {0, ms} when not: how long until a holder's lease ends at the
-// latest, and {0, ms, ahead} when owner joined the queue in this call,
-// with how many were ahead of it then (holders and queued entries, live
-// or not yet found dead); {0, ms, ahead or -1, stamp, ttl} when the
-// name is held exclusively by another owner whose stamp the caller may
-// observe: always when queue is set, else only when the holder's lease
-// ran out by the server's clock less than the bound ago ("in doubt";
-// ms is then the key's PTTL, until it ended more than the bound ago,
-// and otherwise the lease left, PTTL minus the bound). A takeover equal
-// to the holder's stamp frees the name as if the holder had released it
-// (handing it to the queue's head first). {-1, mode} when the name is held (or handed to
-// a waiter) in a mode that disagrees with owner's. Entries queued first
-// are served first; owner takes the name only when the queue is empty
-// (or it is granted from it); with queue set, owner is put in (or kept
-// in) line.
-var acquireScript = redis.NewScript(acquireFast + common + `
-local K, Q = KEYS[1], KEYS[2]
-local owner, ttl, meta, queue, keep, chanp, mode, ticket, takeover = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
-local st = load(K, v0)
-if not st then return redis.error_reply('dlock: key holds a value dlock did not write') end
-if st.owner == owner then
-  renew(K, st, ttl)
-  return {1, st.fence}
-end
-local mine = st.hs[owner]
-if mine then
-  redis.call('HSET', K, owner, num(now_ms() + ttl) .. '|' .. mine.fence .. '|' .. mine.meta)
-  if redis.call('PTTL', K) < ttl + bound_ms then redis.call('PEXPIRE', K, ttl + bound_ms) end
-  return {1, mine.fence}
-end
--- stamp: the exclusive holder's, for the caller to observe (see the
--- reply above); a value that does not record the holder's TTL gets none.
-local stamp, pttl
-if st.mode == 'x' and st.ttl > 0 then
-  if takeover ~= '' and takeover == st.stamp then
-    st.n, st.mode, st.owner, st.fence = 0, nil, nil, nil
-  else
-    stamp = st.stamp
-    if queue == '0' then
-      pttl = redis.call('PTTL', K)
-      if pttl > bound_ms then stamp = nil end
-    end
-  end
-end
-if not compatible(st, mode) then return {-1, st.mode} end
-if st.n == 0 or st.mode ~= 'x' then
-  grant(K, Q, st, chanp, owner)
-  if st.owner == owner then return {1, st.fence} end
-  if st.hs[owner] then return {1, st.hs[owner].fence} end
-  if not compatible(st, mode) then return {-1, st.mode} end
-  if fits(st, mode) and not peek(Q) then
-    return {1, add(K, st, owner, mode, meta, ttl)}
-  end
-end
-local ahead, place
-if queue ~= '0' then ahead, place = enqueue(Q, st, owner, ticket, tonumber(ttl), tonumber(keep), mode, meta, queue == '2') end
-local wait = grant_ms
-if st.glease then
-  wait = st.glease
-elseif place and place > 0 then
-  -- Not first in line: a grant or its own heartbeat wakes it. (The head
-  -- waiter wakes when the holder's lease ends, and its call then takes the
-  -- name if the holder died.)
-  wait = 0
-elseif st.mode == 'x' then
-  wait = pttl or redis.call('PTTL', K)
-  if wait > bound_ms then wait = wait - bound_ms end
-elseif st.n > 0 then
-  wait = st.minexp - now_ms()
-  if wait <= 0 then wait = wait + bound_ms end
-end
-if stamp then return {0, wait, ahead and st.n + ahead or -1, stamp, st.ttl} end
-if ahead then return {0, wait, st.n + ahead} end
-return {0, wait}
-`)
+// acquireScript takes a name, queues for it or re-enters it
+// (lua/acquire.lua); its fast path takes a free name nobody waits for
+// before the helpers of the general case are defined.
+var acquireScript = luascript.Must(luascript.New(lua, commonVars,
+	"lua/acquire_fast.lua", "lua/common.lua", "lua/acquire.lua"))
 
-// acquireFast takes a free name nobody waits for, exclusively, with the
-// fewest commands (GET, EXISTS, TIME, SET), before the helpers of the general
-// case are even defined. GET fails on a hash (a name held in shared mode
-// or as a semaphore); pcall keeps that error as v0 for the general case.
-// Any other error (NOPERM: a user without GET) is the script's reply.
-const acquireFast = `
-local v0 = redis.pcall('GET', KEYS[1])
-if type(v0) == 'table' and string.sub(v0.err or '', 1, 9) ~= 'WRONGTYPE' then return v0 end
-if ARGV[7] == 'x' and type(v0) ~= 'table' and (not v0 or string.byte(v0, 1) == 124) and redis.call('EXISTS', KEYS[2]) == 0 then
-  local last = v0 and tonumber(string.sub(v0, 2)) or 0
-  local t = redis.call('TIME')
-  local f = string.format('%.0f', math.max(last + 1, tonumber(t[1]) * 1000000 + tonumber(t[2])))
-  local val = ARGV[1] .. '|' .. f .. '.' .. ARGV[2] .. '.0'
-  if ARGV[3] ~= '' then val = val .. '|' .. ARGV[3] end
-  redis.call('SET', KEYS[1], val, 'PX', tonumber(ARGV[2]) + tonumber(ARGV[#ARGV]))
-  return {1, f}
-end
-`
+// refreshScript extends an owner's lease (lua/refresh.lua).
+var refreshScript = luascript.Must(luascript.New(lua, nil, "lua/refresh.lua"))
 
-// ownerHeld sets v to the reply of GET on the key K (an error table when
-// K is a hash) and held to whether ARGV[1] holds K exclusively. Any other
-// error of GET (NOPERM) is the script's reply.
-const ownerHeld = `
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' and string.sub(v.err or '', 1, 9) ~= 'WRONGTYPE' then return v end
-local held = false
-if type(v) == 'string' then
-  local n = string.len(ARGV[1])
-  held = string.sub(v, 1, n) == ARGV[1] and string.sub(v, n + 1, n + 1) == '|'
-end
-`
+// releaseScript frees an owner's hold or takes a waiter out of the queue,
+// handing the name on (lua/release.lua); an exclusive holder nobody waits
+// behind is done before the helpers of the general case are defined.
+var releaseScript = luascript.Must(luascript.New(lua, commonVars,
+	"lua/owner_held.lua", "lua/release_fast.lua", "lua/common.lua", "lua/release.lua"))
 
-// refreshScript: KEYS K; ARGV owner, TTL ms, fence ("0": any), clock
-// bound ms. Returns 1 if extended, 0 if not held by owner (with that
-// fence). An exclusive holder's value is rewritten with its renewal
-// counter raised (GET and SET, as GET and PEXPIRE before), so that its
-// stamp changes.
-var refreshScript = redis.NewScript(`
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' and string.sub(v.err or '', 1, 9) ~= 'WRONGTYPE' then return v end
-local owner, ttl, fence, bound = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
-if type(v) == 'table' then
-  local e = redis.call('HGET', KEYS[1], owner)
-  if not e then return 0 end
-  local exp, f, rest = string.match(e, '^(%d+)|(%d+)(|.*)$')
-  if not exp or (fence ~= '0' and f ~= fence) then return 0 end
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if tonumber(exp) + bound <= now then return 0 end
-  redis.call('HSET', KEYS[1], owner, string.format('%.0f', now + ttl) .. '|' .. f .. rest)
-  if redis.call('PTTL', KEYS[1]) < ttl + bound then redis.call('PEXPIRE', KEYS[1], ttl + bound) end
-  return 1
-end
-if not v then return 0 end
-local o, f, _, rn, pos = string.match(v, '^([^|]*)|(%d+)%.?(%d*)%.?(%d*)()')
-if o ~= owner or (fence ~= '0' and f ~= fence) then return 0 end
-redis.call('SET', KEYS[1], o .. '|' .. f .. '.' .. ARGV[2] .. '.' .. string.format('%.0f', (tonumber(rn) or 0) + 1) .. string.sub(v, pos), 'PX', ttl + bound)
-return 1
-`)
+// forceReleaseScript frees a name whatever its holders
+// (lua/force_release.lua).
+var forceReleaseScript = luascript.Must(luascript.New(lua, commonVars,
+	"lua/common.lua", "lua/force_release.lua"))
 
-// releaseScript: KEYS K, Q; ARGV owner, tombstone ms, chanp, clock bound
-// ms. If owner
-// holds the name, frees its hold: hands the name on to the queue's head
-// entries that now fit, or, if nobody holds it any more, leaves a
-// tombstone keeping the fence. Otherwise takes owner out of the queue (a
-// waiter giving up), and hands the name to the entries that were queued
-// behind it and now fit (readers behind a writer that gave up). Returns 0
-// if owner did not hold the name, else {1, owner, fence, ticket, ...}
-// with the owners it was handed to (see grant).
-//
-// A holder is never in the queue: it leaves the queue in the same script
-// that gives it the name, and a holder's own acquire attempts re-enter
-// instead of queueing. So only a waiter needs the queue searched. An
-// exclusive holder's release pops the queue's head at once: nil means
-// nobody waits, and costs what EXISTS would.
-var releaseScript = redis.NewScript(ownerHeld + `
-local first
-if type(v) ~= 'table' and held then
-  first = redis.call('LPOP', KEYS[2])
-  if not first then
-    redis.call('SET', KEYS[1], '|' .. string.match(v, '^[^|]*|(%d+)'), 'PX', ARGV[2])
-    return {1}
-  end
-elseif type(v) ~= 'table' and redis.call('EXISTS', KEYS[2]) == 0 then
-  return 0
-end
-` + common + `
-local K, Q, owner = KEYS[1], KEYS[2], ARGV[1]
-local st = load(K, v)
-local res = {1}
-if held then
-  st.n, st.mode, st.owner = 0, nil, nil
-elseif st and st.hs[owner] then
-  redis.call('HDEL', K, owner)
-  st.hs[owner] = nil
-  st.n = st.n - 1
-  if st.n == 0 then st.mode = nil end
-else
-  local e = find(Q, owner)
-  if not e or not st then return 0 end
-  redis.call('LREM', Q, 1, e)
-  res = {0}
-end
-for _, x in ipairs(grant(K, Q, st, ARGV[3], '', first, string.match(owner, '^[^:]*'))) do table.insert(res, x) end
-if res[1] == 0 then return 0 end
-if st.n == 0 then tombstone(K, st, ARGV[2]) end
-return res
-`)
+// inspectHashScript reads a name held shared or as a semaphore
+// (lua/inspect_hash.lua).
+var inspectHashScript = luascript.Must(luascript.New(lua, nil, "lua/inspect_hash.lua"))
 
-// forceReleaseScript: KEYS K, Q; ARGV tombstone ms, chanp, clock bound
-// ms. Frees the
-// name whatever its holders, handing it to its waiters. Returns 1 if it
-// was held.
-var forceReleaseScript = redis.NewScript(common + `
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' and string.sub(v.err or '', 1, 9) ~= 'WRONGTYPE' then return v end
-local st = load(KEYS[1], v)
-if not st or st.n == 0 then return 0 end
-st.n, st.mode, st.owner, st.hs = 0, nil, nil, {}
-grant(KEYS[1], KEYS[2], st, ARGV[2], '')
-if st.n == 0 then tombstone(KEYS[1], st, ARGV[1]) end
-return 1
-`)
+// waitersScript counts a name's live queue entries (lua/waiters.lua).
+var waitersScript = luascript.Must(luascript.New(lua, nil, "lua/waiters.lua"))
 
-// inspectHashScript: KEYS K, found to be a hash. Returns the server's
-// time in ms and the hash's fields and values, for Inspect to drop expired
-// holders; or, if the key has become a string since (the last holder
-// left: a tombstone, or an exclusive holder's value), {time, value, PTTL};
-// or {time} if it is gone.
-var inspectHashScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ty = redis.call('TYPE', KEYS[1]).ok
-if ty == 'hash' then return {now, redis.call('HGETALL', KEYS[1])} end
-if ty == 'string' then return {now, redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])} end
-return {now}
-`)
-
-// waitersScript: KEYS Q. Returns how many of the name's queue entries
-// are live (their place's deadline, on the server's clock, not passed):
-// dead ones stay in the queue until they reach its head.
-var waitersScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local n = 0
-for _, e in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
-  local w, keep = string.match(e, '^[^|]*|%d+|%d+|(%d+)|(%d+)|')
-  if w and tonumber(w) + tonumber(keep) >= now then n = n + 1 end
-end
-return n
-`)
+// scripts are every script of the package by name, for the test module.
+var scripts = map[string]*luascript.Script{
+	"acquire":      acquireScript,
+	"refresh":      refreshScript,
+	"release":      releaseScript,
+	"forceRelease": forceReleaseScript,
+	"inspectHash":  inspectHashScript,
+	"waiters":      waitersScript,
+}

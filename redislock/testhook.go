@@ -14,4 +14,5 @@ func init() {
 	testhook.InspectHash = func(ctx context.Context, c redis.UniversalClient, key string) ([]any, error) {
 		return inspectHashScript.Run(ctx, c, []string{key}).Slice()
 	}
+	testhook.Scripts = scripts
 }

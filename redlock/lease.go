@@ -103,7 +103,7 @@ func (d *rlDriver) refreshOn(ctx context.Context, c redis.UniversalClient, ls []
 		_, _ = pipe.Exec(ctx)
 		noScript := false
 		for i, cmd := range cmds {
-			n, err := cmd.Int()
+			n, err := refreshScript.Locate(cmd).Int()
 			if err != nil {
 				n = -1
 				noScript = noScript || strings.HasPrefix(err.Error(), "NOSCRIPT")

@@ -18,4 +18,5 @@ func init() {
 		d.pause = pause
 		return d, nil
 	}
+	testhook.Scripts = scripts
 }

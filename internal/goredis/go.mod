@@ -1,5 +1,6 @@
-// Helpers of go-redis shared by redislock and redlock (error classes, a quiet logger):
-// a module of its own so that the root module needs no Redis client.
+// Helpers of go-redis shared by redislock and redlock (error classes, a quiet logger,
+// the assembler of Lua scripts kept in .lua files): a module of its own so that the
+// root module needs no Redis client.
 module github.com/dlock-go/dlock/internal/goredis
 
 go 1.26.0

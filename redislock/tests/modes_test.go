@@ -16,7 +16,7 @@ import (
 	"github.com/dlock-go/dlock/redislock"
 )
 
-// The layout of shared holds and semaphores in the store (see scripts.go),
+// The layout of shared holds and semaphores in the store (see lua/common.lua),
 // checked on the server.
 
 // holderFields returns the holders recorded in name's hash: owner ->

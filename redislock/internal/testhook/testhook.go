@@ -10,12 +10,17 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/goredis/luascript"
 	"github.com/dlock-go/dlock/internal/seam"
 )
 
 // InspectHash runs the second step of Inspect, the script that reads a
 // key held shared or as a semaphore, on key.
 var InspectHash func(ctx context.Context, c redis.UniversalClient, key string) ([]any, error)
+
+// Scripts are redislock's scripts by name (the Go variable's, without
+// "Script"), for the test that every one assembles and compiles.
+var Scripts map[string]*luascript.Script
 
 // DriverOf returns the driver l runs on, for dlocktest's
 // Harness.LockerAndDriver.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/goredis/luascript"
 	"github.com/dlock-go/dlock/internal/seam"
 )
 
@@ -15,6 +16,10 @@ import (
 // (if not nil) called by Acquire after the token is written back and
 // before validity is checked.
 var NewDriver func(clients []redis.UniversalClient, pause func()) (driver.Driver, error)
+
+// Scripts are redlock's scripts by name (the Go variable's, without
+// "Script"), for the test that every one assembles and compiles.
+var Scripts map[string]*luascript.Script
 
 // DriverOf returns the driver l runs on, for dlocktest's
 // Harness.LockerAndDriver.
