@@ -18,7 +18,7 @@ func check(root, version string) error {
 		return err
 	}
 	if version == "" {
-		v, err := headPseudoVersion(root)
+		v, err := runVersion(root)
 		if err != nil {
 			return err
 		}
@@ -42,10 +42,10 @@ func check(root, version string) error {
 		return err
 	}
 	fmt.Printf("publish-check: %d modules served at %s from %s\n", len(mods), version, root)
-	if err := purgeCache(); err != nil {
+	if err := purgeCache(version); err != nil {
 		return err
 	}
-	defer purgeCache()
+	defer purgeCache(version)
 	u := &user{dir: filepath.Join(work, "user"), env: append(proxyEnv(proxy), "GOBIN="+filepath.Join(work, "bin")), version: version}
 	if err := os.MkdirAll(u.dir, 0o755); err != nil {
 		return err
@@ -53,8 +53,19 @@ func check(root, version string) error {
 	return u.run(mods, tree)
 }
 
-// headPseudoVersion is the pseudo-version of the commit checked out, the
-// version a check is served at unless one is given.
+// headPseudoVersion is the pseudo-version of the commit checked out.
+// runVersion is the version a check is served at unless one is given:
+// a pseudo-version of the commit checked out, stamped with the time of the
+// check rather than of the commit, so that every check has a version of
+// its own (the working tree may differ from the commit).
+func runVersion(root string) (string, error) {
+	v, err := headPseudoVersion(root)
+	if err != nil {
+		return "", err
+	}
+	return "v0.0.0-" + time.Now().UTC().Format("20060102150405") + v[len("v0.0.0-20060102150405"):], nil
+}
+
 func headPseudoVersion(root string) (string, error) {
 	cmd := exec.Command("git", "log", "-1", "--format=%H %ct")
 	cmd.Dir = root
@@ -91,16 +102,33 @@ func goEnv(name string) string {
 	return string(out)
 }
 
-// purgeCache removes the repository's modules from the module cache, so
-// that a check never reads a version an earlier check served.
-func purgeCache() error {
+// purgeCache removes version of the repository's modules from the module
+// cache, so that a check never reads what an earlier check served at the
+// same version, and leaves nothing behind. Other versions stay: checks
+// running at once (each at a version of its own) do not disturb each
+// other.
+func purgeCache(version string) error {
 	cache := strings.TrimSpace(goEnv("GOMODCACHE"))
 	if cache == "" {
 		return fmt.Errorf("go env GOMODCACHE is empty")
 	}
-	for _, p := range []string{filepath.Join(cache, "github.com", "dlock-go"), filepath.Join(cache, "cache", "download", "github.com", "dlock-go")} {
-		filepath.WalkDir(p, func(p string, _ os.DirEntry, _ error) error {
-			os.Chmod(p, 0o755)
+	var doomed []string
+	filepath.WalkDir(filepath.Join(cache, "github.com", "dlock-go"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && strings.HasSuffix(d.Name(), "@"+version) {
+			doomed = append(doomed, p)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	filepath.WalkDir(filepath.Join(cache, "cache", "download", "github.com", "dlock-go"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), version+".") {
+			doomed = append(doomed, p)
+		}
+		return nil
+	})
+	for _, p := range doomed {
+		filepath.WalkDir(p, func(q string, _ os.DirEntry, _ error) error {
+			os.Chmod(q, 0o755)
 			return nil
 		})
 		if err := os.RemoveAll(p); err != nil {
