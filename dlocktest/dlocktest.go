@@ -70,6 +70,14 @@ type Harness struct {
 	// exclusive holds.
 	NoModes bool
 
+	// NoAdmin is set for a backend that documents why it cannot list a
+	// name's holders (Locker.Inspect) or free a name whatever its holder
+	// (Locker.ForceRelease). The suite then checks that both, and
+	// Locker.Observe, which reports what Inspect reads, fail with
+	// dlock.ErrUnsupported; without it, any of them failing so fails the suite,
+	// so that a backend does not pass by forgetting them.
+	NoAdmin bool
+
 	// TTL is the short lease used by tests that wait for expiry or
 	// renewal. It must be at least dlock.MinTTL. Default: 1s.
 	TTL time.Duration

@@ -1,6 +1,7 @@
 package memlock_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -70,6 +71,42 @@ func TestConformanceWithoutModes(t *testing.T) {
 			t.Fatalf("Expire(%q): not held", name)
 		}
 	}
-	h.NoModes = true
+	h.NoModes, h.NoAdmin = true, true
+	dlocktest.Run(t, h)
+}
+
+// bareDriver is memlock's driver with only the five steps every backend
+// has: no notifications, no shared modes, no Inspect or ForceRelease, as
+// a minimal third-party backend would be.
+type bareDriver struct{ d driver.Driver }
+
+func (b bareDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
+	return b.d.Acquire(ctx, l)
+}
+func (b bareDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
+	return b.d.Refresh(ctx, ls)
+}
+func (b bareDriver) Release(ctx context.Context, l driver.Lease) error { return b.d.Release(ctx, l) }
+func (b bareDriver) Close() error                                      { return b.d.Close() }
+
+// TestConformanceBare runs the suite on a backend with nothing but the
+// required steps, which says so in its Harness (NoModes, NoAdmin): the
+// suite must pass it, checking that what it lacks fails with
+// ErrUnsupported. Without NoAdmin the same backend fails the suite's
+// Inspect and ForceRelease properties, which used to skip.
+func TestConformanceBare(t *testing.T) {
+	store := memlock.NewStore()
+	h := harness()
+	h.NewLocker = func(t testing.TB) *dlock.Locker { return backend.New(bareDriver{store.Driver()}, nil) }
+	h.Expire = func(t testing.TB, name string) {
+		if !store.Expire(name) {
+			t.Fatalf("Expire(%q): not held", name)
+		}
+	}
+	h.LockerAndDriver = func(t testing.TB) (*dlock.Locker, driver.Driver) {
+		d := bareDriver{store.Driver()}
+		return backend.New(d, nil), d
+	}
+	h.NoModes, h.NoAdmin = true, true
 	dlocktest.Run(t, h)
 }
