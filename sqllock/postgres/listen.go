@@ -226,7 +226,7 @@ func (l *listener) notify(name string) {
 	dialects.Wake(l.watchers[name])
 }
 
-// Close ends every watch and stops the goroutine, waiting for it.
+// Close stops the goroutine, waiting for it; later watches fail.
 func (l *listener) Close() error {
 	l.mu.Lock()
 	l.closed = true

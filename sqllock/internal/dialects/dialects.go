@@ -44,7 +44,8 @@ type Listener interface {
 	// Watch returns a channel that receives when name may be free, and
 	// the function that ends the watch.
 	Watch(ctx context.Context, name string) (<-chan struct{}, func(), error)
-	// Close ends every watch and stops the listener's goroutines.
+	// Close stops the listener's goroutines, waiting for them; later
+	// watches fail.
 	Close() error
 }
 
