@@ -44,6 +44,37 @@ func (d Dialect) String() string {
 	return "invalid dialect"
 }
 
+// dialectPackages names the package a program imports to use each
+// dialect but SQLite: the package links the dialect's driver, which
+// sqllock itself does not import.
+var dialectPackages = map[Dialect]string{
+	MySQL:      "github.com/dlock-go/dlock/sqllock/mysql",
+	PostgreSQL: "github.com/dlock-go/dlock/sqllock/postgres",
+}
+
+// linked returns an error wrapping dlock.ErrInvalid, naming the import
+// to add, if dialect's package is not linked into the program.
+func linked(dialect Dialect) error {
+	pkg, ok := dialectPackages[dialect]
+	if !ok {
+		return nil
+	}
+	if _, ok := dialects.Lookup(dialect.String()); !ok {
+		return fmt.Errorf("dialect %s is not linked (forgotten import?): import _ %q: %w", dialect, pkg, dlock.ErrInvalid)
+	}
+	return nil
+}
+
+// dialectNamed returns the dialect whose String is name, or 0.
+func dialectNamed(name string) Dialect {
+	for d := range dialectPackages {
+		if d.String() == name {
+			return d
+		}
+	}
+	return 0
+}
+
 // queries are one dialect's steps on one table. Each is one statement (or
 // two where noted) run on the pool.
 type queries struct {
