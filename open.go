@@ -26,12 +26,13 @@ var schemePackages = map[string]string{
 	"redis+sentinel": "redislock",
 	"redis+cluster":  "redislock",
 	"redlock":        "redlock",
-	"mysql":          "sqllock",
-	"postgres":       "sqllock",
-	"postgresql":     "sqllock",
+	"mysql":          "sqllock/mysql",
+	"postgres":       "sqllock/postgres",
+	"postgresql":     "sqllock/postgres",
 	"sqlite":         "sqllock",
 	"zk":             "zklock",
 	"etcd":           "etcdlock",
+	"etcds":          "etcdlock",
 	"mem":            "memlock",
 }
 

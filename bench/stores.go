@@ -14,8 +14,10 @@ import (
 	"github.com/dlock-go/dlock"
 	_ "github.com/dlock-go/dlock/etcdlock" // etcd://
 	"github.com/dlock-go/dlock/internal/testserver"
-	_ "github.com/dlock-go/dlock/sqllock" // mysql://, postgres://, sqlite://
-	_ "github.com/dlock-go/dlock/zklock"  // zk://
+	_ "github.com/dlock-go/dlock/sqllock"          // sqlite://
+	_ "github.com/dlock-go/dlock/sqllock/mysql"    // mysql://
+	_ "github.com/dlock-go/dlock/sqllock/postgres" // postgres://
+	_ "github.com/dlock-go/dlock/zklock"           // zk://
 )
 
 // The scaling charts and issue 16's SQL handoff run dlock on every

@@ -22,6 +22,8 @@ import (
 	_ "github.com/dlock-go/dlock/redislock"
 	"github.com/dlock-go/dlock/soak"
 	_ "github.com/dlock-go/dlock/sqllock"
+	_ "github.com/dlock-go/dlock/sqllock/mysql"
+	_ "github.com/dlock-go/dlock/sqllock/postgres"
 	_ "github.com/dlock-go/dlock/zklock"
 )
 

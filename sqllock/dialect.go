@@ -5,27 +5,27 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/sqllock/internal/dialects"
 )
 
 // Dialect selects the SQL a Locker speaks. The *sql.DB must be opened with
-// the matching driver.
+// the matching driver, and the program must import the dialect's package
+// (sqllock/postgres, sqllock/mysql), except for SQLite.
 type Dialect int
 
 const (
 	// MySQL is MySQL 8 or MariaDB 10.3 and later (tested on MariaDB 10.11), through
-	// github.com/go-sql-driver/mysql.
+	// github.com/go-sql-driver/mysql; it needs the import of
+	// github.com/dlock-go/dlock/sqllock/mysql.
 	MySQL Dialect = iota + 1
 	// PostgreSQL is PostgreSQL 9.5 and later (tested on 15), through
-	// github.com/jackc/pgx/v5/stdlib.
+	// github.com/jackc/pgx/v5/stdlib; it needs the import of
+	// github.com/dlock-go/dlock/sqllock/postgres.
 	PostgreSQL
 	// SQLite is SQLite 3.35 and later, through modernc.org/sqlite.
 	SQLite
@@ -42,6 +42,37 @@ func (d Dialect) String() string {
 		return "sqlite"
 	}
 	return "invalid dialect"
+}
+
+// dialectPackages names the package a program imports to use each
+// dialect but SQLite: the package links the dialect's driver, which
+// sqllock itself does not import.
+var dialectPackages = map[Dialect]string{
+	MySQL:      "github.com/dlock-go/dlock/sqllock/mysql",
+	PostgreSQL: "github.com/dlock-go/dlock/sqllock/postgres",
+}
+
+// linked returns an error wrapping dlock.ErrInvalid, naming the import
+// to add, if dialect's package is not linked into the program.
+func linked(dialect Dialect) error {
+	pkg, ok := dialectPackages[dialect]
+	if !ok {
+		return nil
+	}
+	if _, ok := dialects.Lookup(dialect.String()); !ok {
+		return fmt.Errorf("dialect %s is not linked (forgotten import?): import _ %q: %w", dialect, pkg, dlock.ErrInvalid)
+	}
+	return nil
+}
+
+// dialectNamed returns the dialect whose String is name, or 0.
+func dialectNamed(name string) Dialect {
+	for d := range dialectPackages {
+		if d.String() == name {
+			return d
+		}
+	}
+	return 0
 }
 
 // queries are one dialect's steps on one table. Each is one statement (or
@@ -157,31 +188,16 @@ var builders = map[Dialect]func(table string, bound time.Duration) *queries{
 // statement SQLite refused before writing anything, that can be run again
 // as it was.
 func retryable(err error) bool {
-	if sqliteBusy(err) {
-		return true
-	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number == 1213 // ER_LOCK_DEADLOCK
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "40001" || pe.Code == "40P01" // serialization failure, deadlock
-	}
-	return false
+	return sqliteBusy(err) || dialects.Classify(err) == dialects.Retryable
 }
 
 // missingTable reports whether err says that the table a statement names
-// does not exist: PostgreSQL's undefined_table, MySQL's ER_NO_SUCH_TABLE,
-// SQLite's "no such table" (SQLite gives it no code of its own).
+// does not exist: PostgreSQL's undefined_table, MySQL's ER_NO_SUCH_TABLE
+// (see their dialect packages), SQLite's "no such table" (SQLite gives it
+// no code of its own).
 func missingTable(err error) bool {
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number == 1146 // ER_NO_SUCH_TABLE
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "42P01" // undefined_table
+	if dialects.Classify(err) == dialects.NoTable {
+		return true
 	}
 	var ce interface{ Code() int }
 	return errors.As(err, &ce) && ce.Code()&0xff == 1 && strings.Contains(err.Error(), "no such table")
@@ -195,13 +211,8 @@ func oldSchema(err error, table string) bool {
 	if missingTable(err) {
 		return strings.Contains(err.Error(), holdersTable(table))
 	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number == 1054 // ER_BAD_FIELD_ERROR
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "42703" // undefined_column
+	if dialects.Classify(err) == dialects.NoColumn {
+		return true
 	}
 	var ce interface{ Code() int }
 	return errors.As(err, &ce) && ce.Code()&0xff == 1 &&
@@ -211,44 +222,22 @@ func oldSchema(err error, table string) bool {
 // classify returns err, wrapping dlock.ErrDenied or dlock.ErrNoSpace
 // too, if it says the database refused the credentials or a step they
 // are not granted, or refused to write for lack of space; any other err,
-// nil included, is returned as it is.
-//
-// Refusals (dlock.ErrDenied):
-//   - PostgreSQL SQLSTATEs invalid_password (28P01),
-//     invalid_authorization_specification (28000, as when pg_hba.conf
-//     rejects a connection or a client certificate) and
-//     insufficient_privilege (42501, a missing GRANT);
-//   - MySQL errors ER_DBACCESS_DENIED_ERROR (1044), ER_ACCESS_DENIED_ERROR
-//     (1045, also a user that must connect with TLS or a client
-//     certificate and did not), ER_TABLEACCESS_DENIED_ERROR (1142),
-//     ER_COLUMNACCESS_DENIED_ERROR (1143), ER_SPECIFIC_ACCESS_DENIED_ERROR
-//     (1227), ER_PROCACCESS_DENIED_ERROR (1370),
-//     ER_ACCESS_DENIED_NO_PASSWORD_ERROR (1698) and MySQL's
-//     ER_SECURE_TRANSPORT_REQUIRED (3159).
-//
-// Lack of space (dlock.ErrNoSpace):
-//   - PostgreSQL SQLSTATE disk_full (53100); not out_of_memory (53200),
-//     which is not a lack of space;
-//   - MySQL errors ER_DISK_FULL (1021) and ER_RECORD_FILE_FULL (1114, "the
-//     table is full", as when a tablespace reaches its maximum size);
-//   - SQLite's SQLITE_FULL (13, any extended code): the disk is full or
-//     the database reached its max_page_count.
+// nil included, is returned as it is. The dialect packages say which of
+// PostgreSQL's SQLSTATEs and MySQL's error numbers are which; of
+// SQLite's errors, SQLITE_FULL (13, any extended code: the disk is full
+// or the database reached its max_page_count) is a lack of space.
 func classify(err error) error {
 	if err == nil || errors.Is(err, dlock.ErrDenied) || errors.Is(err, dlock.ErrNoSpace) {
 		return err
 	}
-	var (
-		pe *pgconn.PgError
-		me *mysql.MySQLError
-		ce interface{ Code() int }
-	)
-	switch {
-	case errors.As(err, &pe) && slices.Contains([]string{"28P01", "28000", "42501"}, pe.Code),
-		errors.As(err, &me) && slices.Contains([]uint16{1044, 1045, 1142, 1143, 1227, 1370, 1698, 3159}, me.Number):
+	var ce interface{ Code() int }
+	switch dialects.Classify(err) {
+	case dialects.Denied:
 		return &deniedError{err}
-	case errors.As(err, &pe) && pe.Code == "53100",
-		errors.As(err, &me) && (me.Number == 1021 || me.Number == 1114),
-		errors.As(err, &ce) && ce.Code()&0xff == 13:
+	case dialects.NoSpace:
+		return &noSpaceError{err}
+	}
+	if errors.As(err, &ce) && ce.Code()&0xff == 13 {
 		return &noSpaceError{err}
 	}
 	return err

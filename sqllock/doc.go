@@ -1,7 +1,8 @@
 // Package sqllock is the dlock backend for relational databases: MySQL and
-// MariaDB (github.com/go-sql-driver/mysql), PostgreSQL
-// (github.com/jackc/pgx/v5/stdlib) and SQLite (modernc.org/sqlite), through
-// the user's own *sql.DB.
+// MariaDB (github.com/go-sql-driver/mysql, with package sqllock/mysql),
+// PostgreSQL (github.com/jackc/pgx/v5/stdlib, with package
+// sqllock/postgres) and SQLite (modernc.org/sqlite), through the user's
+// own *sql.DB.
 //
 // Locks live in one lease table (Options.Table, DefaultTable by default)
 // and, for shared holds and semaphore permits, a holders table beside it,
@@ -13,22 +14,28 @@
 // is validated as a plain identifier. The schemas, for tables made by
 // hand, are in DESIGN.md in this package's directory.
 //
-// The package imports the MySQL and pgx drivers, so importing it registers
-// the database/sql drivers "mysql" and "pgx". It does not import a SQLite
-// driver, the largest of the three: a program that opens sqlite:// URLs, or
-// passes New a SQLite *sql.DB, imports modernc.org/sqlite itself. Open a
-// SQLite database in WAL mode with a busy timeout, for example:
+// The package imports no database driver, so a program links only the
+// one it uses. A program that uses PostgreSQL imports
+// github.com/dlock-go/dlock/sqllock/postgres, which links pgx and
+// registers its database/sql driver "pgx"; one that uses MySQL imports
+// github.com/dlock-go/dlock/sqllock/mysql, which links go-sql-driver and
+// registers "mysql". Without that import New and Migrate refuse the
+// dialect with an error wrapping dlock.ErrInvalid that names it. A program
+// that opens sqlite:// URLs, or passes New a SQLite *sql.DB, imports
+// modernc.org/sqlite itself. Open a SQLite database in WAL mode with a
+// busy timeout, for example:
 //
 //	sql.Open("sqlite", "file:/path/locks.db?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
 //
 // # Store URLs
 //
-// Importing the package registers these with dlock.Open:
+// These are registered with dlock.Open by the imports of sqllock/postgres,
+// sqllock/mysql and sqllock itself:
 //
-//	postgres://user[:pass]@host[:port]/dbname   (or postgresql://)
-//	postgres:///dbname?host=/run/postgresql      (a Unix socket)
-//	mysql://user[:pass]@host[:port]/dbname
-//	sqlite:///absolute/path.db
+//	postgres://user[:pass]@host[:port]/dbname   (or postgresql://; sqllock/postgres)
+//	postgres:///dbname?host=/run/postgresql      (a Unix socket; sqllock/postgres)
+//	mysql://user[:pass]@host[:port]/dbname      (sqllock/mysql)
+//	sqlite:///absolute/path.db                  (sqllock)
 //
 // Every scheme takes table (Options.Table), migrate=false
 // (Options.NoMigrate), clock_bound (Options.ClockBound, a Go duration such
@@ -89,6 +96,8 @@
 // docs/security.md.
 //
 // # Example
+//
+//	import _ "github.com/dlock-go/dlock/sqllock/postgres" // PostgreSQL, and driver "pgx"
 //
 //	db, err := sql.Open("pgx", "postgres://app@db.example.com/app")
 //	if err != nil {

@@ -3,18 +3,13 @@ package sqllock
 import (
 	"context"
 	"database/sql"
-	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -202,42 +197,4 @@ FROM {t} WHERE name = ? FOR UPDATE`),
 	}
 	q.release, q.forceRelease = execReleases(release, force)
 	return q
-}
-
-// quiet is a go-sql-driver logger that writes nothing: the driver logs a
-// broken connection ("unexpected EOF") to the process's standard error
-// before it returns the error, which sqllock returns anyway.
-type quiet struct{}
-
-func (quiet) Print(...any) {}
-
-// mysqlParams are the query parameters a mysql:// URL may carry besides
-// table and migrate: the TLS parameters every backend shares.
-var mysqlParams = backend.TLSParams
-
-// mysqlConnector returns the connector for a mysql:// store URL with
-// query parameters q. The connection speaks TLS, verifying the server's
-// certificate, when q has tls=true (with the system's roots unless tls_ca
-// names others) or any of backend.TLSParams; tls=false with any of them
-// is an error, and so is any other value of tls: plaintext fallback
-// (go-sql-driver's tls=preferred) is not offered, and skipping
-// verification is asked for by name with tls_insecure_skip_verify=true.
-// The TLS configuration goes to the connector itself, not to
-// go-sql-driver's process-wide registry (mysql.RegisterTLSConfig), which
-// would keep every Open's configuration for the life of the process.
-func mysqlConnector(u *url.URL, q url.Values) (sqldriver.Connector, error) {
-	addr, err := oneHost(u, 3306)
-	if err != nil {
-		return nil, err
-	}
-	c := mysql.NewConfig()
-	c.User, c.Passwd, c.Net, c.Addr = u.User.Username(), backend.URLPassword(u), "tcp", addr
-	c.Logger = quiet{} // library code never logs: errors are returned
-	if c.DBName, err = dbName(u); err != nil {
-		return nil, err
-	}
-	if c.TLS, err = backend.TLSConfig(q, u.Hostname(), false); err != nil {
-		return nil, err
-	}
-	return mysql.NewConnector(c)
 }

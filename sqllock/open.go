@@ -14,29 +14,18 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/sqllock/internal/dialects"
 )
 
 func init() {
-	backend.Register("mysql", open)
-	backend.Register("postgres", open)
-	backend.Register("postgresql", open)
+	dialects.Open = open
 	backend.Register("sqlite", open)
 }
 
-// sqlDrivers names the database/sql driver each scheme needs and the
-// package that registers it. sqllock itself imports the MySQL and pgx
-// drivers (see the package documentation), so only SQLite's must be
-// imported by the program (the dlock command does).
-var sqlDrivers = map[string]struct{ name, pkg string }{
-	"mysql":      {"mysql", "github.com/go-sql-driver/mysql"},
-	"postgres":   {"pgx", "github.com/jackc/pgx/v5/stdlib"},
-	"postgresql": {"pgx", "github.com/jackc/pgx/v5/stdlib"},
-	"sqlite":     {"sqlite", "modernc.org/sqlite"},
-}
-
-// postgresParams are the libpq parameters a postgres:// URL may carry
-// besides table and migrate. host may name a Unix socket directory.
-var postgresParams = []string{"host", "port", "sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "application_name"}
+// sqliteDriverName is the database/sql driver sqlite:// needs, and
+// sqlitePackage the package whose import registers it: sqllock imports
+// no SQLite driver (the dlock command imports this one).
+const sqliteDriverName, sqlitePackage = "sqlite", "modernc.org/sqlite"
 
 // open serves store URLs:
 //
@@ -47,7 +36,10 @@ var postgresParams = []string{"host", "port", "sslmode", "sslrootcert", "sslcert
 // with the query parameters table (Options.Table), clock_bound
 // (Options.ClockBound, a Go duration such as 10s) and migrate (true by
 // default; false sets Options.NoMigrate, and for SQLite also creates no
-// file: a missing one is an error wrapping fs.ErrNotExist). A postgres://
+// file: a missing one is an error wrapping fs.ErrNotExist). The mysql://
+// and postgres:// (or postgresql://) schemes are registered by the
+// dialect packages sqllock/mysql and sqllock/postgres, which make their
+// connectors; sqlite:// by sqllock itself. A postgres://
 // URL follows libpq: the host may instead be given by the host parameter,
 // which may be a Unix socket directory, and a missing database name means
 // the user's name. max_conns (Options.MaxConns) bounds the pool, which
@@ -55,16 +47,13 @@ var postgresParams = []string{"host", "port", "sslmode", "sslrootcert", "sslcert
 // dial to a PostgreSQL or MySQL server the pool dials again one
 // connection at a time, with a pause growing from 50 ms to 2 s, with
 // jitter. A mysql:// URL speaks TLS when it carries tls=true or
-// any of backend.TLSParams (see mysqlConnector). SQLite files are opened in WAL mode with a busy timeout, as the package
+// any of backend.TLSParams. SQLite files are opened in WAL mode with a busy timeout, as the package
 // documentation recommends. Opening connects once, within ctx. The Locker
 // closes the *sql.DB it opens.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	known := []string{"table", "migrate", "clock_bound", "max_conns"}
-	if u.Scheme == "postgres" || u.Scheme == "postgresql" {
-		known = append(append(known, postgresParams...), backend.TLSParams...)
-	}
-	if u.Scheme == "mysql" {
-		known = append(known, mysqlParams...)
+	if d, ok := dialects.ForScheme(u.Scheme); ok {
+		known = append(known, d.Params...)
 	}
 	q, err := backend.URLParams(u, known...)
 	if err != nil {
@@ -78,40 +67,12 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	drv := sqlDrivers[u.Scheme]
-	if !slices.Contains(sql.Drivers(), drv.name) {
-		return nil, fmt.Errorf("sqllock: %s:// needs the database/sql driver %q: import %s", u.Scheme, drv.name, drv.pkg)
+	db, dialect, err := openDB(u, q, opts.NoMigrate)
+	if err != nil {
+		return nil, err
 	}
-	var (
-		dsn     string
-		dialect Dialect
-		db      *sql.DB // opened by the scheme's case, or else from dsn below
-	)
-	switch u.Scheme {
-	case "mysql":
-		connector, err := mysqlConnector(u, q)
-		if err != nil {
-			return nil, err
-		}
-		db, dialect = sql.OpenDB(newBackoffConnector(connector)), MySQL
-	case "postgres", "postgresql":
-		if db, err = openPostgres(u, q); err != nil {
-			return nil, err
-		}
-		dialect = PostgreSQL
-	case "sqlite":
-		if dsn, err = sqliteDSN(u, opts.NoMigrate); err != nil {
-			return nil, err
-		}
-		dialect = SQLite
-		if opts.MaxConns == 0 {
-			conns = DefaultSQLiteConns
-		}
-	}
-	if db == nil {
-		if db, err = sql.Open(drv.name, dsn); err != nil {
-			return nil, fmt.Errorf("sqllock: open: %w", err)
-		}
+	if dialect == SQLite && opts.MaxConns == 0 {
+		conns = DefaultSQLiteConns
 	}
 	sizePool(db, conns)
 	// A new SQLite file switching to WAL mode can refuse a second process
@@ -129,6 +90,32 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// openDB returns the pool for the store URL u with query parameters q,
+// not yet connected, and its dialect: through the connector of the
+// dialect package that registered u's scheme, which dials with backoff
+// (see backoffConnector), or else SQLite's database/sql driver.
+func openDB(u *url.URL, q url.Values, noMigrate bool) (*sql.DB, Dialect, error) {
+	if d, ok := dialects.ForScheme(u.Scheme); ok {
+		c, err := d.Connector(u, q)
+		if err != nil {
+			return nil, 0, err
+		}
+		return sql.OpenDB(newBackoffConnector(c)), dialectNamed(d.Name), nil
+	}
+	if !slices.Contains(sql.Drivers(), sqliteDriverName) {
+		return nil, 0, fmt.Errorf("sqllock: %s:// needs the database/sql driver %q: import %s", u.Scheme, sqliteDriverName, sqlitePackage)
+	}
+	dsn, err := sqliteDSN(u, noMigrate)
+	if err != nil {
+		return nil, 0, err
+	}
+	db, err := sql.Open(sqliteDriverName, dsn)
+	if err != nil {
+		return nil, 0, fmt.Errorf("sqllock: open: %w", err)
+	}
+	return db, SQLite, nil
 }
 
 // sqliteDSN returns the modernc.org/sqlite data source name for a
@@ -184,67 +171,4 @@ func urlOptions(q url.Values) (*Options, error) {
 		opts.MaxConns = n
 	}
 	return opts, nil
-}
-
-// postgresDSN returns the pgx data source name (a URL) for a postgres://
-// store URL with query parameters q. As with libpq, the host parameter
-// overrides the URL's host and may be a Unix socket directory, and the
-// database name may be left out (the server then takes the user's name).
-func postgresDSN(u *url.URL, q url.Values) (string, error) {
-	pg := url.URL{Scheme: "postgres"}
-	if q.Get("host") != "" {
-		// The URL may still carry a port, which applies to the socket.
-		if port := u.Port(); port != "" {
-			pg.Host = ":" + port
-		}
-	} else {
-		addr, err := oneHost(u, 5432)
-		if err != nil {
-			return "", err
-		}
-		pg.Host = addr
-	}
-	name := strings.TrimPrefix(u.Path, "/")
-	if strings.Contains(name, "/") {
-		return "", fmt.Errorf("%w: postgres:// takes the database name as its path, as in postgres://user@host/dbname", dlock.ErrBadURL)
-	}
-	if name != "" {
-		pg.Path = "/" + name
-	}
-	user := u.User.Username()
-	switch pass := backend.URLPassword(u); {
-	case pass != "":
-		pg.User = url.UserPassword(user, pass)
-	case user != "":
-		pg.User = url.User(user)
-	}
-	params := url.Values{}
-	for _, k := range postgresParams {
-		if v := q.Get(k); v != "" {
-			params.Set(k, v)
-		}
-	}
-	pg.RawQuery = params.Encode()
-	return pg.String(), nil
-}
-
-// oneHost returns u's single host:port.
-func oneHost(u *url.URL, defaultPort int) (string, error) {
-	hosts, err := backend.URLHosts(u, defaultPort)
-	if err != nil {
-		return "", err
-	}
-	if len(hosts) > 1 {
-		return "", fmt.Errorf("%w: %s:// takes one host", dlock.ErrBadURL, u.Scheme)
-	}
-	return hosts[0], nil
-}
-
-// dbName returns the database named by u's path.
-func dbName(u *url.URL) (string, error) {
-	name := strings.Trim(u.Path, "/")
-	if name == "" || strings.Contains(name, "/") {
-		return "", fmt.Errorf("%w: %s:// needs the database name as its path, as in %s://user@host/dbname", dlock.ErrBadURL, u.Scheme, u.Scheme)
-	}
-	return name, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/pause"
+	"github.com/dlock-go/dlock/sqllock/internal/dialects"
 )
 
 const (
@@ -150,7 +151,9 @@ func newDriver(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (driver.D
 	cfg := &backend.Config{MaxRetryInterval: o.MaxRetryInterval}
 	switch dialect {
 	case PostgreSQL:
-		return &pgDriver{sqlDriver: d, lis: newListener(db, o.Table)}, cfg, nil
+		if pg, _ := dialects.Lookup(dialect.String()); pg.Listen != nil {
+			return &pgDriver{sqlDriver: d, lis: pg.Listen(db, o.Table)}, cfg, nil
+		}
 	case SQLite:
 		return newSQLiteDriver(d), cfg, nil
 	case MySQL:
@@ -177,6 +180,9 @@ func prepare(db *sql.DB, dialect Dialect, table string, bound time.Duration) (*q
 	build := builders[dialect]
 	if build == nil {
 		return nil, fmt.Errorf("unknown dialect %d: %w", int(dialect), dlock.ErrInvalid)
+	}
+	if err := linked(dialect); err != nil {
+		return nil, err
 	}
 	return build(table, bound), nil
 }

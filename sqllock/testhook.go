@@ -2,8 +2,10 @@ package sqllock
 
 import (
 	sqldriver "database/sql/driver"
+	"fmt"
 	"net/url"
 
+	"github.com/dlock-go/dlock/sqllock/internal/dialects"
 	"github.com/dlock-go/dlock/sqllock/internal/testhook"
 )
 
@@ -16,6 +18,10 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return mysqlConnector(u, u.Query())
+		d, ok := dialects.ForScheme(u.Scheme)
+		if !ok || d.Name != MySQL.String() {
+			return nil, fmt.Errorf("%s is not a mysql:// URL, or sqllock/mysql is not imported", u.Redacted())
+		}
+		return d.Connector(u, u.Query())
 	}
 }

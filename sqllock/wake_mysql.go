@@ -14,6 +14,7 @@ import (
 
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/pause"
+	"github.com/dlock-go/dlock/sqllock/internal/dialects"
 )
 
 // MySQL has no notifications, but it has a queue: a session blocked in
@@ -420,7 +421,7 @@ func (n *namedLocks) slot() (conn *sql.Conn, ok bool) {
 // so that the server releases them.
 func (n *namedLocks) releaseConn(conn *sql.Conn, locks bool) {
 	if conn != nil && locks {
-		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), dialects.CloseTimeout)
 		_, err := conn.ExecContext(ctx, `DO RELEASE_ALL_LOCKS()`)
 		cancel()
 		if err != nil {
@@ -598,7 +599,7 @@ func (n *namedLocks) block(ctx context.Context, conn *sql.Conn, name string) (he
 func (n *namedLocks) wake(ws *watchSet) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	wake(ws.subs)
+	dialects.Wake(ws.subs)
 }
 
 // close stops the goroutines and releases the named locks.

@@ -11,6 +11,8 @@ import (
 	_ "github.com/dlock-go/dlock/redislock"
 	_ "github.com/dlock-go/dlock/redlock"
 	_ "github.com/dlock-go/dlock/sqllock"
+	_ "github.com/dlock-go/dlock/sqllock/mysql"
+	_ "github.com/dlock-go/dlock/sqllock/postgres"
 	_ "github.com/dlock-go/dlock/zklock"
 )
 

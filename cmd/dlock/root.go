@@ -6,16 +6,16 @@ import (
 	"strings"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql" // database/sql drivers for sqllock's URLs
-	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/spf13/cobra"
-	_ "modernc.org/sqlite"
+	_ "modernc.org/sqlite" // the database/sql driver of sqlite:// URLs
 
 	_ "github.com/dlock-go/dlock/etcdlock"
 	_ "github.com/dlock-go/dlock/memlock"
 	_ "github.com/dlock-go/dlock/redislock"
 	_ "github.com/dlock-go/dlock/redlock"
-	_ "github.com/dlock-go/dlock/sqllock"
+	_ "github.com/dlock-go/dlock/sqllock"          // sqlite://
+	_ "github.com/dlock-go/dlock/sqllock/mysql"    // mysql://
+	_ "github.com/dlock-go/dlock/sqllock/postgres" // postgres://, postgresql://
 	_ "github.com/dlock-go/dlock/zklock"
 )
 

@@ -5,8 +5,6 @@ go 1.26.0
 require (
 	github.com/dlock-go/dlock v0.0.0-20261126022123-99c02b3cd452
 	github.com/go-co-op/gocron/v2 v2.21.2
-	github.com/go-sql-driver/mysql v1.10.1
-	github.com/jackc/pgx/v5 v5.12.0
 	modernc.org/sqlite v1.61.1
 )
 
@@ -22,12 +20,14 @@ require (
 	github.com/dlock-go/dlock/sqllock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/zklock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	github.com/go-zookeeper/zk v1.0.4 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/jonboulle/clockwork v0.5.0 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect

@@ -31,11 +31,11 @@ func testModes(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 }
 
 // testLongTableName: with a table name of the longest length allowed (63
-// bytes), the holders table and the expiry indexes get names the
-// database keeps whole (MySQL refuses longer ones; PostgreSQL cuts them,
-// which made the holders index's name collide with its table's). On
-// PostgreSQL only the holders table has one: the lease table has none,
-// so that its updates are HOT.
+// bytes), the holders table and the indexes get names the database
+// keeps whole (MySQL refuses longer ones; PostgreSQL cuts them, which
+// made the holders index's name collide with its table's). On PostgreSQL
+// only the holders table has an expiry index: the lease table has none,
+// so that its updates stay HOT (see DESIGN.md).
 func testLongTableName(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	ctx := t.Context()
 	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers driver "pgx"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/testserver"

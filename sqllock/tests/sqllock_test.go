@@ -17,6 +17,8 @@ import (
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/sqllock"
 	"github.com/dlock-go/dlock/sqllock/internal/testhook"
+	_ "github.com/dlock-go/dlock/sqllock/mysql"    // mysql://, sqllock.MySQL, driver "mysql"
+	_ "github.com/dlock-go/dlock/sqllock/postgres" // postgres://, sqllock.PostgreSQL, driver "pgx"
 )
 
 func TestMain(m *testing.M) {

@@ -26,9 +26,7 @@ import (
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
-	_ "github.com/go-sql-driver/mysql" // database/sql drivers for sqllock's URLs
-	_ "github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite"
+	_ "modernc.org/sqlite" // the database/sql driver of sqlite:// URLs
 
 	"github.com/dlock-go/dlock"
 	_ "github.com/dlock-go/dlock/etcdlock"
@@ -36,6 +34,8 @@ import (
 	_ "github.com/dlock-go/dlock/redislock"
 	_ "github.com/dlock-go/dlock/redlock"
 	_ "github.com/dlock-go/dlock/sqllock"
+	_ "github.com/dlock-go/dlock/sqllock/mysql"
+	_ "github.com/dlock-go/dlock/sqllock/postgres"
 	_ "github.com/dlock-go/dlock/zklock"
 )
 

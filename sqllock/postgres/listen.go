@@ -1,4 +1,4 @@
-package sqllock
+package postgres
 
 import (
 	"context"
@@ -11,31 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/dlock-go/dlock/driver"
-)
-
-// pgDriver adds LISTEN/NOTIFY wake-ups to the PostgreSQL driver.
-type pgDriver struct {
-	*sqlDriver
-	lis *listener
-}
-
-func (d *pgDriver) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
-	w, stop, err := d.lis.watch(ctx, name)
-	if err != nil {
-		return nil, nil, fmt.Errorf("sqllock: watch %q: %w", name, err)
-	}
-	return w, stop, nil
-}
-
-func (d *pgDriver) Close() error {
-	d.lis.close()
-	return d.sqlDriver.Close()
-}
-
-var (
-	_ driver.Driver   = (*pgDriver)(nil)
-	_ driver.Notifier = (*pgDriver)(nil)
+	"github.com/dlock-go/dlock/sqllock/internal/dialects"
 )
 
 const (
@@ -74,7 +50,9 @@ type listener struct {
 	watchers map[string]map[chan struct{}]struct{}
 }
 
-func newListener(db *sql.DB, channel string) *listener {
+// newListener returns the listener of a Locker on db whose table names
+// the channel; its goroutine starts with the first watch.
+func newListener(db *sql.DB, channel string) dialects.Listener {
 	return &listener{
 		db:       db,
 		channel:  channel,
@@ -83,7 +61,11 @@ func newListener(db *sql.DB, channel string) *listener {
 	}
 }
 
-func (l *listener) watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+// Watch returns a channel that receives when a notification names name,
+// or when LISTEN becomes active again after the connection broke, and the
+// function that ends the watch. It waits for LISTEN to be active, at
+// most listenTimeout, within ctx.
+func (l *listener) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
 	w := make(chan struct{}, 1)
 	l.mu.Lock()
 	if l.closed {
@@ -183,7 +165,7 @@ func (l *listener) session(ctx context.Context) (listened bool) {
 		return false
 	}
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		cctx, cancel := context.WithTimeout(context.Background(), dialects.CloseTimeout)
 		defer cancel()
 		pc.Close(cctx)
 	}()
@@ -199,10 +181,6 @@ func (l *listener) session(ctx context.Context) (listened bool) {
 		l.notify(n.Payload)
 	}
 }
-
-// closeTimeout bounds the goodbye to the server when the listening
-// connection closes.
-const closeTimeout = time.Second
 
 // config returns the configuration of the pool's pgx connections.
 func (l *listener) config(ctx context.Context) (*pgx.ConnConfig, error) {
@@ -236,7 +214,7 @@ func (l *listener) listening() {
 	l.sessions++
 	if l.sessions > 1 || l.stale {
 		for _, m := range l.watchers {
-			wake(m)
+			dialects.Wake(m)
 		}
 	}
 	l.stale = false
@@ -245,19 +223,11 @@ func (l *listener) listening() {
 func (l *listener) notify(name string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	wake(l.watchers[name])
+	dialects.Wake(l.watchers[name])
 }
 
-func wake(m map[chan struct{}]struct{}) {
-	for w := range m {
-		select {
-		case w <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func (l *listener) close() error {
+// Close stops the goroutine, waiting for it; later watches fail.
+func (l *listener) Close() error {
 	l.mu.Lock()
 	l.closed = true
 	cancel, done := l.cancel, l.done
