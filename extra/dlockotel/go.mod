@@ -69,5 +69,3 @@ replace github.com/dlock-go/dlock/internal/testserver => ../../internal/testserv
 replace github.com/dlock-go/dlock/redislock => ../../redislock
 
 replace github.com/dlock-go/dlock/internal/goredis => ../../internal/goredis
-
-replace github.com/dlock-go/dlock/sqllock => ../../sqllock
