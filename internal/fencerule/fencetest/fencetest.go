@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/internal/fencerule"
+	"github.com/dlock-go/dlock/fence"
 )
 
 // Store is what every fenced store offers.
@@ -55,7 +55,7 @@ func WantStored(t *testing.T, s Store, resource string, token uint64, value stri
 func WantForeign(t *testing.T, s Store, resource string) {
 	t.Helper()
 	err := s.Write(t.Context(), resource, 5, []byte("new"))
-	if err == nil || errors.Is(err, fencerule.ErrStale) {
+	if err == nil || errors.Is(err, fence.ErrStale) {
 		t.Errorf("Write(%q) over a value it did not write = %v, want an error that is not ErrStale", resource, err)
 	}
 	if _, _, err := s.Read(t.Context(), resource); err == nil {
@@ -90,7 +90,7 @@ func testRule(t *testing.T, s Store, r string) {
 	WantStored(t, s, r, 7, "same holder again")
 
 	err := s.Write(t.Context(), r, 6, []byte("stale"))
-	if !errors.Is(err, fencerule.ErrStale) {
+	if !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("Write(%q, 6) after 7 = %v, want ErrStale", r, err)
 	}
 	if !strings.Contains(err.Error(), "token 6 is below 7") {
@@ -100,7 +100,7 @@ func testRule(t *testing.T, s Store, r string) {
 
 	MustWrite(t, s, r, 1<<60, "newer") // above 2^53: compared exactly, not as a float
 	WantStored(t, s, r, 1<<60, "newer")
-	if err := s.Write(t.Context(), r, 1<<60-1, []byte("stale")); !errors.Is(err, fencerule.ErrStale) {
+	if err := s.Write(t.Context(), r, 1<<60-1, []byte("stale")); !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("Write(%q, 2^60-1) after 2^60 = %v, want ErrStale", r, err)
 	}
 	MustWrite(t, s, r, math.MaxInt64, "")

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/fencerule"
+	"github.com/dlock-go/dlock/fence"
 )
 
 // op is one write of the race test.
@@ -120,7 +120,7 @@ func split(t *testing.T, r string, ops []op) (accepted, refused []op) {
 		switch {
 		case o.err == nil:
 			accepted = append(accepted, o)
-		case errors.Is(o.err, fencerule.ErrStale):
+		case errors.Is(o.err, fence.ErrStale):
 			refused = append(refused, o)
 		default:
 			t.Errorf("Write(%q, %d) = %v, want nil or ErrStale", r, o.token, o.err)
