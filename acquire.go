@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/lockmode"
 )
 
 // TryAcquire makes one attempt to take name. If another owner holds it,
@@ -70,7 +71,7 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait b
 		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), err)
 	}
 	if (o.shared || o.limit > 0) && !l.multi {
-		return nil, fmt.Errorf("dlock: acquire %s %s: the backend has no shared locks or semaphores: %w", modeString(o.shared, o.limit), quote(name), ErrUnsupported)
+		return nil, fmt.Errorf("dlock: acquire %s %s: the backend has no shared locks or semaphores: %w", lockmode.String(o.shared, o.limit), quote(name), ErrUnsupported)
 	}
 	a.own = ownerFrom(ctx, l)
 	if k, err := l.reenter(ctx, a.own, name, o); k != nil || err != nil {
@@ -340,7 +341,7 @@ func (l *Locker) reenterLocked(own *owner, name string, o *acquireOptions) (*Loc
 		if h.lease.Shared && !o.shared && o.limit == 0 {
 			why = " (an upgrade, which deadlocks two readers that both try it: release, then acquire exclusively)"
 		}
-		return nil, fmt.Errorf("dlock: acquire %s %s inside a hold of it that is %s%s: %w", modeString(o.shared, o.limit), quote(name), modeString(h.lease.Shared, h.lease.Limit), why, ErrInvalid)
+		return nil, fmt.Errorf("dlock: acquire %s %s inside a hold of it that is %s%s: %w", lockmode.String(o.shared, o.limit), quote(name), lockmode.String(h.lease.Shared, h.lease.Limit), why, ErrInvalid)
 	}
 	return h.newHandle(), nil
 }

@@ -26,6 +26,11 @@
 // runs a function whenever this Locker leads, and Observe reports who
 // holds a name as it changes.
 //
+// A Locker reports its work (acquisitions, renewals, losses, releases) to
+// hooks added with Locker.AddHook; package
+// [github.com/dlock-go/dlock/hook] defines them and logs them with
+// log/slog.
+//
 // Names are 1 to MaxNameLen bytes of valid UTF-8 without NUL bytes; any
 // other byte, including '/', '{', '}', quotes and spaces, is allowed.
 package dlock

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -250,34 +248,4 @@ func ExampleLocker_Do() {
 	// Output:
 	// deducting stock
 	// Do returned: <nil>
-}
-
-// Log a Locker's work with log/slog: losses and failed renewals at Warn,
-// the rest at Debug. Add hooks right after making the Locker.
-func ExampleNewSlogHook() {
-	locker, _ := memlock.New(nil)
-	defer locker.Close()
-	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
-		Level: slog.LevelDebug,
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			switch a.Key {
-			case slog.TimeKey, "owner", "took", "held", "ttl", "cause":
-				return slog.Attr{} // vary from run to run
-			}
-			return a
-		},
-	}))
-	locker.AddHook(dlock.NewSlogHook(logger))
-
-	ctx := context.Background()
-	lock, err := locker.Acquire(ctx, "reports/daily")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	lock.Release(ctx)
-	// Output:
-	// level=DEBUG msg="dlock: acquiring" backend=memory name=reports/daily wait=true mode=exclusive
-	// level=DEBUG msg="dlock: acquire" backend=memory name=reports/daily outcome=acquired attempts=1 contended=false fence=1
-	// level=DEBUG msg="dlock: released" backend=memory name=reports/daily fence=1 outcome=released closed=false
 }

@@ -3,11 +3,13 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/memlock"
 )
@@ -463,5 +465,36 @@ func TestHandlesReleasedInAnyOrder(t *testing.T) {
 		if err := ks[j].Release(t.Context()); !errors.Is(err, dlock.ErrNotHeld) || !errors.Is(err, dlock.ErrLost) {
 			t.Errorf("Release(handle %d) after the loss = %v, want ErrNotHeld and ErrLost", j, err)
 		}
+	}
+}
+
+// shortDriver breaks the driver contract the way a buggy third-party
+// backend could: its Refresh returns no result at all.
+type shortDriver struct{ driver.Driver }
+
+func (shortDriver) Refresh(context.Context, []driver.Lease) []error { return nil }
+
+// TestShortRefreshResult attacks the core with a driver whose Refresh
+// returns fewer results than leases: Lock.Refresh returns an error that
+// says so, and the keeper's renewals fail the same way until the lock is
+// lost with its lease, where the core used to index past the end and
+// panic a worker goroutine, taking the process down.
+func TestShortRefreshResult(t *testing.T) {
+	l := backend.New(shortDriver{memlock.NewStore().Driver()}, nil)
+	defer l.Close()
+	k, err := l.Acquire(t.Context(), "short", dlock.WithTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatalf("Acquire = %v, want a lock", err)
+	}
+	if err := k.Refresh(t.Context()); err == nil || !strings.Contains(err.Error(), "returned 0 results for 1 leases") {
+		t.Errorf("Refresh with a driver returning no result = %v, want an error saying so", err)
+	}
+	select {
+	case <-k.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the lock is still held 30 s after its 300 ms lease, though no renewal could succeed")
+	}
+	if err := context.Cause(k.Context()); !errors.Is(err, dlock.ErrLost) {
+		t.Errorf("cause of the loss = %v, want ErrLost", err)
 	}
 }

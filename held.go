@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/hook"
 )
 
 type state int8
@@ -143,13 +144,13 @@ func (l *Locker) forget(h *held, s state) {
 // loseLapsed is lose for a lock whose loss deadline passed before a
 // renewal succeeded. Called with l.mu held.
 func (l *Locker) loseLapsed(h *held) {
-	l.lose(h, LossExpired, fmt.Errorf("%w: lease of %v could not be renewed in time", ErrLost, h.lease.TTL))
+	l.lose(h, hook.LossExpired, fmt.Errorf("%w: lease of %v could not be renewed in time", ErrLost, h.lease.TTL))
 }
 
 // lose marks h lost, closes its handles' Done with cause, and wakes local
 // waiters on its name. Called with l.mu held, which the caller releases
 // with l.unlock so that hooks hear of the loss.
-func (l *Locker) lose(h *held, reason LossReason, cause error) {
+func (l *Locker) lose(h *held, reason hook.LossReason, cause error) {
 	if h.state != active {
 		return
 	}

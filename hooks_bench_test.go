@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/hook"
 	"github.com/dlock-go/dlock/memlock"
 )
 
@@ -17,12 +17,12 @@ import (
 func BenchmarkHookCost(b *testing.B) {
 	cases := []struct {
 		name string
-		hook *dlock.Hook
+		hook *hook.Hook
 	}{
 		{"none", nil},
-		{"empty", &dlock.Hook{}},
-		{"slog-info", ptr(dlock.NewSlogHook(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))))},
-		{"slog-debug", ptr(dlock.NewSlogHook(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))))},
+		{"empty", &hook.Hook{}},
+		{"slog-info", ptr(hook.Slog(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))))},
+		{"slog-debug", ptr(hook.Slog(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))))},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

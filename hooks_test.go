@@ -1,11 +1,8 @@
 package dlock_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -13,58 +10,59 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/hook"
 	"github.com/dlock-go/dlock/memlock"
 )
 
 // recorder is a Hook that keeps every event it hears of.
 type recorder struct {
 	mu       sync.Mutex
-	starts   []dlock.AcquireStartEvent
-	dones    []dlock.AcquireDoneEvent
+	starts   []hook.AcquireStart
+	dones    []hook.AcquireDone
 	doneCtx  []context.Context
-	reenters []dlock.ReentryEvent
-	renewals []dlock.RenewalEvent
-	losses   []dlock.LossEvent
-	releases []dlock.ReleaseEvent
+	reenters []hook.Reentry
+	renewals []hook.Renewal
+	losses   []hook.Loss
+	releases []hook.Release
 	held     int // acquired - lost - released
 }
 
 type spanKey struct{}
 
-func (r *recorder) hook() dlock.Hook {
-	return dlock.Hook{
-		AcquireStart: func(ctx context.Context, e dlock.AcquireStartEvent) context.Context {
+func (r *recorder) asHook() hook.Hook {
+	return hook.Hook{
+		AcquireStart: func(ctx context.Context, e hook.AcquireStart) context.Context {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			r.starts = append(r.starts, e)
 			return context.WithValue(ctx, spanKey{}, e.Name)
 		},
-		AcquireDone: func(ctx context.Context, e dlock.AcquireDoneEvent) {
+		AcquireDone: func(ctx context.Context, e hook.AcquireDone) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			r.dones = append(r.dones, e)
 			r.doneCtx = append(r.doneCtx, ctx)
-			if e.Outcome == dlock.Acquired {
+			if e.Outcome == hook.Acquired {
 				r.held++
 			}
 		},
-		Reentered: func(ctx context.Context, e dlock.ReentryEvent) {
+		Reentered: func(ctx context.Context, e hook.Reentry) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			r.reenters = append(r.reenters, e)
 		},
-		Renewed: func(e dlock.RenewalEvent) {
+		Renewed: func(e hook.Renewal) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			r.renewals = append(r.renewals, e)
 		},
-		Lost: func(ctx context.Context, e dlock.LossEvent) {
+		Lost: func(ctx context.Context, e hook.Loss) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			r.losses = append(r.losses, e)
 			r.held--
 		},
-		Released: func(ctx context.Context, e dlock.ReleaseEvent) {
+		Released: func(ctx context.Context, e hook.Release) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			r.releases = append(r.releases, e)
@@ -80,7 +78,7 @@ func hooked(t *testing.T, store *memlock.Store) (*dlock.Locker, *recorder) {
 		t.Fatal(err)
 	}
 	r := &recorder{}
-	l.AddHook(r.hook())
+	l.AddHook(r.asHook())
 	return l, r
 }
 
@@ -99,12 +97,12 @@ func TestHooksUncontendedCycle(t *testing.T) {
 		if len(r.starts) != 1 || len(r.dones) != 1 || len(r.releases) != 1 {
 			t.Fatalf("events: %d starts, %d dones, %d releases, want 1 each", len(r.starts), len(r.dones), len(r.releases))
 		}
-		want := dlock.AcquireStartEvent{Backend: "memory", Name: "a", Wait: true, TTL: 3 * time.Second}
+		want := hook.AcquireStart{Backend: "memory", Name: "a", Wait: true, TTL: 3 * time.Second}
 		if r.starts[0] != want {
 			t.Errorf("AcquireStart = %+v, want %+v", r.starts[0], want)
 		}
 		d := r.dones[0]
-		if d.AcquireStartEvent != want || d.Outcome != dlock.Acquired || d.Err != nil || d.Fence != k.Fence() ||
+		if d.AcquireStart != want || d.Outcome != hook.Acquired || d.Err != nil || d.Fence != k.Fence() ||
 			d.Owner != k.Owner() || d.Attempts != 1 || d.Contended || d.Ahead != -1 || d.Duration != 0 {
 			t.Errorf("AcquireDone = %+v, want acquired with fence %d, owner %q, 1 attempt, uncontended, Ahead -1, no time passed", d, k.Fence(), k.Owner())
 		}
@@ -112,7 +110,7 @@ func TestHooksUncontendedCycle(t *testing.T) {
 			t.Errorf("AcquireDone's ctx carries %v, want the value AcquireStart put in it", got)
 		}
 		rel := r.releases[0]
-		if rel.Name != "a" || rel.Fence != k.Fence() || rel.Owner != k.Owner() || rel.Outcome != dlock.Released ||
+		if rel.Name != "a" || rel.Fence != k.Fence() || rel.Owner != k.Owner() || rel.Outcome != hook.Released ||
 			rel.Held != time.Second || rel.Closed || rel.Err != nil {
 			t.Errorf("Released = %+v, want released after 1s held", rel)
 		}
@@ -158,19 +156,14 @@ func TestHooksContendedOutcomes(t *testing.T) {
 		if len(r.dones) != 3 {
 			t.Fatalf("%d AcquireDone events, want 3", len(r.dones))
 		}
-		if d := r.dones[0]; d.Outcome != dlock.NotAcquired || d.Wait || !d.Contended || d.Attempts != 1 {
+		if d := r.dones[0]; d.Outcome != hook.NotAcquired || d.Wait || !d.Contended || d.Attempts != 1 {
 			t.Errorf("TryAcquire's AcquireDone = %+v, want not_acquired, contended, 1 attempt", d)
 		}
-		if d := r.dones[1]; d.Outcome != dlock.Canceled || !d.Contended || d.Duration != 2*time.Second || !errors.Is(d.Err, context.DeadlineExceeded) {
+		if d := r.dones[1]; d.Outcome != hook.Canceled || !d.Contended || d.Duration != 2*time.Second || !errors.Is(d.Err, context.DeadlineExceeded) {
 			t.Errorf("cancelled Acquire's AcquireDone = %+v, want canceled after 2s, contended", d)
 		}
-		if d := r.dones[2]; d.Outcome != dlock.Acquired || !d.Contended || d.Duration != 5*time.Second || d.Fence != kb.Fence() || d.Attempts < 2 {
+		if d := r.dones[2]; d.Outcome != hook.Acquired || !d.Contended || d.Duration != 5*time.Second || d.Fence != kb.Fence() || d.Attempts < 2 {
 			t.Errorf("waiting Acquire's AcquireDone = %+v, want acquired after 5s, contended, fence %d, 2+ attempts", d, kb.Fence())
-		}
-		for _, o := range []dlock.AcquireOutcome{dlock.Acquired, dlock.NotAcquired, dlock.Canceled, dlock.AcquireFailed} {
-			if o.String() == "" || strings.ContainsAny(o.String(), " -") {
-				t.Errorf("AcquireOutcome(%d).String() = %q, want a label", o, o)
-			}
 		}
 	})
 }
@@ -200,7 +193,7 @@ func TestHooksReentryAndClose(t *testing.T) {
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if len(r.releases) != 1 || !r.releases[0].Closed || r.releases[0].Outcome != dlock.Released || r.releases[0].Held != time.Minute {
+		if len(r.releases) != 1 || !r.releases[0].Closed || r.releases[0].Outcome != hook.Released || r.releases[0].Held != time.Minute {
 			t.Fatalf("after Close: releases %+v, want one, closed, released, held 1m", r.releases)
 		}
 		if r.held != 0 {
@@ -215,7 +208,7 @@ func TestHooksRenewalsAndLosses(t *testing.T) {
 		l, d := newFaulty(store, true)
 		defer l.Close()
 		r := &recorder{}
-		l.AddHook(r.hook())
+		l.AddHook(r.asHook())
 		const ttl = 3 * time.Second
 		renewed, err := l.Acquire(t.Context(), "renewed", dlock.WithTTL(ttl))
 		if err != nil {
@@ -238,7 +231,7 @@ func TestHooksRenewalsAndLosses(t *testing.T) {
 		if len(r.losses) != 1 {
 			t.Fatalf("%d losses, want 1", len(r.losses))
 		}
-		if e := r.losses[0]; e.Name != "lapsing" || e.Reason != dlock.LossExpired || e.Held != ttl-ttl/10 ||
+		if e := r.losses[0]; e.Name != "lapsing" || e.Reason != hook.LossExpired || e.Held != ttl-ttl/10 ||
 			e.Fence != lapsing.Fence() || !errors.Is(e.Cause, dlock.ErrLost) {
 			t.Errorf("Lost = %+v, want lapsing expired after %v", e, ttl-ttl/10)
 		}
@@ -270,7 +263,7 @@ func TestHooksRenewalsAndLosses(t *testing.T) {
 		if e := r.renewals[n-1]; e.NotHeld != 1 || !errors.Is(e.Err, driver.ErrNotHeld) {
 			t.Errorf("last batch = %+v, want 1 not held", e)
 		}
-		if len(r.losses) != 2 || r.losses[1].Reason != dlock.LossNotHeld || r.losses[1].Name != "renewed" {
+		if len(r.losses) != 2 || r.losses[1].Reason != hook.LossNotHeld || r.losses[1].Name != "renewed" {
 			t.Fatalf("losses = %+v, want a second, not_held, for renewed", r.losses)
 		}
 		r.mu.Unlock()
@@ -280,42 +273,6 @@ func TestHooksRenewalsAndLosses(t *testing.T) {
 		r.mu.Lock()
 		if len(r.releases) != 0 || r.held != 0 {
 			t.Errorf("releases %d, held %d: a lost lock's Release is not a release, want 0 and 0", len(r.releases), r.held)
-		}
-	})
-}
-
-func TestSlogHookLevels(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var info, debug bytes.Buffer
-		l, err := memlock.New(memlock.NewStore())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		l.AddHook(dlock.NewSlogHook(slog.New(slog.NewTextHandler(&info, &slog.HandlerOptions{Level: slog.LevelInfo}))))
-		l.AddHook(dlock.NewSlogHook(slog.New(slog.NewTextHandler(&debug, &slog.HandlerOptions{Level: slog.LevelDebug}))))
-		k, err := l.Acquire(t.Context(), "job", dlock.WithTTL(time.Second), dlock.WithoutRenewal())
-		if err != nil {
-			t.Fatal(err)
-		}
-		<-k.Done()
-		synctest.Wait()
-		k2, err := l.Acquire(t.Context(), "job")
-		if err != nil {
-			t.Fatal(err)
-		}
-		k2.Release(t.Context())
-
-		if got := strings.Count(info.String(), "\n"); got != 1 || !strings.Contains(info.String(), `level=WARN msg="dlock: lock lost" backend=memory name=job`) ||
-			!strings.Contains(info.String(), "reason=expired") {
-			t.Errorf("Info log = %q, want exactly the loss, at WARN, with its reason", info.String())
-		}
-		for _, want := range []string{`level=DEBUG msg="dlock: acquiring" backend=memory name=job wait=true mode=exclusive`,
-			`msg="dlock: acquire" backend=memory name=job outcome=acquired`, `level=WARN msg="dlock: lock lost"`,
-			`level=DEBUG msg="dlock: released" backend=memory name=job`} {
-			if !strings.Contains(debug.String(), want) {
-				t.Errorf("Debug log lacks %q:\n%s", want, debug.String())
-			}
 		}
 	})
 }
@@ -342,7 +299,7 @@ func TestAddHookWhileBusy(t *testing.T) {
 	recs := make([]*recorder, 20)
 	for i := range recs {
 		recs[i] = &recorder{}
-		l.AddHook(recs[i].hook())
+		l.AddHook(recs[i].asHook())
 	}
 	wg.Wait()
 	k, err := l.Acquire(t.Context(), "busy")

@@ -9,17 +9,21 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/hook"
 )
 
 // AddHook adds h to the hooks that observe l; hooks run in the order they
-// were added. Add hooks before using the Locker: AddHook is safe at any
-// time, but an Acquire reports its AcquireDone to the hooks there were
-// when it began, so a hook added while calls are under way can hear the
-// release of a lock whose acquisition it did not hear.
-func (l *Locker) AddHook(h Hook) {
+// were added. Package [hook] says what a hook sees and in which goroutine
+// each of its funcs is called; [hook.Slog] logs with log/slog.
+//
+// Add hooks before using the Locker: AddHook is safe at any time, but an
+// Acquire reports its AcquireDone to the hooks there were when it began,
+// so a hook added while calls are under way can hear the release of a
+// lock whose acquisition it did not hear.
+func (l *Locker) AddHook(h hook.Hook) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var hs []Hook
+	var hs []hook.Hook
 	if old := l.hooks.Load(); old != nil {
 		hs = append(hs, *old...)
 	}
@@ -70,9 +74,9 @@ func backendName(drv driver.Driver) string {
 
 // acquireHooked runs an acquisition that is not a re-entry between the
 // hooks' AcquireStart and AcquireDone.
-func (l *Locker) acquireHooked(hs []Hook, a *attempt, wait bool) (*Lock, error) {
+func (l *Locker) acquireHooked(hs []hook.Hook, a *attempt, wait bool) (*Lock, error) {
 	start := time.Now()
-	se := AcquireStartEvent{Backend: l.backend, Name: a.lease.Name, Wait: wait,
+	se := hook.AcquireStart{Backend: l.backend, Name: a.lease.Name, Wait: wait,
 		Shared: a.lease.Shared, Limit: a.lease.Limit, TTL: a.lease.TTL}
 	ctx := a.ctx
 	for _, h := range hs {
@@ -84,17 +88,17 @@ func (l *Locker) acquireHooked(hs []Hook, a *attempt, wait bool) (*Lock, error) 
 	}
 	a.ahead = -1
 	k, err := l.acquireOn(a, wait)
-	e := AcquireDoneEvent{AcquireStartEvent: se, Err: err, Owner: a.lease.Owner,
+	e := hook.AcquireDone{AcquireStart: se, Err: err, Owner: a.lease.Owner,
 		Duration: time.Since(start), Attempts: int(a.attempts), Contended: a.contended, Ahead: int(a.ahead)}
 	switch {
 	case err == nil:
-		e.Outcome, e.Fence = Acquired, k.Fence()
+		e.Outcome, e.Fence = hook.Acquired, k.Fence()
 	case errors.Is(err, ErrNotAcquired):
-		e.Outcome = NotAcquired
+		e.Outcome = hook.NotAcquired
 	case a.ctx.Err() != nil && errors.Is(err, a.ctx.Err()):
-		e.Outcome = Canceled
+		e.Outcome = hook.Canceled
 	default:
-		e.Outcome = AcquireFailed
+		e.Outcome = hook.AcquireFailed
 	}
 	for _, h := range hs {
 		if h.AcquireDone != nil {
@@ -111,7 +115,7 @@ func (l *Locker) reentered(ctx context.Context, k *Lock, handles int) {
 	if hs == nil {
 		return
 	}
-	e := ReentryEvent{Backend: l.backend, Name: k.h.lease.Name, Owner: k.h.lease.Owner, Fence: k.h.lease.Fence, Handles: handles}
+	e := hook.Reentry{Backend: l.backend, Name: k.h.lease.Name, Owner: k.h.lease.Owner, Fence: k.h.lease.Fence, Handles: handles}
 	for _, h := range *hs {
 		if h.Reentered != nil {
 			h.Reentered(ctx, e)
@@ -121,16 +125,16 @@ func (l *Locker) reentered(ctx context.Context, k *Lock, handles int) {
 
 // released reports that h's lease was freed on the store (or the attempt
 // failed) by a call that began at start and returned err.
-func (l *Locker) released(hs []Hook, ctx context.Context, h *held, start time.Time, closed bool, err error) {
-	e := ReleaseEvent{Backend: l.backend, Name: h.lease.Name, Owner: h.lease.Owner, Fence: h.lease.Fence,
+func (l *Locker) released(hs []hook.Hook, ctx context.Context, h *held, start time.Time, closed bool, err error) {
+	e := hook.Release{Backend: l.backend, Name: h.lease.Name, Owner: h.lease.Owner, Fence: h.lease.Fence,
 		Held: start.Sub(h.start), Duration: time.Since(start), Closed: closed, Err: err}
 	switch {
 	case err == nil:
-		e.Outcome = Released
+		e.Outcome = hook.Released
 	case errors.Is(err, driver.ErrNotHeld):
-		e.Outcome = ReleaseNotHeld
+		e.Outcome = hook.ReleaseNotHeld
 	default:
-		e.Outcome = ReleaseFailed
+		e.Outcome = hook.ReleaseFailed
 	}
 	for _, hk := range hs {
 		if hk.Released != nil {
@@ -140,8 +144,8 @@ func (l *Locker) released(hs []Hook, ctx context.Context, h *held, start time.Ti
 }
 
 // renewed reports a renewal batch's outcome.
-func (l *Locker) renewed(hs []Hook, r refreshResult) {
-	e := RenewalEvent{Backend: l.backend, Size: len(r.batch), Duration: r.took}
+func (l *Locker) renewed(hs []hook.Hook, r refreshResult) {
+	e := hook.Renewal{Backend: l.backend, Size: len(r.batch), Duration: r.took}
 	for i := range r.batch {
 		err := r.err(i)
 		switch {
@@ -168,7 +172,7 @@ func (l *Locker) renewed(hs []Hook, r refreshResult) {
 // it is released.
 type lossRecord struct {
 	h      *held
-	reason LossReason
+	reason hook.LossReason
 	cause  error
 	at     time.Time
 }
@@ -187,7 +191,7 @@ func (l *Locker) unlock() {
 		return
 	}
 	for _, r := range pending {
-		e := LossEvent{Backend: l.backend, Name: r.h.lease.Name, Owner: r.h.lease.Owner, Fence: r.h.lease.Fence,
+		e := hook.Loss{Backend: l.backend, Name: r.h.lease.Name, Owner: r.h.lease.Owner, Fence: r.h.lease.Fence,
 			Held: r.at.Sub(r.h.start), Reason: r.reason, Cause: r.cause}
 		for _, h := range *hs {
 			if h.Lost != nil {

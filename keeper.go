@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/hook"
 )
 
 // keep is the Locker's one background goroutine. It renews every held lock
@@ -110,7 +111,7 @@ func (l *Locker) refresh(ctx context.Context, batch []*held, results chan<- refr
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	start := time.Now()
-	errs := l.drv.Refresh(ctx, leases)
+	errs := l.refreshSteps(ctx, leases)
 	results <- refreshResult{batch: batch, errs: errs, start: start, took: time.Since(start)}
 }
 
@@ -141,7 +142,7 @@ func (l *Locker) applyRefresh(r refreshResult) {
 			h.extended(r.start)
 			l.renewals.push(h)
 		case errors.Is(err, driver.ErrNotHeld):
-			l.lose(h, LossNotHeld, fmt.Errorf("%w: renewal found it held by no one or another owner", ErrLost))
+			l.lose(h, hook.LossNotHeld, fmt.Errorf("%w: renewal found it held by no one or another owner", ErrLost))
 		default:
 			// Outcome unknown (network, timeout): try again soon; the
 			// deadline closes Done if no attempt succeeds in time.
@@ -159,14 +160,14 @@ func (l *Locker) applyLoss(loss driver.Loss) {
 	cause := fmt.Errorf("%w: %w", ErrLost, loss.Err)
 	if loss.Owner != "" {
 		if h := l.held[loss.Owner]; h != nil {
-			l.lose(h, LossReported, cause)
+			l.lose(h, hook.LossReported, cause)
 		}
 		return
 	}
 	l.deadlines.clear()
 	l.renewals.clear()
 	for _, h := range l.held {
-		l.lose(h, LossReported, cause)
+		l.lose(h, hook.LossReported, cause)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/hook"
 	"github.com/dlock-go/dlock/internal/seam"
 )
 
@@ -32,9 +33,9 @@ type Locker struct {
 	maxRetry time.Duration   // longest sleep of a waiter between attempts
 	id       string
 	seq      atomic.Uint64
-	backend  string                 // Backend()
-	hooks    atomic.Pointer[[]Hook] // nil until AddHook; replaced, never changed
-	stamps   stampBook              // what TryAcquire saw of holders in doubt, by name
+	backend  string                      // Backend()
+	hooks    atomic.Pointer[[]hook.Hook] // nil until AddHook; replaced, never changed
+	stamps   stampBook                   // what TryAcquire saw of holders in doubt, by name
 
 	closingCtx context.Context         // done once Close begins
 	closeNow   context.CancelCauseFunc // begins Close (cause ErrClosed): wakes waiters, stops the keeper

@@ -119,15 +119,3 @@ func (o *acquireOptions) build(opts []Option) error {
 	}
 	return nil
 }
-
-// modeString describes a lease's mode for error messages.
-func modeString(shared bool, limit int) string {
-	switch {
-	case limit > 0:
-		return fmt.Sprintf("a permit of a semaphore of %d", limit)
-	case shared:
-		return "shared"
-	default:
-		return "exclusive"
-	}
-}

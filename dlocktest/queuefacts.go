@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/hook"
 )
 
 // queueDeadline bounds how long the suite waits for waiters to join or
@@ -17,12 +18,12 @@ const queueDeadline = 10 * time.Second
 // doneRecorder is a Hook that keeps the AcquireDone events of a Locker.
 type doneRecorder struct {
 	mu     sync.Mutex
-	events []dlock.AcquireDoneEvent
+	events []hook.AcquireDone
 }
 
 func recordDone(l *dlock.Locker) *doneRecorder {
 	r := &doneRecorder{}
-	l.AddHook(dlock.Hook{AcquireDone: func(_ context.Context, e dlock.AcquireDoneEvent) {
+	l.AddHook(hook.Hook{AcquireDone: func(_ context.Context, e hook.AcquireDone) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.events = append(r.events, e)
@@ -32,7 +33,7 @@ func recordDone(l *dlock.Locker) *doneRecorder {
 
 // last returns the latest AcquireDone event, failing the test if there is
 // none.
-func (r *doneRecorder) last(t *testing.T, what string) dlock.AcquireDoneEvent {
+func (r *doneRecorder) last(t *testing.T, what string) hook.AcquireDone {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -82,7 +83,7 @@ func testQueueFacts(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("Acquire(%q) = %v, want a lock", name, err)
 	}
-	if e := rh.last(t, "uncontended Acquire"); e.Outcome != dlock.Acquired || e.Contended || e.Ahead != wantAhead(0) {
+	if e := rh.last(t, "uncontended Acquire"); e.Outcome != hook.Acquired || e.Contended || e.Ahead != wantAhead(0) {
 		t.Errorf("uncontended Acquire(%q): AcquireDone Outcome, Contended, Ahead = %v, %v, %d, want acquired, false, %d",
 			name, e.Outcome, e.Contended, e.Ahead, wantAhead(0))
 	}
@@ -91,7 +92,7 @@ func testQueueFacts(t *testing.T, h Harness) {
 	tryer := newLocker(t, h)
 	rt := recordDone(tryer)
 	wantNotAcquired(t, tryer, name)
-	if e := rt.last(t, "TryAcquire"); e.Outcome != dlock.NotAcquired || !e.Contended || e.Ahead != -1 {
+	if e := rt.last(t, "TryAcquire"); e.Outcome != hook.NotAcquired || !e.Contended || e.Ahead != -1 {
 		t.Errorf("TryAcquire(%q) on a held name: AcquireDone Outcome, Contended, Ahead = %v, %v, %d, want not_acquired, true, -1",
 			name, e.Outcome, e.Contended, e.Ahead)
 	}
@@ -118,7 +119,7 @@ func testQueueFacts(t *testing.T, h Harness) {
 				}
 				t.Fatalf("waiter %d: cancelled Acquire(%q) = %v, want context.Canceled", i, name, r.Err)
 			}
-			if e := recs[i].last(t, "cancelled Acquire"); e.Outcome != dlock.Canceled || !e.Contended {
+			if e := recs[i].last(t, "cancelled Acquire"); e.Outcome != hook.Canceled || !e.Contended {
 				t.Errorf("waiter %d: cancelled Acquire(%q): AcquireDone Outcome, Contended = %v, %v, want canceled, true",
 					i, name, e.Outcome, e.Contended)
 			}
@@ -146,7 +147,7 @@ func testQueueFacts(t *testing.T, h Harness) {
 	r := WantAcquired(t, got, name, promptly)
 	defer mustRelease(t, r.Lock)
 	e := rw.last(t, "waiting Acquire")
-	if e.Outcome != dlock.Acquired || e.Ahead != wantAhead(1) {
+	if e.Outcome != hook.Acquired || e.Ahead != wantAhead(1) {
 		t.Errorf("Acquire(%q) behind one holder: AcquireDone Outcome, Ahead = %v, %d, want acquired, %d", name, e.Outcome, e.Ahead, wantAhead(1))
 	}
 	// Contended is certain only where the store shows the waiter queued

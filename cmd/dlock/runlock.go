@@ -19,6 +19,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/hook"
 )
 
 // waitSignals end a wait for the lock (exit 128+N).
@@ -79,7 +80,7 @@ func (r *runner) main(cmd *cobra.Command, argv []string) error {
 	if r.o.verbose {
 		// What the Locker does, as the library's slog adapter says it:
 		// names, owners, fences and errors, never the store's URL.
-		locker.AddHook(dlock.NewSlogHook(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+		locker.AddHook(hook.Slog(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}
 	// At the end, the Locker closes in the background, and dlock waits
 	// for it only until the release's deadline: a store that does not

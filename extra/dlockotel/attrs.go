@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/hook"
 )
 
 // Metric attribute keys (see the metric table in dlock's README).
@@ -40,21 +40,21 @@ func newMeasure(kvs ...attribute.KeyValue) measure {
 type lockAttrs struct {
 	kvs      []attribute.KeyValue // backend, and name if any
 	base     measure
-	acquires [4]measure // by dlock.AcquireOutcome
-	releases [3]measure // by dlock.ReleaseOutcome
-	losses   [3]measure // by dlock.LossReason
+	acquires [4]measure // by hook.AcquireOutcome
+	releases [3]measure // by hook.ReleaseOutcome
+	losses   [3]measure // by hook.LossReason
 }
 
 func newLockAttrs(kvs ...attribute.KeyValue) *lockAttrs {
 	a := &lockAttrs{kvs: kvs, base: newMeasure(kvs...)}
 	for i := range a.acquires {
-		a.acquires[i] = a.with(keyOutcome, dlock.AcquireOutcome(i).String())
+		a.acquires[i] = a.with(keyOutcome, hook.AcquireOutcome(i).String())
 	}
 	for i := range a.releases {
-		a.releases[i] = a.with(keyOutcome, dlock.ReleaseOutcome(i).String())
+		a.releases[i] = a.with(keyOutcome, hook.ReleaseOutcome(i).String())
 	}
 	for i := range a.losses {
-		a.losses[i] = a.with(keyReason, dlock.LossReason(i).String())
+		a.losses[i] = a.with(keyReason, hook.LossReason(i).String())
 	}
 	return a
 }
@@ -65,21 +65,21 @@ func (a *lockAttrs) with(k attribute.Key, v string) measure {
 	return newMeasure(kvs...)
 }
 
-func (a *lockAttrs) acquire(o dlock.AcquireOutcome) measure {
+func (a *lockAttrs) acquire(o hook.AcquireOutcome) measure {
 	if o >= 0 && int(o) < len(a.acquires) {
 		return a.acquires[o]
 	}
 	return a.with(keyOutcome, o.String())
 }
 
-func (a *lockAttrs) release(o dlock.ReleaseOutcome) measure {
+func (a *lockAttrs) release(o hook.ReleaseOutcome) measure {
 	if o >= 0 && int(o) < len(a.releases) {
 		return a.releases[o]
 	}
 	return a.with(keyOutcome, o.String())
 }
 
-func (a *lockAttrs) loss(r dlock.LossReason) measure {
+func (a *lockAttrs) loss(r hook.LossReason) measure {
 	if r >= 0 && int(r) < len(a.losses) {
 		return a.losses[r]
 	}

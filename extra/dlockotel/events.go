@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/hook"
 )
 
 // Span attribute keys.
@@ -38,10 +38,10 @@ var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient
 // spanKey is the context key of a hook's acquisition span. The span is
 // kept under the hook's own key, not only as the context's current span,
 // because a later hook's AcquireStart may start a span of its own.
-type spanKey struct{ h *hook }
+type spanKey struct{ h *otelHook }
 
 // lockAttrs returns the metric attribute sets of a lock of backend.
-func (h *hook) lockAttrs(backend, name string) *lockAttrs {
+func (h *otelHook) lockAttrs(backend, name string) *lockAttrs {
 	b := h.attrs.backend(backend)
 	if h.name == nil {
 		return b.lock
@@ -50,14 +50,14 @@ func (h *hook) lockAttrs(backend, name string) *lockAttrs {
 }
 
 // withName appends the mapped name to a span's attributes, if names are on.
-func (h *hook) withName(kvs []attribute.KeyValue, name string) []attribute.KeyValue {
+func (h *otelHook) withName(kvs []attribute.KeyValue, name string) []attribute.KeyValue {
 	if h.name == nil {
 		return kvs
 	}
 	return append(kvs, attrName.String(h.name(name)))
 }
 
-func (h *hook) acquireStart(ctx context.Context, e dlock.AcquireStartEvent) context.Context {
+func (h *otelHook) acquireStart(ctx context.Context, e hook.AcquireStart) context.Context {
 	if e.Wait {
 		h.m.waiters.Add(ctx, 1, h.lockAttrs(e.Backend, e.Name).base.add...)
 	}
@@ -77,7 +77,7 @@ func (h *hook) acquireStart(ctx context.Context, e dlock.AcquireStartEvent) cont
 	return context.WithValue(sctx, spanKey{h}, span)
 }
 
-func (h *hook) acquireDone(ctx context.Context, e dlock.AcquireDoneEvent) {
+func (h *otelHook) acquireDone(ctx context.Context, e hook.AcquireDone) {
 	a := h.lockAttrs(e.Backend, e.Name)
 	if e.Wait {
 		h.m.waiters.Add(ctx, -1, a.base.add...)
@@ -89,7 +89,7 @@ func (h *hook) acquireDone(ctx context.Context, e dlock.AcquireDoneEvent) {
 	if e.Contended {
 		h.m.contentions.Add(ctx, 1, a.base.add...)
 	}
-	if e.Outcome == dlock.Acquired {
+	if e.Outcome == hook.Acquired {
 		h.m.held.Add(ctx, 1, a.base.add...)
 		if e.Contended {
 			h.m.acquireWait.Record(ctx, took, a.base.rec...)
@@ -105,24 +105,24 @@ func (h *hook) acquireDone(ctx context.Context, e dlock.AcquireDoneEvent) {
 	}
 	kvs := make([]attribute.KeyValue, 0, 5)
 	kvs = append(kvs, attrOutcome.String(e.Outcome.String()), attrAttempts.Int(e.Attempts), attrContended.Bool(e.Contended))
-	if e.Outcome == dlock.Acquired {
+	if e.Outcome == hook.Acquired {
 		kvs = append(kvs, fenceAttr(e.Fence))
 	}
 	if e.Ahead >= 0 {
 		kvs = append(kvs, attrAhead.Int(e.Ahead))
 	}
 	span.SetAttributes(kvs...)
-	if e.Outcome == dlock.AcquireFailed {
+	if e.Outcome == hook.AcquireFailed {
 		span.SetStatus(codes.Error, errText(e.Err))
 	}
 	span.End()
 }
 
-func (h *hook) reentered(ctx context.Context, e dlock.ReentryEvent) {
+func (h *otelHook) reentered(ctx context.Context, e hook.Reentry) {
 	h.m.reentries.Add(ctx, 1, h.lockAttrs(e.Backend, e.Name).base.add...)
 }
 
-func (h *hook) renewed(e dlock.RenewalEvent) {
+func (h *otelHook) renewed(e hook.Renewal) {
 	ctx := context.Background()
 	b := h.attrs.backend(e.Backend)
 	for i, n := range [...]int{renewRenewed: e.Renewed, renewNotHeld: e.NotHeld, renewFailed: e.Failed} {
@@ -136,7 +136,7 @@ func (h *hook) renewed(e dlock.RenewalEvent) {
 	h.m.renewalDuration.Record(ctx, e.Duration.Seconds(), b.lock.base.rec...)
 }
 
-func (h *hook) lost(ctx context.Context, e dlock.LossEvent) {
+func (h *otelHook) lost(ctx context.Context, e hook.Loss) {
 	a := h.lockAttrs(e.Backend, e.Name)
 	h.m.losses.Add(ctx, 1, a.loss(e.Reason).add...)
 	h.holdEnded(ctx, a, e.Held)
@@ -153,12 +153,12 @@ func (h *hook) lost(ctx context.Context, e dlock.LossEvent) {
 
 // holdEnded records the end of a hold that lasted held: by its release
 // or its loss, the one end each acquisition has.
-func (h *hook) holdEnded(ctx context.Context, a *lockAttrs, held time.Duration) {
+func (h *otelHook) holdEnded(ctx context.Context, a *lockAttrs, held time.Duration) {
 	h.m.holdDuration.Record(ctx, held.Seconds(), a.base.rec...)
 	h.m.held.Add(ctx, -1, a.base.add...)
 }
 
-func (h *hook) released(ctx context.Context, e dlock.ReleaseEvent) {
+func (h *otelHook) released(ctx context.Context, e hook.Release) {
 	a := h.lockAttrs(e.Backend, e.Name)
 	h.m.releases.Add(ctx, 1, a.release(e.Outcome).add...)
 	h.holdEnded(ctx, a, e.Held)
@@ -170,14 +170,14 @@ func (h *hook) released(ctx context.Context, e dlock.ReleaseEvent) {
 	}
 	span.SetAttributes(h.withName([]attribute.KeyValue{attrBackend.String(e.Backend), fenceAttr(e.Fence),
 		attrOutcome.String(e.Outcome.String()), heldAttr(e.Held), attrClosed.Bool(e.Closed)}, e.Name)...)
-	if e.Outcome == dlock.ReleaseFailed {
+	if e.Outcome == hook.ReleaseFailed {
 		span.SetStatus(codes.Error, errText(e.Err))
 	}
 	span.End(trace.WithTimestamp(now))
 }
 
 // mode names an acquisition's mode: exclusive, shared or semaphore.
-func mode(e dlock.AcquireStartEvent) string {
+func mode(e hook.AcquireStart) string {
 	switch {
 	case e.Limit > 0:
 		return "semaphore"

@@ -46,7 +46,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/hook"
 )
 
 // ScopeName is the instrumentation scope of the hook's tracer and meter.
@@ -85,11 +85,11 @@ func WithLockName(f func(name string) string) Option {
 	return func(c *config) { c.name = f }
 }
 
-// NewHook returns a dlock.Hook that reports to OpenTelemetry; add it to a
+// NewHook returns a hook.Hook that reports to OpenTelemetry; add it to a
 // Locker with Locker.AddHook. One hook may serve several Lockers. It
 // creates its instruments once, here, and returns an error if the meter
 // provider refuses one.
-func NewHook(opts ...Option) (dlock.Hook, error) {
+func NewHook(opts ...Option) (hook.Hook, error) {
 	var c config
 	for _, o := range opts {
 		if o != nil {
@@ -104,15 +104,15 @@ func NewHook(opts ...Option) (dlock.Hook, error) {
 	}
 	m, err := newInstruments(c.mp.Meter(ScopeName))
 	if err != nil {
-		return dlock.Hook{}, fmt.Errorf("dlockotel: new hook: %w", err)
+		return hook.Hook{}, fmt.Errorf("dlockotel: new hook: %w", err)
 	}
-	h := &hook{
+	h := &otelHook{
 		tracer: c.tp.Tracer(ScopeName),
 		m:      m,
 		name:   c.name,
 		attrs:  newAttrCache(),
 	}
-	return dlock.Hook{
+	return hook.Hook{
 		AcquireStart: h.acquireStart,
 		AcquireDone:  h.acquireDone,
 		Reentered:    h.reentered,
@@ -122,8 +122,8 @@ func NewHook(opts ...Option) (dlock.Hook, error) {
 	}, nil
 }
 
-// hook holds what the callbacks of one NewHook share.
-type hook struct {
+// otelHook holds what the callbacks of one NewHook share.
+type otelHook struct {
 	tracer trace.Tracer
 	m      *instruments
 	name   func(string) string // nil: no names

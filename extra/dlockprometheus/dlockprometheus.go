@@ -1,5 +1,5 @@
 // Package dlockprometheus exports the work of dlock Lockers as Prometheus
-// metrics: a Collector to register, and the dlock.Hook that feeds it.
+// metrics: a Collector to register, and the hook.Hook that feeds it.
 //
 //	c := dlockprometheus.New(nil)
 //	prometheus.MustRegister(c)

@@ -3,17 +3,17 @@ package dlockprometheus
 import (
 	"context"
 
-	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/hook"
 )
 
 // Hook returns the hook that records a Locker's work in c: add it with
 // dlock.Locker.AddHook, on any number of Lockers. A Collector made with
 // invalid Options returns a Hook that records nothing.
-func (c *Collector) Hook() dlock.Hook {
+func (c *Collector) Hook() hook.Hook {
 	if c.err != nil {
-		return dlock.Hook{}
+		return hook.Hook{}
 	}
-	return dlock.Hook{
+	return hook.Hook{
 		AcquireStart: c.acquireStart,
 		AcquireDone:  c.acquireDone,
 		Reentered:    c.reentered,
@@ -23,26 +23,26 @@ func (c *Collector) Hook() dlock.Hook {
 	}
 }
 
-func (c *Collector) acquireStart(_ context.Context, e dlock.AcquireStartEvent) context.Context {
+func (c *Collector) acquireStart(_ context.Context, e hook.AcquireStart) context.Context {
 	if e.Wait {
 		c.lock(e.Backend, e.Name).waiters.Inc()
 	}
 	return nil
 }
 
-func (c *Collector) acquireDone(_ context.Context, e dlock.AcquireDoneEvent) {
+func (c *Collector) acquireDone(_ context.Context, e hook.AcquireDone) {
 	s := c.lock(e.Backend, e.Name)
 	if e.Wait {
 		s.waiters.Dec()
 	}
-	o := min(max(e.Outcome, dlock.Acquired), dlock.AcquireFailed)
+	o := min(max(e.Outcome, hook.Acquired), hook.AcquireFailed)
 	d := e.Duration.Seconds()
 	s.acquireDuration[o].Observe(d)
 	s.acquisitions[o].Inc()
 	if e.Contended {
 		s.contentions.Inc()
 	}
-	if o == dlock.Acquired {
+	if o == hook.Acquired {
 		s.held.Inc()
 		if e.Contended {
 			s.acquireWait.Observe(d)
@@ -53,11 +53,11 @@ func (c *Collector) acquireDone(_ context.Context, e dlock.AcquireDoneEvent) {
 	}
 }
 
-func (c *Collector) reentered(_ context.Context, e dlock.ReentryEvent) {
+func (c *Collector) reentered(_ context.Context, e hook.Reentry) {
 	c.lock(e.Backend, e.Name).reentries.Inc()
 }
 
-func (c *Collector) renewed(e dlock.RenewalEvent) {
+func (c *Collector) renewed(e hook.Renewal) {
 	s := c.renewal(e.Backend)
 	s.duration.Observe(e.Duration.Seconds())
 	for i, n := range [...]int{e.Renewed, e.NotHeld, e.Failed} {
@@ -70,16 +70,16 @@ func (c *Collector) renewed(e dlock.RenewalEvent) {
 	}
 }
 
-func (c *Collector) lost(_ context.Context, e dlock.LossEvent) {
+func (c *Collector) lost(_ context.Context, e hook.Loss) {
 	s := c.lock(e.Backend, e.Name)
-	s.losses[min(max(e.Reason, dlock.LossExpired), dlock.LossReported)].Inc()
+	s.losses[min(max(e.Reason, hook.LossExpired), hook.LossReported)].Inc()
 	s.holdDuration.Observe(e.Held.Seconds())
 	s.held.Dec()
 }
 
-func (c *Collector) released(_ context.Context, e dlock.ReleaseEvent) {
+func (c *Collector) released(_ context.Context, e hook.Release) {
 	s := c.lock(e.Backend, e.Name)
-	s.releases[min(max(e.Outcome, dlock.Released), dlock.ReleaseFailed)].Inc()
+	s.releases[min(max(e.Outcome, hook.Released), hook.ReleaseFailed)].Inc()
 	s.holdDuration.Observe(e.Held.Seconds())
 	s.held.Dec()
 }

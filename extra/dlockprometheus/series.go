@@ -1,7 +1,7 @@
 package dlockprometheus
 
 import (
-	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/hook"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -9,11 +9,11 @@ import (
 // name label value, resolved once so that an event costs a map lookup
 // and atomic additions rather than a label hash per metric.
 type lockSeries struct {
-	labels          []string                                     // backend, and the name label's value if any
-	acquireDuration [dlock.AcquireFailed + 1]prometheus.Observer // by dlock.AcquireOutcome
-	acquisitions    [dlock.AcquireFailed + 1]prometheus.Counter  // by dlock.AcquireOutcome
-	losses          [dlock.LossReported + 1]prometheus.Counter   // by dlock.LossReason
-	releases        [dlock.ReleaseFailed + 1]prometheus.Counter  // by dlock.ReleaseOutcome
+	labels          []string                                    // backend, and the name label's value if any
+	acquireDuration [hook.AcquireFailed + 1]prometheus.Observer // by hook.AcquireOutcome
+	acquisitions    [hook.AcquireFailed + 1]prometheus.Counter  // by hook.AcquireOutcome
+	losses          [hook.LossReported + 1]prometheus.Counter   // by hook.LossReason
+	releases        [hook.ReleaseFailed + 1]prometheus.Counter  // by hook.ReleaseOutcome
 	acquireWait     prometheus.Observer
 	contentions     prometheus.Counter
 	reentries       prometheus.Counter
@@ -47,15 +47,15 @@ func (c *Collector) lock(backend, name string) *lockSeries {
 		return append([]string{backend, v}, s.labels[1:]...)
 	}
 	for o := range s.acquisitions {
-		v := dlock.AcquireOutcome(o).String()
+		v := hook.AcquireOutcome(o).String()
 		s.acquireDuration[o] = c.acquireDuration.WithLabelValues(with(v)...)
 		s.acquisitions[o] = c.acquisitions.WithLabelValues(with(v)...)
 	}
 	for r := range s.losses {
-		s.losses[r] = c.losses.WithLabelValues(with(dlock.LossReason(r).String())...)
+		s.losses[r] = c.losses.WithLabelValues(with(hook.LossReason(r).String())...)
 	}
 	for o := range s.releases {
-		s.releases[o] = c.releases.WithLabelValues(with(dlock.ReleaseOutcome(o).String())...)
+		s.releases[o] = c.releases.WithLabelValues(with(hook.ReleaseOutcome(o).String())...)
 	}
 	s.acquireWait = c.acquireWait.WithLabelValues(s.labels...)
 	s.contentions = c.contentions.WithLabelValues(s.labels...)

@@ -14,6 +14,9 @@ import (
 // and installs them from fresh modules outside the repository, as a user
 // would, and measures what each program pulls in.
 func check(root, version string) error {
+	if err := checkRealVersions(root); err != nil {
+		return err
+	}
 	if version == "" {
 		v, err := headPseudoVersion(root)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/hook"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
 	"github.com/dlock-go/dlock/redislock"
@@ -110,8 +111,8 @@ func TestOpenHonoursRenewalDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	failed := make(chan dlock.RenewalEvent, 16)
-	l.AddHook(dlock.Hook{Renewed: func(e dlock.RenewalEvent) {
+	failed := make(chan hook.Renewal, 16)
+	l.AddHook(hook.Hook{Renewed: func(e hook.Renewal) {
 		if e.Failed > 0 {
 			failed <- e
 		}

@@ -376,7 +376,7 @@ func TestOpenTLSSentinelCluster(t *testing.T) {
 // TestDocumentedACL: the grant the package documentation and docs/security.md
 // give is the one TestConformanceLeastPrivilege runs under.
 func TestDocumentedACL(t *testing.T) {
-	src, err := os.ReadFile("redislock.go")
+	src, err := os.ReadFile("../redislock.go")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +396,7 @@ func TestDocumentedACL(t *testing.T) {
 	if got, want := strings.Join(doc, " "), lockACL("", lockCommands); got != want {
 		t.Errorf("documented ACL = %q, want %q", got, want)
 	}
-	readme, err := os.ReadFile("../docs/security.md")
+	readme, err := os.ReadFile("../../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/hook"
 	"github.com/dlock-go/dlock/sqllock"
 )
 
@@ -59,7 +60,7 @@ func testWokenByServer(t *testing.T, db *sql.DB) {
 	holder := newLocker(t, db, sqllock.MySQL, nil)
 	waiter := newLocker(t, db, sqllock.MySQL, &sqllock.Options{MaxRetryInterval: time.Hour})
 	attempts := make(chan int, 1)
-	waiter.AddHook(dlock.Hook{AcquireDone: func(_ context.Context, e dlock.AcquireDoneEvent) {
+	waiter.AddHook(hook.Hook{AcquireDone: func(_ context.Context, e hook.AcquireDone) {
 		if e.Name == name {
 			attempts <- e.Attempts
 		}

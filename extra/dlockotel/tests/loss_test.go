@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/hook"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/redislock"
 )
@@ -27,10 +28,10 @@ func TestLossPausedRedis(t *testing.T) {
 	l.AddHook(tm.hook)
 	// renewals adds up the renewal batches the hook was told of.
 	var mu sync.Mutex
-	var renewals dlock.RenewalEvent
+	var renewals hook.Renewal
 	batches := 0
 	failed := make(chan struct{}, 1)
-	l.AddHook(dlock.Hook{Renewed: func(e dlock.RenewalEvent) {
+	l.AddHook(hook.Hook{Renewed: func(e hook.Renewal) {
 		mu.Lock()
 		defer mu.Unlock()
 		if e.Failed > 0 {

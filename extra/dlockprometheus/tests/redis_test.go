@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/extra/dlockprometheus"
+	"github.com/dlock-go/dlock/hook"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/redislock"
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,7 +39,7 @@ func TestRedisLoss(t *testing.T) {
 	c := dlockprometheus.New(nil)
 	l := newRedisLocker(t, srv, c)
 	lost := make(chan struct{})
-	l.AddHook(dlock.Hook{Lost: func(context.Context, dlock.LossEvent) { close(lost) }}) // runs after c's
+	l.AddHook(hook.Hook{Lost: func(context.Context, hook.Loss) { close(lost) }}) // runs after c's
 
 	k, err := l.Acquire(t.Context(), "x", dlock.WithTTL(time.Second))
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/extra/dlockotel"
+	"github.com/dlock-go/dlock/hook"
 	"github.com/dlock-go/dlock/memlock"
 )
 
@@ -34,18 +35,18 @@ func testContendedAcquisition(t *testing.T) {
 	aReleased := make(chan struct{})
 	var heldAtRelease int64
 	la.AddHook(tm.hook)
-	la.AddHook(dlock.Hook{Released: func(context.Context, dlock.ReleaseEvent) {
+	la.AddHook(hook.Hook{Released: func(context.Context, hook.Release) {
 		heldAtRelease = tm.sum(t, "dlock.held", memory)
 		close(aReleased)
 	}})
 	bStarted := make(chan struct{})
-	var bDone dlock.AcquireDoneEvent
-	lb.AddHook(dlock.Hook{AcquireDone: func(_ context.Context, e dlock.AcquireDoneEvent) {
+	var bDone hook.AcquireDone
+	lb.AddHook(hook.Hook{AcquireDone: func(_ context.Context, e hook.AcquireDone) {
 		<-aReleased
 		bDone = e
 	}})
 	lb.AddHook(tm.hook)
-	lb.AddHook(dlock.Hook{AcquireStart: func(context.Context, dlock.AcquireStartEvent) context.Context {
+	lb.AddHook(hook.Hook{AcquireStart: func(context.Context, hook.AcquireStart) context.Context {
 		close(bStarted)
 		return nil
 	}})
@@ -165,8 +166,8 @@ func TestRelease(t *testing.T) {
 	tm := newTelemetry(t)
 	l := memLocker(t, nil)
 	l.AddHook(tm.hook)
-	var events []dlock.ReleaseEvent
-	l.AddHook(dlock.Hook{Released: func(_ context.Context, e dlock.ReleaseEvent) { events = append(events, e) }})
+	var events []hook.Release
+	l.AddHook(hook.Hook{Released: func(_ context.Context, e hook.Release) { events = append(events, e) }})
 	ctx, parent := tm.parent(t.Context())
 	k, err := l.Acquire(ctx, "x")
 	if err != nil {

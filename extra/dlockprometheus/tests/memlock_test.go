@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/extra/dlockprometheus"
+	"github.com/dlock-go/dlock/hook"
 	"github.com/dlock-go/dlock/memlock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -177,7 +178,7 @@ func TestOutcomes(t *testing.T) {
 		defer b.Close()
 		lost := make(chan struct{})
 		a.AddHook(c.Hook())
-		a.AddHook(dlock.Hook{Lost: func(context.Context, dlock.LossEvent) { close(lost) }}) // after c's
+		a.AddHook(hook.Hook{Lost: func(context.Context, hook.Loss) { close(lost) }}) // after c's
 		b.AddHook(c.Hook())
 		ctx := t.Context()
 

@@ -13,13 +13,14 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/extra/dlockotel"
+	"github.com/dlock-go/dlock/hook"
 	"github.com/dlock-go/dlock/memlock"
 )
 
 // telemetry is a hook wired to the SDK's in-memory span recorder and a
 // manual metric reader.
 type telemetry struct {
-	hook   dlock.Hook
+	hook   hook.Hook
 	tp     *sdktrace.TracerProvider
 	spans  *tracetest.SpanRecorder
 	reader *sdkmetric.ManualReader

@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/extra/dlockotel"
+	"github.com/dlock-go/dlock/hook"
 	"github.com/dlock-go/dlock/memlock"
 )
 
@@ -38,7 +38,7 @@ func (discard) Shutdown(context.Context) error                             { ret
 // recorded, read by a manual reader); and with the SDK's tracer too,
 // whose batching exporter discards the spans.
 func BenchmarkHookCost(b *testing.B) {
-	otelHook := func(b *testing.B, tp trace.TracerProvider, mp metric.MeterProvider) *dlock.Hook {
+	otelHook := func(b *testing.B, tp trace.TracerProvider, mp metric.MeterProvider) *hook.Hook {
 		b.Helper()
 		h, err := dlockotel.NewHook(dlockotel.WithTracerProvider(tp), dlockotel.WithMeterProvider(mp))
 		if err != nil {
@@ -48,20 +48,20 @@ func BenchmarkHookCost(b *testing.B) {
 	}
 	for _, bc := range []struct {
 		name string
-		hook func(b *testing.B) *dlock.Hook
+		hook func(b *testing.B) *hook.Hook
 	}{
-		{"none", func(*testing.B) *dlock.Hook { return nil }},
-		{"slog-info", func(*testing.B) *dlock.Hook {
-			h := dlock.NewSlogHook(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})))
+		{"none", func(*testing.B) *hook.Hook { return nil }},
+		{"slog-info", func(*testing.B) *hook.Hook {
+			h := hook.Slog(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})))
 			return &h
 		}},
-		{"otel-noop", func(b *testing.B) *dlock.Hook {
+		{"otel-noop", func(b *testing.B) *hook.Hook {
 			return otelHook(b, noop.NewTracerProvider(), metricnoop.NewMeterProvider())
 		}},
-		{"otel-noop-tracer-sdk-meter", func(b *testing.B) *dlock.Hook {
+		{"otel-noop-tracer-sdk-meter", func(b *testing.B) *hook.Hook {
 			return otelHook(b, noop.NewTracerProvider(), sdkMeter(b))
 		}},
-		{"otel-sdk-tracer-sdk-meter", func(b *testing.B) *dlock.Hook {
+		{"otel-sdk-tracer-sdk-meter", func(b *testing.B) *hook.Hook {
 			tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))
 			b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 			return otelHook(b, tp, sdkMeter(b))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/extra/dlockprometheus"
+	"github.com/dlock-go/dlock/hook"
 	"github.com/dlock-go/dlock/memlock"
 )
 
@@ -16,11 +17,11 @@ func BenchmarkHookCost(b *testing.B) {
 	prefix := func(name string) string { p, _, _ := strings.Cut(name, "/"); return p }
 	for _, bc := range []struct {
 		name string
-		hook func() (dlock.Hook, bool)
+		hook func() (hook.Hook, bool)
 	}{
-		{"none", func() (dlock.Hook, bool) { return dlock.Hook{}, false }},
-		{"prometheus", func() (dlock.Hook, bool) { return dlockprometheus.New(nil).Hook(), true }},
-		{"prometheus-name", func() (dlock.Hook, bool) {
+		{"none", func() (hook.Hook, bool) { return hook.Hook{}, false }},
+		{"prometheus", func() (hook.Hook, bool) { return dlockprometheus.New(nil).Hook(), true }},
+		{"prometheus-name", func() (hook.Hook, bool) {
 			return dlockprometheus.New(&dlockprometheus.Options{NameLabel: prefix}).Hook(), true
 		}},
 	} {
@@ -61,9 +62,9 @@ func BenchmarkHookEvents(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			h := dlockprometheus.New(bc.opts).Hook()
 			ctx := b.Context()
-			start := dlock.AcquireStartEvent{Backend: "memory", Name: "jobs/x", TTL: dlock.DefaultTTL}
-			done := dlock.AcquireDoneEvent{AcquireStartEvent: start, Outcome: dlock.Acquired, Duration: 2000, Attempts: 1, Ahead: -1}
-			rel := dlock.ReleaseEvent{Backend: "memory", Name: "jobs/x", Held: 1000, Duration: 1000, Outcome: dlock.Released}
+			start := hook.AcquireStart{Backend: "memory", Name: "jobs/x", TTL: dlock.DefaultTTL}
+			done := hook.AcquireDone{AcquireStart: start, Outcome: hook.Acquired, Duration: 2000, Attempts: 1, Ahead: -1}
+			rel := hook.Release{Backend: "memory", Name: "jobs/x", Held: 1000, Duration: 1000, Outcome: hook.Released}
 			b.ReportAllocs()
 			for b.Loop() {
 				h.AcquireStart(ctx, start)
