@@ -89,6 +89,9 @@
 //	defer locker.Close()
 //	lock, err := locker.Acquire(ctx, "scheduler")
 //
+// Fence keeps values in etcd that a stale lock holder cannot overwrite
+// (see package fence).
+//
 // Design: the keys and the queue, fencing tokens, leases, TTLs and sessions,
 // what stays on the server, history and compaction in full, and access
 // control are described in DESIGN.md in this package's directory

@@ -28,7 +28,4 @@ require (
 
 // Development inside the repository: scripts/release requires the tagged
 // version of each module instead and drops these replaces when it tags.
-replace (
-	github.com/dlock-go/dlock => ..
-	github.com/dlock-go/dlock/sqllock => ../sqllock
-)
+replace github.com/dlock-go/dlock => ..

@@ -27,17 +27,21 @@
 //
 // # Stores
 //
-//   - Guard guards state in the process: Do runs a function under a mutex
-//     if its token is not stale.
-//   - Table is a table of fenced values in PostgreSQL, MySQL/MariaDB or
-//     SQLite: one row per resource, written by one upsert whose condition
-//     compares the token.
-//   - Update guards an UPDATE of the user's own table that keeps a fence
-//     column in each row.
-//   - Redis keeps a value and its token in one hash, written by one Lua
-//     script.
-//   - Etcd keeps the token in front of the value in one key, written by
-//     one transaction that compares it.
+// This package needs nothing but the standard library. The stores that
+// need a client live with that client, in the backend's package, so a
+// program links only the client it already uses:
+//
+//   - Guard (here) guards state in the process: Do runs a function under
+//     a mutex if its token is not stale.
+//   - Update (here) guards an UPDATE of the user's own table that keeps a
+//     fence column in each row, on any database/sql database.
+//   - sqllock.FenceTable is a table of fenced values in PostgreSQL,
+//     MySQL/MariaDB or SQLite: one row per resource, written by one upsert
+//     whose condition compares the token.
+//   - redislock.Fence keeps a value and its token in one Redis hash,
+//     written by one Lua script.
+//   - etcdlock.Fence keeps the token in front of the value in one etcd
+//     key, written by one transaction that compares it.
 //
 // The fence lives in the store next to the data. Anything that deletes or
 // loses it also loses the protection: a Redis key evicted or a server
@@ -56,6 +60,6 @@
 //		// a newer holder has written: this one was paused past its lease
 //	}
 //
-// ExampleGuard, ExampleTable, ExampleUpdate, ExampleRedis and ExampleEtcd
-// run each store.
+// ExampleGuard and ExampleUpdate show this package's stores; the others
+// have examples in their backends' test modules.
 package fence

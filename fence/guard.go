@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/fencerule"
 )
 
 // Guard fences state held in the process: a map, a file handle, a
@@ -27,7 +28,7 @@ type Guard struct {
 // if token is 0 or above math.MaxInt64, or fn is nil, the error wraps
 // dlock.ErrInvalid.
 func (g *Guard) Do(token uint64, fn func() error) error {
-	if err := checkToken(token); err != nil {
+	if err := fencerule.CheckToken(prefix, token); err != nil {
 		return err
 	}
 	if fn == nil {

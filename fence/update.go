@@ -4,12 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/sqllock"
+	"github.com/dlock-go/dlock/internal/fencerule"
 )
 
 // DB is what Update.Exec runs on: *sql.DB, *sql.Tx and *sql.Conn
@@ -26,15 +25,27 @@ type Column struct {
 	Value any    // bound as a parameter, never written into the statement
 }
 
+// Placeholder is how a database's driver marks a statement's parameters.
+// The zero Placeholder is none: Update refuses it.
+type Placeholder int
+
+const (
+	// Question marks every parameter ?, as MySQL, MariaDB and SQLite do.
+	Question Placeholder = iota + 1
+	// Dollar numbers the parameters $1, $2, ..., as PostgreSQL does.
+	Dollar
+)
+
 // Update is a fenced UPDATE of the user's own table, for data that lives
-// in its own rows rather than in a Table. The table keeps each row's
-// token in a BIGINT column (Fence); add one to an existing table with
+// in its own rows rather than in a store of fenced values such as
+// sqllock.FenceTable. The table keeps each row's token in a BIGINT column
+// (Fence); add one to an existing table with
 //
 //	ALTER TABLE accounts ADD COLUMN fence BIGINT NOT NULL DEFAULT 0
 //
 // (a NULL fence counts as 0). For
 //
-//	Update{Dialect: sqllock.PostgreSQL, Table: "accounts",
+//	Update{Placeholder: fence.Dollar, Table: "accounts",
 //		Set: []fence.Column{{"balance", 90}}, Where: []fence.Column{{"id", 7}}}
 //
 // Exec runs, with token t,
@@ -42,31 +53,31 @@ type Column struct {
 //	UPDATE accounts SET balance = $1, fence = $2
 //	WHERE id = $3 AND COALESCE(fence, 0) <= $2
 //
-// (MySQL and SQLite: ? placeholders, the token bound twice). Where should
-// name the row's key: each matched row is fenced on its own, so a Where
-// that matches several rows updates those whose token is not above t.
+// (with Question placeholders, for MySQL and SQLite: ? throughout, the
+// token bound twice). Where should name the row's key: each matched row is
+// fenced on its own, so a Where that matches several rows updates those
+// whose token is not above t. Update needs only package database/sql: it
+// works on any database that runs this statement, whatever lock hands out
+// the tokens.
 type Update struct {
-	Dialect sqllock.Dialect // the SQL the database speaks
-	Table   string          // the table: a plain identifier, optionally schema.table
-	Fence   string          // the fence column: a plain identifier. Default: "fence"
-	Set     []Column        // the columns to set besides the fence; may be empty
-	Where   []Column        // the row: each column equals its value; at least one
+	Placeholder Placeholder // how the database marks parameters: Dollar for PostgreSQL, Question for MySQL, MariaDB and SQLite
+	Table       string      // the table: a plain identifier, optionally schema.table
+	Fence       string      // the fence column: a plain identifier. Default: "fence"
+	Set         []Column    // the columns to set besides the fence; may be empty
+	Where       []Column    // the row: each column equals its value; at least one
 }
-
-// column is a plain SQL identifier.
-var column = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 // Exec runs the update with token on db, in one statement. If the row
 // holds a higher token, nothing is changed and the error wraps ErrStale;
 // if no row matches Where, it wraps sql.ErrNoRows. Bad identifiers, an
-// empty Where or an unknown Dialect are refused with an error wrapping
+// empty Where or an unknown Placeholder are refused with an error wrapping
 // dlock.ErrInvalid before anything is sent.
 //
 // When the update changes no row, Exec reads the matched rows' highest
 // token to tell the cases apart: MySQL also reports no row changed when
 // the new values equal the stored ones, which is a write accepted.
 func (u Update) Exec(ctx context.Context, db DB, token uint64) error {
-	if err := checkToken(token); err != nil {
+	if err := fencerule.CheckToken(prefix, token); err != nil {
 		return err
 	}
 	update, check, args, err := u.build(token)
@@ -102,72 +113,92 @@ func (u Update) Exec(ctx context.Context, db DB, token uint64) error {
 	return fmt.Errorf("fence: update %s: no row updated, and its fence %d is below token %d: changed concurrently", u.Table, stored, token)
 }
 
-// build returns the UPDATE, the SELECT of the matched rows' count and
-// highest token, and the UPDATE's arguments: the Set values, the token,
-// the Where values and (with ? placeholders) the token again. The SELECT
-// takes the Where values alone.
-func (u Update) build(token uint64) (update, check string, args []any, err error) {
-	invalid := func(what, name string) (string, string, []any, error) {
-		return "", "", nil, fmt.Errorf("fence: update: %s %q is not a plain identifier: %w", what, name, dlock.ErrInvalid)
+// params hands out a statement's parameter markers in order.
+type params struct {
+	dollar bool
+	n      int
+}
+
+// next returns the next parameter's marker.
+func (p *params) next() string {
+	p.n++
+	if p.dollar {
+		return "$" + strconv.Itoa(p.n)
 	}
-	if !identifier.MatchString(u.Table) {
-		return invalid("table", u.Table)
+	return "?"
+}
+
+// validate checks everything but the token, and returns the fence column
+// and whether parameters are numbered.
+func (u Update) validate() (fence string, dollar bool, err error) {
+	invalid := func(what, name string) error {
+		return fmt.Errorf("fence: update: %s %q is not a plain identifier: %w", what, name, dlock.ErrInvalid)
 	}
-	fence := u.Fence
+	if !fencerule.PlainName(u.Table, true) {
+		return "", false, invalid("table", u.Table)
+	}
+	fence = u.Fence
 	if fence == "" {
 		fence = "fence"
 	}
-	if !column.MatchString(fence) {
-		return invalid("fence column", fence)
+	if !fencerule.PlainName(fence, false) {
+		return "", false, invalid("fence column", fence)
 	}
 	if len(u.Where) == 0 {
-		return "", "", nil, fmt.Errorf("fence: update %s: empty Where would update every row: %w", u.Table, dlock.ErrInvalid)
+		return "", false, fmt.Errorf("fence: update %s: empty Where would update every row: %w", u.Table, dlock.ErrInvalid)
 	}
-	var dollar bool
-	switch u.Dialect {
-	case sqllock.PostgreSQL:
-		dollar = true
-	case sqllock.MySQL, sqllock.SQLite:
-	default:
-		return "", "", nil, fmt.Errorf("fence: update %s: unknown SQL dialect %d: %w", u.Table, u.Dialect, dlock.ErrInvalid)
-	}
-	n := 0
-	param := func() string {
-		n++
-		if dollar {
-			return "$" + strconv.Itoa(n)
+	for _, c := range u.Set {
+		if !fencerule.PlainName(c.Name, false) || c.Name == fence {
+			return "", false, invalid("Set column", c.Name)
 		}
-		return "?"
 	}
+	for _, c := range u.Where {
+		if !fencerule.PlainName(c.Name, false) {
+			return "", false, invalid("Where column", c.Name)
+		}
+	}
+	switch u.Placeholder {
+	case Dollar:
+		return fence, true, nil
+	case Question:
+		return fence, false, nil
+	}
+	return "", false, fmt.Errorf("fence: update %s: unknown Placeholder %d: %w", u.Table, u.Placeholder, dlock.ErrInvalid)
+}
+
+// build returns the UPDATE, the SELECT of the matched rows' count and
+// highest token, and the UPDATE's arguments: the Set values, the token,
+// the Where values and (with Question placeholders) the token again. The
+// SELECT takes the Where values alone.
+func (u Update) build(token uint64) (update, check string, args []any, err error) {
+	fence, dollar, err := u.validate()
+	if err != nil {
+		return "", "", nil, err
+	}
+	p := &params{dollar: dollar}
 	var set, where []string
 	for _, c := range u.Set {
-		if !column.MatchString(c.Name) || c.Name == fence {
-			return invalid("Set column", c.Name)
-		}
-		set = append(set, c.Name+" = "+param())
+		set = append(set, c.Name+" = "+p.next())
 		args = append(args, c.Value)
 	}
-	tokenParam := param()
+	tokenParam := p.next()
 	set = append(set, fence+" = "+tokenParam)
 	args = append(args, int64(token))
 	for _, c := range u.Where {
-		if !column.MatchString(c.Name) {
-			return invalid("Where column", c.Name)
-		}
-		where = append(where, c.Name+" = "+param())
+		where = append(where, c.Name+" = "+p.next())
 		args = append(args, c.Value)
 	}
 	if !dollar {
-		tokenParam = param()
+		tokenParam = p.next()
 		args = append(args, int64(token))
 	}
 	update = "UPDATE " + u.Table + " SET " + strings.Join(set, ", ") +
 		" WHERE " + strings.Join(where, " AND ") + " AND COALESCE(" + fence + ", 0) <= " + tokenParam
 	// The check's placeholders count from 1 again.
-	n = 0
+	p = &params{dollar: dollar}
 	where = where[:0]
 	for _, c := range u.Where {
-		where = append(where, c.Name+" = "+param())
+		where = append(where, c.Name+" = "+p.next())
 	}
 	check = "SELECT COUNT(*), COALESCE(MAX(COALESCE(" + fence + ", 0)), 0) FROM " + u.Table +
 		" WHERE " + strings.Join(where, " AND ")

@@ -19,5 +19,4 @@ require (
 replace (
 	github.com/dlock-go/dlock => ..
 	github.com/dlock-go/dlock/internal/goredis => ../internal/goredis
-	github.com/dlock-go/dlock/sqllock => ../sqllock
 )

@@ -104,6 +104,9 @@
 //	defer locker.Close()
 //	lock, err := locker.Acquire(ctx, "stock/sku-42", dlock.WithTTL(10*time.Second))
 //
+// Fence keeps values in Redis that a stale lock holder cannot overwrite
+// (see package fence).
+//
 // Design: the queue and its grants, shared holds and semaphores, the keys,
 // fencing tokens, clock steps, behaviour under faults and replica
 // acknowledgement are described in DESIGN.md in this package's directory

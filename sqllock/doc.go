@@ -110,6 +110,9 @@
 //	defer locker.Close()
 //	lock, err := locker.Acquire(ctx, "migrations")
 //
+// FenceTable keeps values in a table that a stale lock holder cannot
+// overwrite (see package fence).
+//
 // Design: the statements of each step, shared holds and writer preference,
 // the schemas, clock steps, fencing tokens, wake-ups, connections, what
 // stays on the server, and each database's access control are described in

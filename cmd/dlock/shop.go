@@ -13,11 +13,11 @@ import (
 
 // shop stands for the storage the demo's workers sell from: a SQLite file
 // holding the stock, with the highest fencing token a write carried, in a
-// fence.Table. Each of its operations is one statement, atomic on its own;
-// a purchase, which reads then writes, is only safe under a lock.
+// sqllock.FenceTable. Each of its operations is one statement, atomic on
+// its own; a purchase, which reads then writes, is only safe under a lock.
 type shop struct {
 	db    *sql.DB
-	table *fence.Table
+	table *sqllock.FenceTable
 }
 
 const shopItem = "stock"
@@ -37,7 +37,7 @@ func openShop(path string) (shop, error) {
 	if err != nil {
 		return shop{}, err
 	}
-	t, err := fence.NewTable(db, sqllock.SQLite, "shop")
+	t, err := sqllock.NewFenceTable(db, sqllock.SQLite, "shop")
 	if err != nil {
 		db.Close()
 		return shop{}, err

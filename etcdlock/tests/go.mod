@@ -58,5 +58,4 @@ replace (
 	github.com/dlock-go/dlock => ../..
 	github.com/dlock-go/dlock/etcdlock => ..
 	github.com/dlock-go/dlock/internal/testserver => ../../internal/testserver
-	github.com/dlock-go/dlock/sqllock => ../../sqllock
 )

@@ -18,5 +18,3 @@ require (
 )
 
 replace github.com/dlock-go/dlock => ../..
-
-replace github.com/dlock-go/dlock/sqllock => ../../sqllock

@@ -20,5 +20,3 @@ require (
 )
 
 replace github.com/dlock-go/dlock => ../..
-
-replace github.com/dlock-go/dlock/sqllock => ../../sqllock

@@ -60,5 +60,4 @@ replace (
 	github.com/dlock-go/dlock/internal/goredis => ../../internal/goredis
 	github.com/dlock-go/dlock/internal/testserver => ../../internal/testserver
 	github.com/dlock-go/dlock/redislock => ..
-	github.com/dlock-go/dlock/sqllock => ../../sqllock
 )

@@ -57,6 +57,5 @@ require (
 replace (
 	github.com/dlock-go/dlock => ../..
 	github.com/dlock-go/dlock/internal/testserver => ../../internal/testserver
-	github.com/dlock-go/dlock/sqllock => ../../sqllock
 	github.com/dlock-go/dlock/zklock => ..
 )

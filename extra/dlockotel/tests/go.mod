@@ -72,6 +72,4 @@ replace github.com/dlock-go/dlock/redislock => ../../../redislock
 
 replace github.com/dlock-go/dlock/internal/goredis => ../../../internal/goredis
 
-replace github.com/dlock-go/dlock/sqllock => ../../../sqllock
-
 replace github.com/dlock-go/dlock/extra/dlockotel => ..

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/fence"
+	"github.com/dlock-go/dlock/internal/fencerule/fencetest"
 )
 
 // guarded is a store of values in the process, one Guard per resource.
@@ -58,7 +59,7 @@ func (s *guarded) Read(ctx context.Context, resource string) ([]byte, uint64, er
 }
 
 func TestGuard(t *testing.T) {
-	testStore(t, &guarded{}, "")
+	fencetest.Run(t, &guarded{}, "")
 	t.Run("Do", testGuardDo)
 }
 

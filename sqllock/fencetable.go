@@ -1,21 +1,26 @@
-package fence
+package sqllock
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"regexp"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/sqllock"
+	"github.com/dlock-go/dlock/internal/fencerule"
 )
 
-// DefaultTable is the table a Table uses when given no name.
-const DefaultTable = "dlock_fenced"
+// DefaultFenceTable is the table a FenceTable uses when given no name.
+const DefaultFenceTable = "dlock_fenced"
 
-// Table is a SQL table of fenced values: one row per resource with the
-// highest token that has written it. It is safe for concurrent use.
+// fencePrefix starts the error messages of FenceTable.
+const fencePrefix = "sqllock: fence table"
+
+// FenceTable is a SQL table of fenced values (see package fence for the
+// rule): one row per resource with the highest token that has written it.
+// It is safe for concurrent use. A FenceTable needs no Locker: the tokens
+// may come from any dlock backend, as long as one lock guards the
+// resource. To fence rows of a table of your own, use fence.Update.
 //
 // Write is one statement that inserts the row or updates it only if the
 // token is not below the stored one, so concurrent writers are decided by
@@ -61,7 +66,7 @@ const DefaultTable = "dlock_fenced"
 //		fence INTEGER NOT NULL,
 //		value BLOB NOT NULL
 //	) WITHOUT ROWID
-type Table struct {
+type FenceTable struct {
 	db    *sql.DB
 	name  string
 	ddl   string
@@ -70,27 +75,24 @@ type Table struct {
 	mysql bool
 }
 
-// identifier is a plain SQL identifier, optionally qualified by a schema.
-var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$`)
-
-// NewTable returns a Table named table (DefaultTable if empty) in db,
-// which must be opened with the driver matching dialect (see
-// sqllock.Dialect). The table must exist: see Migrate. NewTable returns an
-// error wrapping dlock.ErrInvalid if table is not a plain identifier or
-// dialect is unknown.
-func NewTable(db *sql.DB, dialect sqllock.Dialect, table string) (*Table, error) {
+// NewFenceTable returns a FenceTable named table (DefaultFenceTable if
+// empty) in db, which must be opened with the driver matching dialect.
+// The table must exist: see Migrate. NewFenceTable returns an error
+// wrapping dlock.ErrInvalid if db is nil, table is not a plain identifier
+// (optionally schema.table) or dialect is unknown.
+func NewFenceTable(db *sql.DB, dialect Dialect, table string) (*FenceTable, error) {
 	if table == "" {
-		table = DefaultTable
+		table = DefaultFenceTable
 	}
-	if !identifier.MatchString(table) {
-		return nil, fmt.Errorf("fence: table name %q is not a plain identifier: %w", table, dlock.ErrInvalid)
+	if !fencerule.PlainName(table, true) {
+		return nil, fmt.Errorf("%s: name %q is not a plain identifier: %w", fencePrefix, table, dlock.ErrInvalid)
 	}
 	if db == nil {
-		return nil, fmt.Errorf("fence: nil *sql.DB: %w", dlock.ErrInvalid)
+		return nil, fmt.Errorf("%s: nil *sql.DB: %w", fencePrefix, dlock.ErrInvalid)
 	}
-	t := &Table{db: db, name: table}
+	t := &FenceTable{db: db, name: table, mysql: dialect == MySQL}
 	switch dialect {
-	case sqllock.PostgreSQL:
+	case PostgreSQL:
 		t.ddl = `CREATE TABLE IF NOT EXISTS ` + table + ` (
 	name  text COLLATE "C" PRIMARY KEY,
 	fence bigint NOT NULL,
@@ -100,7 +102,7 @@ func NewTable(db *sql.DB, dialect sqllock.Dialect, table string) (*Table, error)
 ON CONFLICT (name) DO UPDATE SET fence = excluded.fence, value = excluded.value
 WHERE f.fence <= excluded.fence`
 		t.read = `SELECT fence, value FROM ` + table + ` WHERE name = $1`
-	case sqllock.SQLite:
+	case SQLite:
 		t.ddl = `CREATE TABLE IF NOT EXISTS ` + table + ` (
 	name  TEXT NOT NULL PRIMARY KEY,
 	fence INTEGER NOT NULL,
@@ -110,8 +112,7 @@ WHERE f.fence <= excluded.fence`
 ON CONFLICT (name) DO UPDATE SET fence = excluded.fence, value = excluded.value
 WHERE fence <= excluded.fence`
 		t.read = `SELECT fence, value FROM ` + table + ` WHERE name = ?`
-	case sqllock.MySQL:
-		t.mysql = true
+	case MySQL:
 		t.ddl = `CREATE TABLE IF NOT EXISTS ` + table + ` (
 	name  VARBINARY(255) NOT NULL PRIMARY KEY,
 	fence BIGINT NOT NULL,
@@ -125,24 +126,40 @@ ON DUPLICATE KEY UPDATE
 	fence = IF(fence <= VALUES(fence), VALUES(fence), LAST_INSERT_ID(fence))`
 		t.read = `SELECT fence, value FROM ` + table + ` WHERE name = ?`
 	default:
-		return nil, fmt.Errorf("fence: unknown SQL dialect %d: %w", dialect, dlock.ErrInvalid)
+		return nil, fmt.Errorf("%s: unknown SQL dialect %d: %w", fencePrefix, dialect, dlock.ErrInvalid)
 	}
 	return t, nil
 }
 
+// ready returns an error wrapping dlock.ErrInvalid for a FenceTable not
+// made by NewFenceTable.
+func (t *FenceTable) ready() error {
+	if t == nil || t.db == nil {
+		return fmt.Errorf("%s: not made by NewFenceTable: %w", fencePrefix, dlock.ErrInvalid)
+	}
+	return nil
+}
+
 // Migrate creates the table if it does not exist.
-func (t *Table) Migrate(ctx context.Context) error {
+func (t *FenceTable) Migrate(ctx context.Context) error {
+	if err := t.ready(); err != nil {
+		return err
+	}
 	if _, err := t.db.ExecContext(ctx, t.ddl); err != nil {
-		return fmt.Errorf("fence: create table %s: %w", t.name, err)
+		return fmt.Errorf("%s: create %s: %w", fencePrefix, t.name, err)
 	}
 	return nil
 }
 
 // Write stores value for resource if token is not below the token stored
 // with it, in one statement. A stale token is refused with an error
-// wrapping ErrStale and changes nothing. A nil value is stored as empty.
-func (t *Table) Write(ctx context.Context, resource string, token uint64, value []byte) error {
-	if err := checkWrite(resource, token); err != nil {
+// wrapping fence.ErrStale and changes nothing. A nil value is stored as
+// empty.
+func (t *FenceTable) Write(ctx context.Context, resource string, token uint64, value []byte) error {
+	if err := fencerule.CheckWrite(fencePrefix, resource, token); err != nil {
+		return err
+	}
+	if err := t.ready(); err != nil {
 		return err
 	}
 	if value == nil {
@@ -150,47 +167,50 @@ func (t *Table) Write(ctx context.Context, resource string, token uint64, value 
 	}
 	res, err := t.db.ExecContext(ctx, t.write, resource, int64(token), value)
 	if err != nil {
-		return fmt.Errorf("fence: write %q to %s: %w", resource, t.name, err)
+		return fmt.Errorf("%s: write %q to %s: %w", fencePrefix, resource, t.name, err)
 	}
 	if t.mysql {
 		stored, err := res.LastInsertId()
 		if err != nil {
-			return fmt.Errorf("fence: write %q to %s: %w", resource, t.name, err)
+			return fmt.Errorf("%s: write %q to %s: %w", fencePrefix, resource, t.name, err)
 		}
 		if stored != 0 {
-			return stale(resource, token, uint64(stored))
+			return fencerule.Stale(fencePrefix, resource, token, uint64(stored))
 		}
 		return nil
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return fmt.Errorf("fence: write %q to %s: %w", resource, t.name, err)
+		return fmt.Errorf("%s: write %q to %s: %w", fencePrefix, resource, t.name, err)
 	}
-	if n == 0 {
-		// Refused: read the token that refused it, for the error.
-		_, stored, err := t.Read(ctx, resource)
-		if err != nil {
-			return fmt.Errorf("fence: write %q: %w: %w", resource, ErrStale, err)
-		}
-		if stored <= token {
-			// Only a row deleted or lowered by hand meanwhile does this.
-			return fmt.Errorf("fence: write %q: refused, then found token %d, not above %d: changed concurrently", resource, stored, token)
-		}
-		return stale(resource, token, stored)
+	if n > 0 {
+		return nil
 	}
-	return nil
+	// Refused: read the token that refused it, for the error.
+	_, stored, err := t.Read(ctx, resource)
+	if err != nil {
+		return fmt.Errorf("%s: write %q: %w: %w", fencePrefix, resource, fencerule.ErrStale, err)
+	}
+	if stored <= token {
+		// Only a row deleted or lowered by hand meanwhile does this.
+		return fmt.Errorf("%s: write %q: refused, then found token %d, not above %d: changed concurrently", fencePrefix, resource, stored, token)
+	}
+	return fencerule.Stale(fencePrefix, resource, token, stored)
 }
 
 // Read returns the value and token stored for resource. A resource never
 // written reads as a nil value and token 0.
-func (t *Table) Read(ctx context.Context, resource string) (value []byte, token uint64, err error) {
+func (t *FenceTable) Read(ctx context.Context, resource string) (value []byte, token uint64, err error) {
+	if err := t.ready(); err != nil {
+		return nil, 0, err
+	}
 	var fence int64
 	err = t.db.QueryRowContext(ctx, t.read, resource).Scan(&fence, &value)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("fence: read %q from %s: %w", resource, t.name, err)
+		return nil, 0, fmt.Errorf("%s: read %q from %s: %w", fencePrefix, resource, t.name, err)
 	}
 	if value == nil {
 		value = []byte{}

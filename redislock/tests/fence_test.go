@@ -1,26 +1,27 @@
-package fence_test
+package redislock_test
 
 import (
 	"testing"
 
-	"github.com/dlock-go/dlock/fence"
+	"github.com/dlock-go/dlock/internal/fencerule/fencetest"
 	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/redislock"
 )
 
-func TestRedis(t *testing.T) {
+func TestFence(t *testing.T) {
 	r := testserver.StartRedis(t)
 	client := r.Client(t)
-	s := fence.NewRedis(client)
-	testStore(t, s, "")
+	s := redislock.NewFence(client)
+	fencetest.Run(t, s, "")
 
 	t.Run("ScriptFlushed", func(t *testing.T) {
 		// The script is sent again after NOSCRIPT.
-		mustWrite(t, s, "flushed", 1, "before")
+		fencetest.MustWrite(t, s, "flushed", 1, "before")
 		if err := client.ScriptFlush(t.Context()).Err(); err != nil {
 			t.Fatalf("SCRIPT FLUSH = %v, want nil", err)
 		}
-		mustWrite(t, s, "flushed", 2, "after")
-		wantStored(t, s, "flushed", 2, "after")
+		fencetest.MustWrite(t, s, "flushed", 2, "after")
+		fencetest.WantStored(t, s, "flushed", 2, "after")
 	})
 
 	t.Run("NotAFencedValue", func(t *testing.T) {
@@ -29,7 +30,7 @@ func TestRedis(t *testing.T) {
 		client.HSet(ctx, "bad-fence", "fence", "12abc", "value", "v")
 		client.HSet(ctx, "float-fence", "fence", "1e30", "value", "v")
 		for _, key := range []string{"string", "bad-fence", "float-fence"} {
-			wantForeign(t, s, key)
+			fencetest.WantForeign(t, s, key)
 		}
 		if got, _ := client.HGet(ctx, "bad-fence", "value").Result(); got != "v" {
 			t.Errorf("HGET bad-fence value = %q after a refused write, want %q", got, "v")
@@ -37,7 +38,14 @@ func TestRedis(t *testing.T) {
 	})
 }
 
-func TestRedisCluster(t *testing.T) {
+func TestFenceCluster(t *testing.T) {
 	c := testserver.StartRedisCluster(t, 3)
-	testStore(t, fence.NewRedis(c.Client(t)), "")
+	fencetest.Run(t, redislock.NewFence(c.Client(t)), "")
+}
+
+// TestFenceWithoutClient checks that a Fence without a client refuses to
+// work instead of panicking.
+func TestFenceWithoutClient(t *testing.T) {
+	fencetest.WantInvalid(t, redislock.NewFence(nil))
+	fencetest.WantInvalid(t, &redislock.Fence{})
 }
