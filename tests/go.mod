@@ -49,7 +49,6 @@ replace (
 	github.com/dlock-go/dlock => ..
 	github.com/dlock-go/dlock/etcdlock => ../etcdlock
 	github.com/dlock-go/dlock/internal/goredis => ../internal/goredis
-	github.com/dlock-go/dlock/internal/testserver => ../internal/testserver
 	github.com/dlock-go/dlock/redislock => ../redislock
 	github.com/dlock-go/dlock/redlock => ../redlock
 	github.com/dlock-go/dlock/sqllock => ../sqllock

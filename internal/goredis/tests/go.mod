@@ -58,5 +58,4 @@ replace (
 	github.com/dlock-go/dlock => ../../..
 	github.com/dlock-go/dlock/internal/goredis => ..
 	github.com/dlock-go/dlock/internal/testserver => ../../testserver
-	github.com/dlock-go/dlock/sqllock => ../../../sqllock
 )
