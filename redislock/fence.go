@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/fencerule"
+	"github.com/dlock-go/dlock/internal/goredis/luascript"
 )
 
 // fencePrefix starts the error messages of Fence.
@@ -41,24 +42,8 @@ func NewFence(client redis.UniversalClient) *Fence {
 	return &Fence{client: client}
 }
 
-// fenceWriteScript stores ARGV[2] with token ARGV[1] in hash KEYS[1]
-// unless the stored token is higher. It returns 1 if it wrote, or else the
-// stored token as a string. Both tokens are canonical decimals, so the
-// shorter is the smaller and equal lengths compare as strings.
-var fenceWriteScript = redis.NewScript(`
-local stored = redis.call('HGET', KEYS[1], 'fence')
-if stored then
-	if not string.match(stored, '^[1-9][0-9]*$') and stored ~= '0' then
-		return redis.error_reply('field fence of ' .. KEYS[1] .. ' is not a token: ' .. stored)
-	end
-	local token = ARGV[1]
-	if #stored > #token or (#stored == #token and stored > token) then
-		return stored
-	end
-end
-redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2])
-return 1
-`)
+// fenceWriteScript writes a fenced value (lua/fence_write.lua).
+var fenceWriteScript = luascript.Must(luascript.New(lua, nil, "lua/fence_write.lua"))
 
 // Write stores value for key if token is not below the token stored with
 // it. A stale token is refused with an error wrapping fence.ErrStale and

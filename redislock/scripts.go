@@ -58,5 +58,6 @@ var scripts = map[string]*luascript.Script{
 	"release":      releaseScript,
 	"forceRelease": forceReleaseScript,
 	"inspectHash":  inspectHashScript,
+	"fenceWrite":   fenceWriteScript,
 	"waiters":      waitersScript,
 }
