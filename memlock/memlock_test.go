@@ -71,7 +71,7 @@ func TestConformanceWithoutModes(t *testing.T) {
 			t.Fatalf("Expire(%q): not held", name)
 		}
 	}
-	h.NoModes, h.NoAdmin = true, true
+	h.NoModes = true
 	dlocktest.Run(t, h)
 }
 
