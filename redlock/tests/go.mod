@@ -5,6 +5,7 @@ go 1.26.0
 
 require (
 	github.com/dlock-go/dlock v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/internal/goredis v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/internal/testserver v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/redlock v0.0.0-20261126022123-99c02b3cd452
 	github.com/redis/go-redis/v9 v9.23.0
@@ -17,7 +18,6 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.0 // indirect
 	github.com/coreos/go-systemd/v22 v22.3.3-0.20220203105225-a9a7ef127534 // indirect
-	github.com/dlock-go/dlock/internal/goredis v0.0.0-20261126022123-99c02b3cd452 // indirect
 	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	github.com/go-zookeeper/zk v1.0.4 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
