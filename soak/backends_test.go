@@ -72,6 +72,12 @@ const (
 	// container check, every minute by default: after Close at most one
 	// per name is left, plus /dlock and the server's own.)
 	zkMaxWatches = workers * soak.Goroutines * soak.SemaphoreLimit
+	// zklock: each goroutine holds or waits with one ephemeral child at a
+	// time; across the restart a killed session's children stay until it
+	// expires, beside the new session's. The parents grow to one per name
+	// while the workload touches its names for the first time (a growth
+	// towards a documented bound is no leak; one past it fails).
+	zkMaxChildren = 2 * workers * soak.Goroutines
 )
 
 // sqlPeak bounds the SQL stores' lease rows at every sample: one per

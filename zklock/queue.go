@@ -179,7 +179,14 @@ func (d *zkDriver) enqueue(l driver.Lease, parent string) (created, error) {
 	d.mu.Lock()
 	unsure := d.unsure[l.Owner]
 	d.mu.Unlock()
-	for attempt := 1; ; attempt++ {
+	// A missing parent (NoNode: not made yet, reaped as an empty
+	// container, or lost with a server restarted empty) and a transient
+	// failure are retried up to 3 times each, on their own counts: after a
+	// restart the first creates can fail both ways in turn, and one count
+	// for both gave up with "node does not exist" on a name whose parent
+	// the next attempt would have made.
+	noNodes, transients := 0, 0
+	for {
 		if unsure {
 			// An earlier create's reply was lost: it may have been
 			// applied.
@@ -201,13 +208,14 @@ func (d *zkDriver) enqueue(l driver.Lease, parent string) (created, error) {
 				c.alone, c.fence, c.session = true, uint64(st.Mzxid), session
 			}
 			return c, nil
-		case errors.Is(err, zk.ErrNoNode) && attempt < 3:
+		case errors.Is(err, zk.ErrNoNode) && noNodes < 3:
+			noNodes++
 			if err := d.makeParents(parent); err != nil {
 				return created{}, err
 			}
 		case transient(err):
 			unsure = true
-			if attempt < 3 {
+			if transients++; transients < 3 {
 				continue
 			}
 			d.setUnsure(l.Owner, true) // for the caller's next attempt
