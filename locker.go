@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -180,4 +182,21 @@ func (l *Locker) usable() error {
 		return ErrClosed
 	}
 	return nil
+}
+
+// Backend returns a short name of the Locker's store, such as "redis",
+// "postgres" or "etcd", as hooks report it.
+func (l *Locker) Backend() string { return l.backend }
+
+// backendName names drv's store: its Describer answer, or its package's
+// name.
+func backendName(drv driver.Driver) string {
+	if d, ok := drv.(driver.Describer); ok {
+		return d.Backend()
+	}
+	t := reflect.TypeOf(drv)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return path.Base(t.PkgPath())
 }
