@@ -177,3 +177,31 @@ func earliest(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+func refreshOne(l *Locker, ctx context.Context, lease driver.Lease) error {
+	if l.direct(ctx) {
+		return l.refreshSteps(ctx, []driver.Lease{lease})[0]
+	}
+	_, err := call(l, ctx, func() (struct{}, error) {
+		return struct{}{}, l.refreshSteps(ctx, []driver.Lease{lease})[0]
+	}, nil)
+	return err
+}
+
+// refreshSteps runs the driver's Refresh of leases and returns one error per
+// lease. A driver that returns another count of results breaks its
+// contract: every lease gets an error saying so (a failed step, retried
+// until the lease could have run out, as a store's failure would be),
+// rather than a worker indexing past the end.
+func (l *Locker) refreshSteps(ctx context.Context, leases []driver.Lease) []error {
+	errs := l.drv.Refresh(ctx, leases)
+	if len(errs) == len(leases) {
+		return errs
+	}
+	err := fmt.Errorf("dlock: the backend's Refresh returned %d results for %d leases", len(errs), len(leases))
+	errs = make([]error, len(leases))
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
