@@ -253,36 +253,6 @@ const confirmAttempts = 3
 
 var errSlowStore = errors.New("store too slow for this TTL")
 
-// abandon frees a lease whose Acquire reply was lost (cancelled or failed
-// mid-flight), in case the server took it anyway, or that was taken after
-// Close began. The owner string is unique to this attempt, so this never
-// frees another owner's lock. It runs in the background, or at once if
-// the Locker is closing (Close waits for the Acquire calling it).
-func (l *Locker) abandon(lease driver.Lease) {
-	release := func() { l.releaseDetached(lease) }
-	if !l.goBackground(release) {
-		release()
-	}
-}
-
-// releaseDetached frees lease with a context of its own, bounded by
-// cleanupTimeout, ignoring the outcome: the lease ends by its TTL anyway.
-func (l *Locker) releaseDetached(lease driver.Lease) {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	defer cancel()
-	l.drv.Release(ctx, ownerOnly(lease))
-}
-
-// abandonLate is call's late handler for Acquire: it frees what a step
-// that completed after its caller gave up may have taken.
-func (l *Locker) abandonLate(lease driver.Lease) func(driver.Result, error) {
-	return func(res driver.Result, err error) {
-		if res.Acquired || err != nil {
-			l.releaseDetached(lease)
-		}
-	}
-}
-
 // register records a new acquisition and returns its first handle. If the
 // Locker closed meanwhile it releases the lease before returning
 // ErrClosed.

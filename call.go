@@ -81,32 +81,6 @@ func (l *Locker) direct(ctx context.Context) bool {
 	return ctx.Done() == nil || l.inline
 }
 
-// cleanupContext returns a context with the values of values, which
-// cannot end, that ends between cleanupTimeout-cleanupShare and
-// cleanupTimeout from now. Calls within cleanupShare of each other share
-// one deadline and its timer, so that a release does not start and stop
-// a timer of its own.
-func (l *Locker) cleanupContext(values context.Context) context.Context {
-	now := time.Now()
-	d := l.cleanupDeadline.Load()
-	if d == nil || now.Sub(d.made) > cleanupShare {
-		d = &sharedDeadline{made: now}
-		d.ctx, d.cancel = context.WithDeadline(context.Background(), now.Add(cleanupTimeout))
-		l.cleanupDeadline.Store(d)
-	}
-	return &closedBy{Context: d.ctx, values: values}
-}
-
-// cleanupShare is how long cleanupContext keeps handing out one deadline.
-const cleanupShare = 100 * time.Millisecond
-
-// sharedDeadline is a context that ends cleanupTimeout after it was made.
-type sharedDeadline struct {
-	ctx    context.Context
-	cancel context.CancelFunc // never called: steps may use ctx until its deadline, which frees its timer
-	made   time.Time
-}
-
 // goBackground runs f in a goroutine that Close waits for, unless the
 // Locker is closing; it reports whether it started f. The goroutines are
 // reused: one that has finished waits up to workerIdle for more work, so

@@ -97,11 +97,6 @@ func newLocker(drv driver.Driver, minRetry, maxRetry time.Duration) *Locker {
 	return l
 }
 
-// cleanupTimeout bounds the server steps the Locker finishes on its own:
-// releasing what an abandoned or late acquisition took, a Release whose
-// caller's context ended, and Close.
-const cleanupTimeout = 5 * time.Second
-
 // Close stops the Locker's background work, releases every lock it holds
 // (their Context's cause becomes ErrClosed), makes waiting Acquire calls
 // return ErrClosed, and closes the driver. An Acquire whose step is under
