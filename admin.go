@@ -2,16 +2,11 @@ package dlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
 )
-
-// ErrUnsupported is returned by Locker methods the backend cannot provide,
-// such as Inspect on a store that cannot list holders.
-var ErrUnsupported = errors.New("dlock: not supported by this backend")
 
 // LockInfo describes who holds a lock, as reported by Inspect.
 type LockInfo struct {

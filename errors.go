@@ -60,3 +60,7 @@ func ctxErr(ctx context.Context) error {
 	}
 	return fmt.Errorf("%w: %w", err, cause)
 }
+
+// ErrUnsupported is returned by Locker methods the backend cannot provide,
+// such as Inspect on a store that cannot list holders.
+var ErrUnsupported = errors.New("dlock: not supported by this backend")
