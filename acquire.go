@@ -136,47 +136,21 @@ func (l *Locker) acquireLoop(a *attempt, wait bool) (*Lock, error) {
 	return k, err
 }
 
+// attemptLoop is acquireLoop's loop: attempt, and while the name is held
+// and wait is set, wait for a wake-up and attempt again.
 func (l *Locker) attemptLoop(a *attempt, wait bool) (*Lock, error) {
-	var (
-		ctx   = a.ctx
-		name  = a.lease.Name
-		wake  <-chan struct{}
-		local chan struct{}
-		delay time.Duration
-		obs   driver.Observer // the takeover rule, for this wait only
-	)
+	name := a.lease.Name
 	if !wait {
 		// A single attempt takes over a holder in doubt only if earlier
 		// attempts of this Locker saw its stamp unchanged for long enough.
 		a.lease.Takeover = l.stamps.takeover(name, time.Now())
 	}
+	var w waitState
+	defer l.endWait(name, &w)
 	for {
-		start := time.Now()
-		a.attempts++
-		var (
-			res driver.Result
-			err error
-		)
-		res, err = acquireOne(l, ctx, a.lease)
-		sent := a.lease.Takeover
-		a.lease.Takeover = "" // good for one attempt; never kept in a registered lease
-		if err == nil && res.Acquired {
-			var fence uint64
-			fence, start, err = l.confirm(ctx, a.lease, res.Fence, start)
-			if err == nil {
-				if !wait {
-					l.stamps.note(name, res, start)
-				}
-				return l.register(a, fence, start)
-			}
-			if errors.Is(err, driver.ErrNotHeld) {
-				// The lease ran out before we could use it: not acquired.
-				res, err = driver.Result{}, nil
-			}
-		}
-		if err != nil {
-			l.abandon(a.lease)
-			return nil, l.acquireError(ctx, name, err)
+		res, sent, k, err := l.attemptOnce(a, wait)
+		if k != nil || err != nil {
+			return k, err
 		}
 		a.contended = true
 		a.queued = a.queued || res.Queued
@@ -184,52 +158,123 @@ func (l *Locker) attemptLoop(a *attempt, wait bool) (*Lock, error) {
 			l.stamps.note(name, res, time.Now())
 			return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ErrNotAcquired)
 		}
-		takeover, until := obs.Note(res, time.Now())
+		takeover, until := w.obs.Note(res, time.Now())
 		a.lease.Takeover = takeover
-		if local == nil {
+		switch {
+		case w.local == nil:
 			// Subscribe before the next attempt, so that a release
 			// between that attempt and the wait is not missed.
-			local = l.addWaiter(name)
-			defer l.removeWaiter(name, local)
-			if l.notifier != nil {
-				w, stop, err := l.notifier.Watch(ctx, name)
-				if err == nil {
-					wake = w
-					defer stop()
-				} else if ctx.Err() != nil {
-					return nil, l.acquireError(ctx, name, err)
-				}
-				// Any other error: wait without notifications.
+			if err := l.startWait(a.ctx, name, &w); err != nil {
+				return nil, err
 			}
-			continue
+		case takeover != "" && takeover != sent:
+			// The holders the stamp names have given up by now: attempt
+			// at once. (If the same takeover was just refused, the wait
+			// goes on as usual.)
+		default:
+			if err := l.pause(a, &w, res.Remaining, until); err != nil {
+				return nil, err
+			}
 		}
-		if takeover != "" && takeover != sent {
-			// The holders the stamp names have given up by now. (If the
-			// same takeover was just refused, the wait goes on as usual.)
-			continue
-		}
-		var sleep time.Duration
-		delay, sleep = l.nextDelay(delay, res.Remaining, wake != nil)
-		if a.queued {
-			sleep = min(sleep, a.lease.TTL/3) // the intent lasts a TTL
-		}
-		if until > 0 {
-			sleep = min(sleep, until) // try again when a takeover is due
-		}
-		t := time.NewTimer(sleep)
-		select {
-		case <-wake:
-		case <-local:
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("dlock: acquire %s: gave up after %d attempts: %w", quote(name), a.attempts, ctxErr(ctx))
-		case <-l.closing:
-			t.Stop()
-			return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ErrClosed)
-		}
-		t.Stop()
 	}
+}
+
+// waitState is what attemptLoop keeps between the attempts of one wait.
+type waitState struct {
+	local chan struct{}   // releases in this Locker; nil until startWait
+	wake  <-chan struct{} // the store's notifications; nil without
+	stop  func()          // ends the store's notifications; nil without
+	delay time.Duration   // backoff state (see nextDelay)
+	obs   driver.Observer // the takeover rule, for this wait only
+}
+
+// attemptOnce makes one attempt to take a.lease. It returns the new handle
+// if the attempt took the name, an error if it failed (after freeing what
+// it may have taken), and otherwise the store's answer and the Takeover the
+// attempt carried.
+func (l *Locker) attemptOnce(a *attempt, wait bool) (res driver.Result, sent string, k *Lock, err error) {
+	ctx := a.ctx
+	start := time.Now()
+	a.attempts++
+	res, err = acquireOne(l, ctx, a.lease)
+	sent = a.lease.Takeover
+	a.lease.Takeover = "" // good for one attempt; never kept in a registered lease
+	if err == nil && res.Acquired {
+		var fence uint64
+		fence, start, err = l.confirm(ctx, a.lease, res.Fence, start)
+		if err == nil {
+			if !wait {
+				l.stamps.note(a.lease.Name, res, start)
+			}
+			k, err = l.register(a, fence, start)
+			return res, sent, k, err
+		}
+		if errors.Is(err, driver.ErrNotHeld) {
+			// The lease ran out before we could use it: not acquired.
+			res, err = driver.Result{}, nil
+		}
+	}
+	if err != nil {
+		l.abandon(a.lease)
+		return res, sent, nil, l.acquireError(ctx, a.lease.Name, err)
+	}
+	return res, sent, nil, nil
+}
+
+// startWait subscribes a waiter on name to its wake-ups: releases in this
+// Locker and, where the store can notify, the store's notifications. The
+// error says ctx ended while subscribing; any other failure of the store's
+// subscription leaves the waiter without notifications.
+func (l *Locker) startWait(ctx context.Context, name string, w *waitState) error {
+	w.local = l.addWaiter(name)
+	if l.notifier == nil {
+		return nil
+	}
+	wake, stop, err := l.notifier.Watch(ctx, name)
+	switch {
+	case err == nil:
+		w.wake, w.stop = wake, stop
+	case ctx.Err() != nil:
+		return l.acquireError(ctx, name, err)
+	}
+	return nil
+}
+
+// endWait ends the subscriptions startWait made, if it ran.
+func (l *Locker) endWait(name string, w *waitState) {
+	if w.stop != nil {
+		w.stop()
+	}
+	if w.local != nil {
+		l.removeWaiter(name, w.local)
+	}
+}
+
+// pause waits for a wake-up before a waiter's next attempt: a store
+// notification, a release in this Locker, or the sleep nextDelay gives,
+// shortened while a writer's intent must be kept alive and when a
+// takeover is due (until). The error says ctx ended or the Locker closed.
+func (l *Locker) pause(a *attempt, w *waitState, remaining, until time.Duration) error {
+	var sleep time.Duration
+	w.delay, sleep = l.nextDelay(w.delay, remaining, w.wake != nil)
+	if a.queued {
+		sleep = min(sleep, a.lease.TTL/3) // the intent lasts a TTL
+	}
+	if until > 0 {
+		sleep = min(sleep, until) // try again when a takeover is due
+	}
+	t := time.NewTimer(sleep)
+	defer t.Stop()
+	select {
+	case <-w.wake:
+	case <-w.local:
+	case <-t.C:
+	case <-a.ctx.Done():
+		return fmt.Errorf("dlock: acquire %s: gave up after %d attempts: %w", quote(a.lease.Name), a.attempts, ctxErr(a.ctx))
+	case <-l.closing:
+		return fmt.Errorf("dlock: acquire %s: %w", quote(a.lease.Name), ErrClosed)
+	}
+	return nil
 }
 
 // nextDelay returns the backoff state after prev and how long a waiter

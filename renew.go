@@ -30,32 +30,7 @@ func (l *Locker) keep() {
 		losses = r.Losses()
 	}
 	for {
-		now := time.Now()
-		l.mu.Lock()
-		for h := l.deadlines.top(); h != nil && !now.Before(h.deadline); h = l.deadlines.top() {
-			l.loseLapsed(h)
-		}
-		// When one lock is due, renew with it every lock whose turn comes
-		// within the next TTL/12 of its own: batches stay together. The
-		// locks of a batch leave l.renewals until its outcome is applied.
-		var batch []*held
-		if h := l.renewals.top(); !inflight && h != nil && !now.Before(h.nextRenew) {
-			for h != nil && !now.Before(h.nextRenew.Add(-h.lease.TTL/12)) {
-				batch = append(batch, l.renewals.pop())
-				h = l.renewals.top()
-			}
-		}
-		next := now.Add(time.Hour)
-		if h := l.deadlines.top(); h != nil {
-			next = earliest(next, h.deadline)
-		}
-		if h := l.renewals.top(); h != nil && !inflight && len(batch) == 0 {
-			next = earliest(next, h.nextRenew)
-		}
-		l.keeperAt = next
-		l.keeperTimer.Reset(next.Sub(now))
-		l.unlock()
-		if len(batch) > 0 {
+		if batch := l.due(inflight); len(batch) > 0 {
 			inflight = true
 			go l.refresh(ctx, batch, results) // exits after one bounded driver call
 		}
@@ -78,6 +53,38 @@ func (l *Locker) keep() {
 			return
 		}
 	}
+}
+
+// due closes the Done of every lock whose loss deadline has passed, takes
+// the locks due for renewal out of l.renewals as one batch (none while a
+// batch is out: inflight), and sets the keeper's timer for its next turn.
+func (l *Locker) due(inflight bool) []*held {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.unlock()
+	for h := l.deadlines.top(); h != nil && !now.Before(h.deadline); h = l.deadlines.top() {
+		l.loseLapsed(h)
+	}
+	// When one lock is due, renew with it every lock whose turn comes
+	// within the next TTL/12 of its own: batches stay together. The
+	// locks of a batch leave l.renewals until its outcome is applied.
+	var batch []*held
+	if h := l.renewals.top(); !inflight && h != nil && !now.Before(h.nextRenew) {
+		for h != nil && !now.Before(h.nextRenew.Add(-h.lease.TTL/12)) {
+			batch = append(batch, l.renewals.pop())
+			h = l.renewals.top()
+		}
+	}
+	next := now.Add(time.Hour)
+	if h := l.deadlines.top(); h != nil {
+		next = earliest(next, h.deadline)
+	}
+	if h := l.renewals.top(); h != nil && !inflight && len(batch) == 0 {
+		next = earliest(next, h.nextRenew)
+	}
+	l.keeperAt = next
+	l.keeperTimer.Reset(next.Sub(now))
+	return batch
 }
 
 type refreshResult struct {
