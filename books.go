@@ -7,14 +7,22 @@ import (
 	"github.com/dlock-go/dlock/hook"
 )
 
+// books are the Locker's records of its active acquisitions, each in all
+// three from track to forget. Guarded by l.mu.
+type books struct {
+	held      map[string]*held // by owner string
+	deadlines heldHeap         // soonest loss deadline first
+	renewals  heldHeap         // renewed and not being renewed now, soonest renewal first
+}
+
 // track adds a new acquisition to the Locker's books and makes the keeper
 // look at it in time. Called with l.mu held.
 func (l *Locker) track(h *held) {
-	l.held[h.lease.Owner] = h
-	l.deadlines.push(h)
+	l.books.held[h.lease.Owner] = h
+	l.books.deadlines.push(h)
 	next := h.deadline
 	if h.renew {
-		l.renewals.push(h)
+		l.books.renewals.push(h)
 		next = earliest(next, h.nextRenew)
 	}
 	l.schedule(next)
@@ -27,9 +35,9 @@ func (l *Locker) forget(h *held, s state) {
 		return
 	}
 	h.state = s
-	delete(l.held, h.lease.Owner)
-	l.deadlines.remove(h)
-	l.renewals.remove(h)
+	delete(l.books.held, h.lease.Owner)
+	l.books.deadlines.remove(h)
+	l.books.renewals.remove(h)
 	h.owner.drop(h)
 }
 

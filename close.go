@@ -4,10 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
 )
+
+// closeState is how Close reaches the Locker's goroutines and the calls
+// under way: a signal they watch, and the counts Close waits for.
+type closeState struct {
+	closingCtx context.Context         // done once Close begins
+	closeNow   context.CancelCauseFunc // begins Close (cause ErrClosed): wakes waiters, stops the keeper
+	closing    <-chan struct{}         // closingCtx.Done()
+	bg         sync.WaitGroup          // goroutines the Locker started (keeper, workers, observers)
+	acquiring  sync.WaitGroup          // Acquire calls under way; Add only with l.mu held and !l.closed
+}
 
 // Close stops the Locker's background work, releases every lock it holds
 // (their Context's cause becomes ErrClosed), makes waiting Acquire calls
@@ -24,8 +35,8 @@ func (l *Locker) Close() error {
 	}
 	l.closed = true
 	l.pool.close()
-	all := make([]*held, 0, len(l.held))
-	for _, h := range l.held {
+	all := make([]*held, 0, len(l.books.held))
+	for _, h := range l.books.held {
 		all = append(all, h)
 	}
 	for _, h := range all {

@@ -32,7 +32,7 @@ type held struct {
 	handles   []*Lock   // open handles, each at its index
 	deadline  time.Time // monotonic: Done closes here unless renewed
 	nextRenew time.Time
-	index     [2]int // positions in l.deadlines and l.renewals, -1 when absent
+	index     [2]int // positions in l.books.deadlines and l.books.renewals, -1 when absent
 
 	// Kept with the acquisition so that taking a lock allocates them
 	// together: its first handle (and handles' backing array while there
@@ -69,10 +69,10 @@ func (h *held) extended(start time.Time) {
 	ttl := h.lease.TTL
 	if d := start.Add(ttl - lossMargin(ttl)); d.After(h.deadline) {
 		h.deadline = d
-		h.l.deadlines.fix(h)
+		h.l.books.deadlines.fix(h)
 	}
 	h.nextRenew = start.Add(ttl / 3)
-	h.l.renewals.fix(h)
+	h.l.books.renewals.fix(h)
 }
 
 // newHandle returns a new handle on h. Called with l.mu held.
