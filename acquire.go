@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
@@ -119,6 +120,199 @@ type attempt struct {
 	attempts  int32 // steps on the store
 }
 
+// acquireLoop tries to take a.lease, and if wait is set waits between
+// attempts for a wake-up: a store notification, a release in this Locker,
+// or the holder's remaining lease running out. A waiter applies the
+// takeover rule of driver.Result.Stamp: once it has seen the same Stamp
+// for its StampTTL on its own clock, its next attempt carries it as
+// Lease.Takeover.
+func (l *Locker) acquireLoop(a *attempt, wait bool) (*Lock, error) {
+	k, err := l.attemptLoop(a, wait)
+	if k == nil && a.queued {
+		// The store keeps this writer's intent: take it out, since the
+		// wait ended without the lock.
+		l.abandon(a.lease)
+	}
+	return k, err
+}
+
+// attemptLoop is acquireLoop's loop: attempt, and while the name is held
+// and wait is set, wait for a wake-up and attempt again.
+func (l *Locker) attemptLoop(a *attempt, wait bool) (*Lock, error) {
+	name := a.lease.Name
+	if !wait {
+		// A single attempt takes over a holder in doubt only if earlier
+		// attempts of this Locker saw its stamp unchanged for long enough.
+		a.lease.Takeover = l.stamps.takeover(name, time.Now())
+	}
+	var w waitState
+	defer l.endWait(name, &w)
+	for {
+		res, sent, k, err := l.attemptOnce(a, wait)
+		if k != nil || err != nil {
+			return k, err
+		}
+		a.contended = true
+		a.queued = a.queued || res.Queued
+		if !wait {
+			l.stamps.note(name, res, time.Now())
+			return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ErrNotAcquired)
+		}
+		takeover, until := w.obs.Note(res, time.Now())
+		a.lease.Takeover = takeover
+		switch {
+		case w.local == nil:
+			// Subscribe before the next attempt, so that a release
+			// between that attempt and the wait is not missed.
+			if err := l.startWait(a.ctx, name, &w); err != nil {
+				return nil, err
+			}
+		case takeover != "" && takeover != sent:
+			// The holders the stamp names have given up by now: attempt
+			// at once. (If the same takeover was just refused, the wait
+			// goes on as usual.)
+		default:
+			if err := l.pause(a, &w, res.Remaining, until); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// waitState is what attemptLoop keeps between the attempts of one wait.
+type waitState struct {
+	local chan struct{}   // releases in this Locker; nil until startWait
+	wake  <-chan struct{} // the store's notifications; nil without
+	stop  func()          // ends the store's notifications; nil without
+	delay time.Duration   // backoff state (see nextDelay)
+	obs   driver.Observer // the takeover rule, for this wait only
+}
+
+// attemptOnce makes one attempt to take a.lease. It returns the new handle
+// if the attempt took the name, an error if it failed (after freeing what
+// it may have taken), and otherwise the store's answer and the Takeover the
+// attempt carried.
+func (l *Locker) attemptOnce(a *attempt, wait bool) (res driver.Result, sent string, k *Lock, err error) {
+	ctx := a.ctx
+	start := time.Now()
+	a.attempts++
+	res, err = acquireOne(l, ctx, a.lease)
+	sent = a.lease.Takeover
+	a.lease.Takeover = "" // good for one attempt; never kept in a registered lease
+	if err == nil && res.Acquired {
+		var fence uint64
+		fence, start, err = l.confirm(ctx, a.lease, res.Fence, start)
+		if err == nil {
+			if !wait {
+				l.stamps.note(a.lease.Name, res, start)
+			}
+			k, err = l.register(a, fence, start)
+			return res, sent, k, err
+		}
+		if errors.Is(err, driver.ErrNotHeld) {
+			// The lease ran out before we could use it: not acquired.
+			res, err = driver.Result{}, nil
+		}
+	}
+	if err != nil {
+		l.abandon(a.lease)
+		return res, sent, nil, l.acquireError(ctx, a.lease.Name, err)
+	}
+	return res, sent, nil, nil
+}
+
+// startWait subscribes a waiter on name to its wake-ups: releases in this
+// Locker and, where the store can notify, the store's notifications. The
+// error says ctx ended while subscribing; any other failure of the store's
+// subscription leaves the waiter without notifications.
+func (l *Locker) startWait(ctx context.Context, name string, w *waitState) error {
+	w.local = l.addWaiter(name)
+	if l.notifier == nil {
+		return nil
+	}
+	wake, stop, err := l.notifier.Watch(ctx, name)
+	switch {
+	case err == nil:
+		w.wake, w.stop = wake, stop
+	case ctx.Err() != nil:
+		return l.acquireError(ctx, name, err)
+	}
+	return nil
+}
+
+// endWait ends the subscriptions startWait made, if it ran.
+func (l *Locker) endWait(name string, w *waitState) {
+	if w.stop != nil {
+		w.stop()
+	}
+	if w.local != nil {
+		l.removeWaiter(name, w.local)
+	}
+}
+
+// pause waits for a wake-up before a waiter's next attempt: a store
+// notification, a release in this Locker, or the sleep nextDelay gives,
+// shortened while a writer's intent must be kept alive and when a
+// takeover is due (until). The error says ctx ended or the Locker closed.
+func (l *Locker) pause(a *attempt, w *waitState, remaining, until time.Duration) error {
+	var sleep time.Duration
+	w.delay, sleep = l.nextDelay(w.delay, remaining, w.wake != nil)
+	if a.queued {
+		sleep = min(sleep, a.lease.TTL/3) // the intent lasts a TTL
+	}
+	if until > 0 {
+		sleep = min(sleep, until) // try again when a takeover is due
+	}
+	t := time.NewTimer(sleep)
+	defer t.Stop()
+	select {
+	case <-w.wake:
+	case <-w.local:
+	case <-t.C:
+	case <-a.ctx.Done():
+		return fmt.Errorf("dlock: acquire %s: gave up after %d attempts: %w", quote(a.lease.Name), a.attempts, ctxErr(a.ctx))
+	case <-l.closing:
+		return fmt.Errorf("dlock: acquire %s: %w", quote(a.lease.Name), ErrClosed)
+	}
+	return nil
+}
+
+// nextDelay returns the backoff state after prev and how long a waiter
+// sleeps before its next attempt when nothing wakes it. With notifications
+// it waits for the holder's lease to run out; without, it backs off
+// exponentially (with jitter on the sleep, not on the state). Both are
+// bounded by the Locker's longest retry interval and the holder's
+// remaining lease.
+func (l *Locker) nextDelay(prev, remaining time.Duration, notified bool) (next, sleep time.Duration) {
+	switch {
+	case notified && remaining > 0:
+		next = remaining + time.Millisecond
+	case notified:
+		next = l.maxRetry
+	case prev == 0:
+		next = l.minRetry
+	default:
+		next = 2 * prev
+	}
+	next = min(next, l.maxRetry)
+	sleep = next
+	if !notified {
+		sleep = jitter(sleep)
+	}
+	if remaining > 0 {
+		sleep = min(sleep, remaining+time.Millisecond)
+	}
+	return next, sleep
+}
+
+// jitter returns a random duration in [d/2, d).
+func jitter(d time.Duration) time.Duration {
+	if d < 2 {
+		return d
+	}
+	return d/2 + rand.N(d/2)
+}
+
 // acquireQueued waits in the store's own fair queue.
 func (l *Locker) acquireQueued(a *attempt) (*Lock, error) {
 	var (
@@ -184,14 +378,13 @@ func (c closedBy) Value(key any) any {
 	return c.values.Value(key)
 }
 
-func (l *Locker) acquireError(ctx context.Context, name string, err error) error {
-	if errors.Is(err, driver.ErrMode) {
-		return fmt.Errorf("dlock: acquire %s: the name is held in another mode (a lock is exclusive or shared; a semaphore's holders all give the same limit): %w: %w", quote(name), ErrInvalid, err)
+// acquireOne runs one driver Acquire of lease, releasing what it took if
+// ctx ends before it answers.
+func acquireOne(l *Locker, ctx context.Context, lease driver.Lease) (driver.Result, error) {
+	if l.direct(ctx) {
+		return l.drv.Acquire(ctx, lease)
 	}
-	if ctx.Err() != nil && (!errors.Is(err, ctx.Err()) || !errors.Is(err, context.Cause(ctx))) {
-		return fmt.Errorf("dlock: acquire %s: %w: %w", quote(name), ctxErr(ctx), err)
-	}
-	return fmt.Errorf("dlock: acquire %s: %w", quote(name), err)
+	return call(l, ctx, func() (driver.Result, error) { return l.drv.Acquire(ctx, lease) }, l.abandonLate(lease))
 }
 
 // confirm makes sure a handle is never handed out with its lease nearly or
@@ -239,49 +432,10 @@ func (l *Locker) confirm(ctx context.Context, lease driver.Lease, fence uint64, 
 	return fence, start, fmt.Errorf("the store took more than half the lease of %v to answer, %d times: %w", lease.TTL, confirmAttempts, errSlowStore)
 }
 
-// acquireOne runs one driver Acquire of lease, releasing what it took if
-// ctx ends before it answers.
-func acquireOne(l *Locker, ctx context.Context, lease driver.Lease) (driver.Result, error) {
-	if l.direct(ctx) {
-		return l.drv.Acquire(ctx, lease)
-	}
-	return call(l, ctx, func() (driver.Result, error) { return l.drv.Acquire(ctx, lease) }, l.abandonLate(lease))
-}
-
 // confirmAttempts bounds the refreshes confirm makes.
 const confirmAttempts = 3
 
 var errSlowStore = errors.New("store too slow for this TTL")
-
-// abandon frees a lease whose Acquire reply was lost (cancelled or failed
-// mid-flight), in case the server took it anyway, or that was taken after
-// Close began. The owner string is unique to this attempt, so this never
-// frees another owner's lock. It runs in the background, or at once if
-// the Locker is closing (Close waits for the Acquire calling it).
-func (l *Locker) abandon(lease driver.Lease) {
-	release := func() { l.releaseDetached(lease) }
-	if !l.goBackground(release) {
-		release()
-	}
-}
-
-// releaseDetached frees lease with a context of its own, bounded by
-// cleanupTimeout, ignoring the outcome: the lease ends by its TTL anyway.
-func (l *Locker) releaseDetached(lease driver.Lease) {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	defer cancel()
-	l.drv.Release(ctx, ownerOnly(lease))
-}
-
-// abandonLate is call's late handler for Acquire: it frees what a step
-// that completed after its caller gave up may have taken.
-func (l *Locker) abandonLate(lease driver.Lease) func(driver.Result, error) {
-	return func(res driver.Result, err error) {
-		if res.Acquired || err != nil {
-			l.releaseDetached(lease)
-		}
-	}
-}
 
 // register records a new acquisition and returns its first handle. If the
 // Locker closed meanwhile it releases the lease before returning
@@ -307,41 +461,12 @@ func (l *Locker) register(a *attempt, fence uint64, start time.Time) (*Lock, err
 	return k, nil
 }
 
-// reenter returns a new handle on the acquisition of name that own holds,
-// or nil if it holds none. The modes must agree (see Shared): a shared
-// request in an exclusive hold re-enters it; an exclusive request in a
-// shared hold (an upgrade) and any semaphore mismatch are errors.
-func (l *Locker) reenter(ctx context.Context, own *owner, name string, o *acquireOptions) (*Lock, error) {
-	if own == nil {
-		return nil, nil
+func (l *Locker) acquireError(ctx context.Context, name string, err error) error {
+	if errors.Is(err, driver.ErrMode) {
+		return fmt.Errorf("dlock: acquire %s: the name is held in another mode (a lock is exclusive or shared; a semaphore's holders all give the same limit): %w: %w", quote(name), ErrInvalid, err)
 	}
-	l.mu.Lock()
-	k, err := l.reenterLocked(own, name, o)
-	var handles int
-	if k != nil {
-		handles = len(k.h.handles)
+	if ctx.Err() != nil && (!errors.Is(err, ctx.Err()) || !errors.Is(err, context.Cause(ctx))) {
+		return fmt.Errorf("dlock: acquire %s: %w: %w", quote(name), ctxErr(ctx), err)
 	}
-	l.mu.Unlock()
-	if k != nil {
-		l.reentered(ctx, k, handles)
-	}
-	return k, err
-}
-
-func (l *Locker) reenterLocked(own *owner, name string, o *acquireOptions) (*Lock, error) {
-	if l.closed {
-		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ErrClosed)
-	}
-	h := own.get(name)
-	if h == nil || h.state != active {
-		return nil, nil
-	}
-	if h.lease.Limit != o.limit || (h.lease.Shared && !o.shared) {
-		why := ""
-		if h.lease.Shared && !o.shared && o.limit == 0 {
-			why = " (an upgrade, which deadlocks two readers that both try it: release, then acquire exclusively)"
-		}
-		return nil, fmt.Errorf("dlock: acquire %s %s inside a hold of it that is %s%s: %w", lockmode.String(o.shared, o.limit), quote(name), lockmode.String(h.lease.Shared, h.lease.Limit), why, ErrInvalid)
-	}
-	return h.newHandle(), nil
+	return fmt.Errorf("dlock: acquire %s: %w", quote(name), err)
 }

@@ -2,16 +2,11 @@ package dlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
 )
-
-// ErrUnsupported is returned by Locker methods the backend cannot provide,
-// such as Inspect on a store that cannot list holders.
-var ErrUnsupported = errors.New("dlock: not supported by this backend")
 
 // LockInfo describes who holds a lock, as reported by Inspect.
 type LockInfo struct {
@@ -73,4 +68,28 @@ func (l *Locker) ForceRelease(ctx context.Context, name string) (bool, error) {
 	}
 	l.wakeLocal(name)
 	return held, nil
+}
+
+// Waiters reports how many acquisitions are queued for name in the store,
+// from every process. The error wraps ErrUnsupported where the store does
+// not queue waiters (memlock and the SQL stores).
+func (l *Locker) Waiters(ctx context.Context, name string) (int, error) {
+	wc, ok := l.drv.(driver.WaiterCounter)
+	if !ok {
+		return 0, fmt.Errorf("dlock: waiters: %w", ErrUnsupported)
+	}
+	if err := l.usable(); err != nil {
+		return 0, fmt.Errorf("dlock: waiters: %w", err)
+	}
+	if err := ValidateName(name); err != nil {
+		return 0, fmt.Errorf("dlock: waiters: %w", err)
+	}
+	n, err := call(l, ctx, func() ([]int, error) { return wc.Waiters(ctx, []string{name}) }, nil)
+	if err == nil && len(n) != 1 {
+		err = fmt.Errorf("driver returned %d counts for 1 name", len(n))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("dlock: waiters %s: %w", quote(name), err)
+	}
+	return n[0], nil
 }

@@ -34,3 +34,33 @@
 // Names are 1 to MaxNameLen bytes of valid UTF-8 without NUL bytes; any
 // other byte, including '/', '{', '}', quotes and spaces, is allowed.
 package dlock
+
+// The files of this package, one concept each:
+//
+//	doc.go      the package documentation and this list
+//	locker.go   the Locker type (its fields by concern), newLocker, Backend
+//	options.go  Option and the per-call options, with their bounds
+//	name.go     ValidateName, MaxNameLen, and quote for error messages
+//	errors.go   the sentinel errors (but Open's ErrBadURL), and ctxErr
+//	acquire.go  Acquire, TryAcquire: attempt loop, store's queue, confirm, register
+//	reenter.go  Acquire re-entering a name that its context's owner holds
+//	owner.go    owners behind a Lock's Context, their context, owner strings
+//	stamps.go   what TryAcquire saw of holders in doubt, for takeovers
+//	wake.go     local waiters, woken when this Locker frees or loses a name
+//	call.go     call: run a driver step; stop waiting for it when ctx ends
+//	pool.go     the worker goroutines that run steps in the background
+//	held.go     held: one acquisition, shared by its re-entered handles
+//	books.go    the Locker's books of acquisitions (track, forget, lose), heaps
+//	renew.go    the keeper (renewals, loss deadlines, reported losses), refreshes
+//	lock.go     the Lock handle: its accessors and Refresh
+//	release.go  Lock.Release, retries, abandon, the contexts of cleanup steps
+//	close.go    Locker.Close, its signal, and the checks refusing work after it
+//	hooks.go    AddHook, and the dispatch of events to package hook
+//	admin.go    Inspect, Waiters, ForceRelease: the store's view, the override
+//	observe.go  Observe: a name's holders as they change
+//	do.go       Do: run a function under a lock (Lock.run, shared with Lead)
+//	lead.go     Lead: run a function whenever this Locker leads
+//	all.go      AcquireAll: several names without deadlock
+//	open.go     Open: a Locker from a store URL, by registered scheme
+//
+// The tests are in package dlock_test, beside these files.

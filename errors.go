@@ -22,6 +22,10 @@ var (
 	// oversized or malformed name, or an out-of-range option.
 	ErrInvalid = errors.New("dlock: invalid argument")
 
+	// ErrUnsupported is returned by Locker methods the backend cannot
+	// provide, such as Inspect on a store that cannot list holders.
+	ErrUnsupported = errors.New("dlock: not supported by this backend")
+
 	// ErrLost is the context.Cause of a Lock's Context once ownership can
 	// no longer be guaranteed (renewal failed, lease gone, session
 	// expired).

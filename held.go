@@ -2,11 +2,9 @@ package dlock
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/hook"
 )
 
 type state int8
@@ -34,7 +32,7 @@ type held struct {
 	handles   []*Lock   // open handles, each at its index
 	deadline  time.Time // monotonic: Done closes here unless renewed
 	nextRenew time.Time
-	index     [2]int // positions in l.deadlines and l.renewals, -1 when absent
+	index     [2]int // positions in l.books.deadlines and l.books.renewals, -1 when absent
 
 	// Kept with the acquisition so that taking a lock allocates them
 	// together: its first handle (and handles' backing array while there
@@ -71,10 +69,10 @@ func (h *held) extended(start time.Time) {
 	ttl := h.lease.TTL
 	if d := start.Add(ttl - lossMargin(ttl)); d.After(h.deadline) {
 		h.deadline = d
-		h.l.deadlines.fix(h)
+		h.l.books.deadlines.fix(h)
 	}
 	h.nextRenew = start.Add(ttl / 3)
-	h.l.renewals.fix(h)
+	h.l.books.renewals.fix(h)
 }
 
 // newHandle returns a new handle on h. Called with l.mu held.
@@ -112,53 +110,5 @@ func (h *held) dropHandle(k *Lock) {
 func (h *held) cancelHandles(cause error) {
 	for _, k := range h.handles {
 		k.cancel(cause)
-	}
-}
-
-// track adds a new acquisition to the Locker's books and makes the keeper
-// look at it in time. Called with l.mu held.
-func (l *Locker) track(h *held) {
-	l.held[h.lease.Owner] = h
-	l.deadlines.push(h)
-	next := h.deadline
-	if h.renew {
-		l.renewals.push(h)
-		next = earliest(next, h.nextRenew)
-	}
-	l.schedule(next)
-}
-
-// forget removes h from the Locker's books and sets its final state.
-// Called with l.mu held.
-func (l *Locker) forget(h *held, s state) {
-	if h.state != active {
-		return
-	}
-	h.state = s
-	delete(l.held, h.lease.Owner)
-	l.deadlines.remove(h)
-	l.renewals.remove(h)
-	h.owner.drop(h)
-}
-
-// loseLapsed is lose for a lock whose loss deadline passed before a
-// renewal succeeded. Called with l.mu held.
-func (l *Locker) loseLapsed(h *held) {
-	l.lose(h, hook.LossExpired, fmt.Errorf("%w: lease of %v could not be renewed in time", ErrLost, h.lease.TTL))
-}
-
-// lose marks h lost, closes its handles' Done with cause, and wakes local
-// waiters on its name. Called with l.mu held, which the caller releases
-// with l.unlock so that hooks hear of the loss.
-func (l *Locker) lose(h *held, reason hook.LossReason, cause error) {
-	if h.state != active {
-		return
-	}
-	l.forget(h, lost)
-	h.cause = cause
-	h.cancelHandles(cause)
-	l.wakeLocalLocked(h.lease.Name)
-	if l.hooks.Load() != nil {
-		l.lostPending = append(l.lostPending, lossRecord{h: h, reason: reason, cause: cause, at: time.Now()})
 	}
 }

@@ -2,8 +2,8 @@ package dlock
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"path"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +24,7 @@ import (
 // Lockers are made by a backend's constructor (redislock.New,
 // sqllock.New, memlock.New, ...) or by Open.
 type Locker struct {
+	// The store and what its driver can do, set by newLocker.
 	drv      driver.Driver
 	notifier driver.Notifier // nil when the driver cannot wake waiters
 	queuer   driver.Queuer   // nil when the store does not queue waiters
@@ -31,31 +32,29 @@ type Locker struct {
 	inline   bool            // the driver honours ctx: call it in the caller's goroutine
 	minRetry time.Duration   // first backoff of a waiter that is not notified
 	maxRetry time.Duration   // longest sleep of a waiter between attempts
-	id       string
-	seq      atomic.Uint64
-	backend  string                      // Backend()
-	hooks    atomic.Pointer[[]hook.Hook] // nil until AddHook; replaced, never changed
-	stamps   stampBook                   // what TryAcquire saw of holders in doubt, by name
+	backend  string          // Backend()
 
-	closingCtx context.Context         // done once Close begins
-	closeNow   context.CancelCauseFunc // begins Close (cause ErrClosed): wakes waiters, stops the keeper
-	closing    <-chan struct{}         // closingCtx.Done()
-	bg         sync.WaitGroup          // goroutines the Locker started (keeper, workers)
-	acquiring  sync.WaitGroup          // Acquire calls under way; Add only with mu held and !closed
-	pool       workerPool              // idle worker goroutines (see goBackground)
+	// The owner strings: id, ':' and the next seq (see ownerString).
+	id  string
+	seq atomic.Uint64
 
+	// State with its own synchronization.
+	hooks           atomic.Pointer[[]hook.Hook]    // nil until AddHook; replaced (with mu held), never changed
+	stamps          stampBook                      // what TryAcquire saw of holders in doubt, by name
+	pool            workerPool                     // idle worker goroutines (see goBackground)
 	cleanupDeadline atomic.Pointer[sharedDeadline] // see cleanupContext
+	closeState                                     // the signal Close gives, and what it waits for
 
+	// mu guards the fields below, the fields of held, Lock and owner that
+	// say so, and the Add of closeState.acquiring. A step that can lose a
+	// lock ends with l.unlock instead of l.mu.Unlock, so that hooks hear of
+	// the loss.
 	mu          sync.Mutex
-	keeperTimer *time.Timer // fires when the keeper has work (see schedule)
-	keeperAt    time.Time   // when keeperTimer fires
-	closed      bool
-	held        map[string]*held                      // every active acquisition, by its owner string
-	deadlines   heldHeap                              // every active acquisition, soonest loss deadline first
-	renewals    heldHeap                              // renewed acquisitions not being renewed now, soonest renewal first
-	waiters     map[string]map[chan struct{}]struct{} // local waiters by name
-	nwaiters    atomic.Int64                          // local waiters, for wakeLocal to skip l.mu when there are none; changed with l.mu held
-	lostPending []lossRecord                          // losses for the hooks, reported by unlock
+	closed      bool         // Close has begun
+	books       books        // the active acquisitions (see track)
+	keeper      keeperState  // when the keeper runs next (see schedule)
+	waiters     localWaiters // calls of this Locker waiting on a name (see addWaiter)
+	lostPending []lossRecord // losses for the hooks, reported by unlock
 }
 
 func init() {
@@ -68,17 +67,18 @@ func init() {
 func newLocker(drv driver.Driver, minRetry, maxRetry time.Duration) *Locker {
 	now := time.Now()
 	l := &Locker{
-		drv:         drv,
-		minRetry:    minRetry,
-		maxRetry:    maxRetry,
-		id:          newLockerID(),
-		backend:     backendName(drv),
-		keeperTimer: time.NewTimer(time.Hour),
-		keeperAt:    now.Add(time.Hour),
-		held:        make(map[string]*held),
-		deadlines:   newHeldHeap(byDeadline, now),
-		renewals:    newHeldHeap(byRenewal, now),
-		waiters:     make(map[string]map[chan struct{}]struct{}),
+		drv:      drv,
+		minRetry: minRetry,
+		maxRetry: maxRetry,
+		backend:  backendName(drv),
+		id:       newLockerID(),
+		books: books{
+			held:      make(map[string]*held),
+			deadlines: newHeldHeap(byDeadline, now),
+			renewals:  newHeldHeap(byRenewal, now),
+		},
+		keeper:  keeperState{timer: time.NewTimer(time.Hour), at: now.Add(time.Hour)},
+		waiters: localWaiters{byName: make(map[string]map[chan struct{}]struct{})},
 	}
 	l.closingCtx, l.closeNow = context.WithCancelCause(context.Background())
 	l.closing = l.closingCtx.Done()
@@ -95,89 +95,19 @@ func newLocker(drv driver.Driver, minRetry, maxRetry time.Duration) *Locker {
 	return l
 }
 
-// cleanupTimeout bounds the server steps the Locker finishes on its own:
-// releasing what an abandoned or late acquisition took, a Release whose
-// caller's context ended, and Close.
-const cleanupTimeout = 5 * time.Second
+// Backend returns a short name of the Locker's store, such as "redis",
+// "postgres" or "etcd", as hooks report it.
+func (l *Locker) Backend() string { return l.backend }
 
-// Close stops the Locker's background work, releases every lock it holds
-// (their Context's cause becomes ErrClosed), makes waiting Acquire calls
-// return ErrClosed, and closes the driver. An Acquire whose step is under
-// way when Close begins returns ErrClosed and releases what that step
-// took before Close returns. Nothing stays held after Close returns,
-// unless the store could not be reached within a few seconds: then those
-// leases end by their TTL. Later calls return ErrClosed.
-func (l *Locker) Close() error {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return fmt.Errorf("dlock: close: %w", ErrClosed)
+// backendName names drv's store: its Describer answer, or its package's
+// name.
+func backendName(drv driver.Driver) string {
+	if d, ok := drv.(driver.Describer); ok {
+		return d.Backend()
 	}
-	l.closed = true
-	l.pool.close()
-	all := make([]*held, 0, len(l.held))
-	for _, h := range l.held {
-		all = append(all, h)
+	t := reflect.TypeOf(drv)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
 	}
-	for _, h := range all {
-		l.forget(h, closed)
-		h.cancelHandles(ErrClosed)
-	}
-	l.mu.Unlock()
-	l.closeNow(ErrClosed)
-
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	defer cancel()
-	var errs []error
-	hs := l.hooks.Load()
-	for _, h := range all {
-		start := time.Now()
-		err := l.drv.Release(ctx, ownerOnly(h.lease))
-		if hs != nil {
-			l.released(*hs, h.values(), h, start, true, err)
-		}
-		if err != nil && !errors.Is(err, driver.ErrNotHeld) {
-			errs = append(errs, fmt.Errorf("release %s: %w", quote(h.lease.Name), err))
-		}
-	}
-	// Acquire calls under way release what they take from now on (see
-	// register); wait for them, as long as the store answers.
-	acquired := make(chan struct{})
-	go func() { // exits when the last Acquire under way returns
-		l.acquiring.Wait()
-		close(acquired)
-	}()
-	select {
-	case <-acquired:
-	case <-ctx.Done():
-		errs = append(errs, errors.New("acquisitions under way did not end in time; what they took ends with its lease"))
-	}
-	l.bg.Wait()
-	if err := l.drv.Close(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("dlock: close: %w", err)
-	}
-	return nil
-}
-
-// begin counts an Acquire call under way, unless the Locker is closed.
-func (l *Locker) begin() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return ErrClosed
-	}
-	l.acquiring.Add(1)
-	return nil
-}
-
-func (l *Locker) usable() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return ErrClosed
-	}
-	return nil
+	return path.Base(t.PkgPath())
 }

@@ -3,9 +3,6 @@ package dlock
 import (
 	"context"
 	"errors"
-	"fmt"
-	"path"
-	"reflect"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
@@ -29,47 +26,6 @@ func (l *Locker) AddHook(h hook.Hook) {
 	}
 	hs = append(hs, h)
 	l.hooks.Store(&hs)
-}
-
-// Backend returns a short name of the Locker's store, such as "redis",
-// "postgres" or "etcd", as hooks report it.
-func (l *Locker) Backend() string { return l.backend }
-
-// Waiters reports how many acquisitions are queued for name in the store,
-// from every process. The error wraps ErrUnsupported where the store does
-// not queue waiters (memlock and the SQL stores).
-func (l *Locker) Waiters(ctx context.Context, name string) (int, error) {
-	wc, ok := l.drv.(driver.WaiterCounter)
-	if !ok {
-		return 0, fmt.Errorf("dlock: waiters: %w", ErrUnsupported)
-	}
-	if err := l.usable(); err != nil {
-		return 0, fmt.Errorf("dlock: waiters: %w", err)
-	}
-	if err := ValidateName(name); err != nil {
-		return 0, fmt.Errorf("dlock: waiters: %w", err)
-	}
-	n, err := call(l, ctx, func() ([]int, error) { return wc.Waiters(ctx, []string{name}) }, nil)
-	if err == nil && len(n) != 1 {
-		err = fmt.Errorf("driver returned %d counts for 1 name", len(n))
-	}
-	if err != nil {
-		return 0, fmt.Errorf("dlock: waiters %s: %w", quote(name), err)
-	}
-	return n[0], nil
-}
-
-// backendName names drv's store: its Describer answer, or its package's
-// name.
-func backendName(drv driver.Driver) string {
-	if d, ok := drv.(driver.Describer); ok {
-		return d.Backend()
-	}
-	t := reflect.TypeOf(drv)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return path.Base(t.PkgPath())
 }
 
 // acquireHooked runs an acquisition that is not a re-entry between the

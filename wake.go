@@ -1,31 +1,37 @@
 package dlock
 
-// Local waiters: Acquire calls of this Locker waiting on a name, woken at
-// once when this Locker releases or loses it, whether or not the store can
-// notify.
+import "sync/atomic"
+
+// localWaiters are the Acquire and Observe calls of this Locker waiting on
+// a name, woken at once when this Locker releases or loses it, whether or
+// not the store can notify.
+type localWaiters struct {
+	byName map[string]map[chan struct{}]struct{} // guarded by l.mu
+	n      atomic.Int64                          // how many, for wakeLocal to skip l.mu when there are none; changed with l.mu held
+}
 
 // addWaiter registers a local waiter on name.
 func (l *Locker) addWaiter(name string) chan struct{} {
 	ch := make(chan struct{}, 1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	m := l.waiters[name]
+	m := l.waiters.byName[name]
 	if m == nil {
 		m = make(map[chan struct{}]struct{})
-		l.waiters[name] = m
+		l.waiters.byName[name] = m
 	}
 	m[ch] = struct{}{}
-	l.nwaiters.Add(1)
+	l.waiters.n.Add(1)
 	return ch
 }
 
 func (l *Locker) removeWaiter(name string, ch chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.waiters[name], ch)
-	l.nwaiters.Add(-1)
-	if len(l.waiters[name]) == 0 {
-		delete(l.waiters, name)
+	delete(l.waiters.byName[name], ch)
+	l.waiters.n.Add(-1)
+	if len(l.waiters.byName[name]) == 0 {
+		delete(l.waiters.byName, name)
 	}
 }
 
@@ -34,7 +40,7 @@ func (l *Locker) removeWaiter(name string, ch chan struct{}) {
 // read no waiters makes its next attempt after that step, so it needs no
 // wake-up, and wakeLocal skips the Locker's mutex.
 func (l *Locker) wakeLocal(name string) {
-	if l.nwaiters.Load() == 0 {
+	if l.waiters.n.Load() == 0 {
 		return
 	}
 	l.mu.Lock()
@@ -43,7 +49,7 @@ func (l *Locker) wakeLocal(name string) {
 }
 
 func (l *Locker) wakeLocalLocked(name string) {
-	for ch := range l.waiters[name] {
+	for ch := range l.waiters.byName[name] {
 		select {
 		case ch <- struct{}{}:
 		default:

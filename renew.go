@@ -22,7 +22,7 @@ func (l *Locker) keep() {
 	defer l.bg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	defer l.keeperTimer.Stop()
+	defer l.keeper.timer.Stop()
 	results := make(chan refreshResult, 1)
 	inflight := false
 	var losses <-chan driver.Loss
@@ -30,37 +30,12 @@ func (l *Locker) keep() {
 		losses = r.Losses()
 	}
 	for {
-		now := time.Now()
-		l.mu.Lock()
-		for h := l.deadlines.top(); h != nil && !now.Before(h.deadline); h = l.deadlines.top() {
-			l.loseLapsed(h)
-		}
-		// When one lock is due, renew with it every lock whose turn comes
-		// within the next TTL/12 of its own: batches stay together. The
-		// locks of a batch leave l.renewals until its outcome is applied.
-		var batch []*held
-		if h := l.renewals.top(); !inflight && h != nil && !now.Before(h.nextRenew) {
-			for h != nil && !now.Before(h.nextRenew.Add(-h.lease.TTL/12)) {
-				batch = append(batch, l.renewals.pop())
-				h = l.renewals.top()
-			}
-		}
-		next := now.Add(time.Hour)
-		if h := l.deadlines.top(); h != nil {
-			next = earliest(next, h.deadline)
-		}
-		if h := l.renewals.top(); h != nil && !inflight && len(batch) == 0 {
-			next = earliest(next, h.nextRenew)
-		}
-		l.keeperAt = next
-		l.keeperTimer.Reset(next.Sub(now))
-		l.unlock()
-		if len(batch) > 0 {
+		if batch := l.due(inflight); len(batch) > 0 {
 			inflight = true
 			go l.refresh(ctx, batch, results) // exits after one bounded driver call
 		}
 		select {
-		case <-l.keeperTimer.C:
+		case <-l.keeper.timer.C:
 		case r := <-results:
 			inflight = false
 			l.applyRefresh(r)
@@ -78,6 +53,39 @@ func (l *Locker) keep() {
 			return
 		}
 	}
+}
+
+// due closes the Done of every lock whose loss deadline has passed, takes
+// the locks due for renewal out of l.books.renewals as one batch (none
+// while a batch is out: inflight), and sets the keeper's timer for its
+// next turn.
+func (l *Locker) due(inflight bool) []*held {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.unlock()
+	for h := l.books.deadlines.top(); h != nil && !now.Before(h.deadline); h = l.books.deadlines.top() {
+		l.loseLapsed(h)
+	}
+	// When one lock is due, renew with it every lock whose turn comes
+	// within the next TTL/12 of its own: batches stay together. The locks
+	// of a batch leave l.books.renewals until its outcome is applied.
+	var batch []*held
+	if h := l.books.renewals.top(); !inflight && h != nil && !now.Before(h.nextRenew) {
+		for h != nil && !now.Before(h.nextRenew.Add(-h.lease.TTL/12)) {
+			batch = append(batch, l.books.renewals.pop())
+			h = l.books.renewals.top()
+		}
+	}
+	next := now.Add(time.Hour)
+	if h := l.books.deadlines.top(); h != nil {
+		next = earliest(next, h.deadline)
+	}
+	if h := l.books.renewals.top(); h != nil && !inflight && len(batch) == 0 {
+		next = earliest(next, h.nextRenew)
+	}
+	l.keeper.at = next
+	l.keeper.timer.Reset(next.Sub(now))
+	return batch
 }
 
 type refreshResult struct {
@@ -115,12 +123,19 @@ func (l *Locker) refresh(ctx context.Context, batch []*held, results chan<- refr
 	results <- refreshResult{batch: batch, errs: errs, start: start, took: time.Since(start)}
 }
 
+// keeperState is when the keeper goroutine runs next. Guarded by l.mu,
+// except that the keeper goroutine receives from timer.C without it.
+type keeperState struct {
+	timer *time.Timer // fires when the keeper has work (see schedule)
+	at    time.Time   // when timer fires
+}
+
 // schedule makes the keeper run by at, if it would run later. Called with
 // l.mu held; it does not wake the keeper goroutine unless its timer fires.
 func (l *Locker) schedule(at time.Time) {
-	if at.Before(l.keeperAt) {
-		l.keeperAt = at
-		l.keeperTimer.Reset(time.Until(at))
+	if at.Before(l.keeper.at) {
+		l.keeper.at = at
+		l.keeper.timer.Reset(time.Until(at))
 	}
 }
 
@@ -140,14 +155,14 @@ func (l *Locker) applyRefresh(r refreshResult) {
 			// Released or lost while the batch was out.
 		case err == nil:
 			h.extended(r.start)
-			l.renewals.push(h)
+			l.books.renewals.push(h)
 		case errors.Is(err, driver.ErrNotHeld):
 			l.lose(h, hook.LossNotHeld, fmt.Errorf("%w: renewal found it held by no one or another owner", ErrLost))
 		default:
 			// Outcome unknown (network, timeout): try again soon; the
 			// deadline closes Done if no attempt succeeds in time.
 			h.nextRenew = now.Add(h.lease.TTL / 10)
-			l.renewals.push(h)
+			l.books.renewals.push(h)
 		}
 	}
 }
@@ -159,14 +174,14 @@ func (l *Locker) applyLoss(loss driver.Loss) {
 	defer l.unlock()
 	cause := fmt.Errorf("%w: %w", ErrLost, loss.Err)
 	if loss.Owner != "" {
-		if h := l.held[loss.Owner]; h != nil {
+		if h := l.books.held[loss.Owner]; h != nil {
 			l.lose(h, hook.LossReported, cause)
 		}
 		return
 	}
-	l.deadlines.clear()
-	l.renewals.clear()
-	for _, h := range l.held {
+	l.books.deadlines.clear()
+	l.books.renewals.clear()
+	for _, h := range l.books.held {
 		l.lose(h, hook.LossReported, cause)
 	}
 }
@@ -176,4 +191,32 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+func refreshOne(l *Locker, ctx context.Context, lease driver.Lease) error {
+	if l.direct(ctx) {
+		return l.refreshSteps(ctx, []driver.Lease{lease})[0]
+	}
+	_, err := call(l, ctx, func() (struct{}, error) {
+		return struct{}{}, l.refreshSteps(ctx, []driver.Lease{lease})[0]
+	}, nil)
+	return err
+}
+
+// refreshSteps runs the driver's Refresh of leases and returns one error per
+// lease. A driver that returns another count of results breaks its
+// contract: every lease gets an error saying so (a failed step, retried
+// until the lease could have run out, as a store's failure would be),
+// rather than a worker indexing past the end.
+func (l *Locker) refreshSteps(ctx context.Context, leases []driver.Lease) []error {
+	errs := l.drv.Refresh(ctx, leases)
+	if len(errs) == len(leases) {
+		return errs
+	}
+	err := fmt.Errorf("dlock: the backend's Refresh returned %d results for %d leases", len(errs), len(leases))
+	errs = make([]error, len(leases))
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
 }

@@ -1,6 +1,67 @@
 package dlock
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/dlock-go/dlock/hook"
+)
+
+// books are the Locker's records of its active acquisitions, each in all
+// three from track to forget. Guarded by l.mu.
+type books struct {
+	held      map[string]*held // by owner string
+	deadlines heldHeap         // soonest loss deadline first
+	renewals  heldHeap         // renewed and not being renewed now, soonest renewal first
+}
+
+// track adds a new acquisition to the Locker's books and makes the keeper
+// look at it in time. Called with l.mu held.
+func (l *Locker) track(h *held) {
+	l.books.held[h.lease.Owner] = h
+	l.books.deadlines.push(h)
+	next := h.deadline
+	if h.renew {
+		l.books.renewals.push(h)
+		next = earliest(next, h.nextRenew)
+	}
+	l.schedule(next)
+}
+
+// forget removes h from the Locker's books and sets its final state.
+// Called with l.mu held.
+func (l *Locker) forget(h *held, s state) {
+	if h.state != active {
+		return
+	}
+	h.state = s
+	delete(l.books.held, h.lease.Owner)
+	l.books.deadlines.remove(h)
+	l.books.renewals.remove(h)
+	h.owner.drop(h)
+}
+
+// lose marks h lost, closes its handles' Done with cause, and wakes local
+// waiters on its name. Called with l.mu held, which the caller releases
+// with l.unlock so that hooks hear of the loss.
+func (l *Locker) lose(h *held, reason hook.LossReason, cause error) {
+	if h.state != active {
+		return
+	}
+	l.forget(h, lost)
+	h.cause = cause
+	h.cancelHandles(cause)
+	l.wakeLocalLocked(h.lease.Name)
+	if l.hooks.Load() != nil {
+		l.lostPending = append(l.lostPending, lossRecord{h: h, reason: reason, cause: cause, at: time.Now()})
+	}
+}
+
+// loseLapsed is lose for a lock whose loss deadline passed before a
+// renewal succeeded. Called with l.mu held.
+func (l *Locker) loseLapsed(h *held) {
+	l.lose(h, hook.LossExpired, fmt.Errorf("%w: lease of %v could not be renewed in time", ErrLost, h.lease.TTL))
+}
 
 // heldHeap orders acquisitions by their loss deadline or by their next
 // renewal, so that the keeper finds what is due without scanning every

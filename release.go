@@ -1,0 +1,224 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlock-go/dlock/driver"
+)
+
+// Release releases this handle. Releasing the last handle of an
+// acquisition frees the name on the server, with one owner-checked atomic
+// step that never frees another owner's lock, and wakes waiters. The error
+// wraps ErrNotHeld if this handle was released already or the lock had
+// been lost, and ErrClosed if the Locker's Close released it. If the
+// store cannot be reached or fails the step, the error says so, and the
+// Locker keeps trying in the background (backing off from 100 ms to 2 s,
+// with jitter) until the store frees the name, says the lease is gone, or
+// the lease could have run out by itself; so a transient error does not
+// leave the name held for the rest of its TTL. Close stops those tries.
+//
+// Release frees the name even when ctx has ended, as in the common
+// "defer lock.Release(ctx)" after a request was cancelled: the server
+// step runs with ctx's values but not its cancellation, bounded by a few
+// seconds. If ctx ends before that step is answered, Release returns at
+// once with an error wrapping ctx.Err(), and the step goes on in the
+// background (Close waits for it).
+func (k *Lock) Release(ctx context.Context) error {
+	h, l := k.h, k.h.l
+	l.mu.Lock()
+	done, st := k.done, h.state
+	if !done {
+		k.done = true
+		h.dropHandle(k)
+	}
+	last := !done && len(h.handles) == 0
+	if last && st == active {
+		l.forget(h, released)
+	}
+	until := h.deadline.Add(lossMargin(h.lease.TTL)) // the server's lease cannot end before
+	l.mu.Unlock()
+	k.cancel(ErrReleased)
+	if err := k.stateError("release", done, st); err != nil {
+		if last && st == lost {
+			// The lease may still be ours on the server; free it early.
+			// The owner check makes this safe whatever happened since.
+			l.abandon(h.lease)
+		}
+		return err
+	}
+	if !last {
+		return nil
+	}
+	var start time.Time
+	hs := l.hooks.Load()
+	if hs != nil {
+		start = time.Now()
+	}
+	err, detached := l.releaseLease(ctx, h.lease, until)
+	if hs != nil {
+		l.released(*hs, ctx, h, start, false, err)
+	}
+	l.wakeLocal(h.lease.Name)
+	switch {
+	case errors.Is(err, driver.ErrNotHeld):
+		return fmt.Errorf("dlock: release %s: lease found expired or taken over: %w", quote(h.lease.Name), ErrNotHeld)
+	case err != nil && !detached && retryRelease(err):
+		values := context.WithoutCancel(ctx)
+		l.goBackground(func() { l.keepReleasing(values, h.lease, until, err) })
+		return fmt.Errorf("dlock: release %s: %w (retried in the background until the lease could have run out)", quote(h.lease.Name), err)
+	case err != nil:
+		return fmt.Errorf("dlock: release %s: %w", quote(h.lease.Name), err)
+	}
+	return nil
+}
+
+// releaseLease runs the driver's release of lease with a context that
+// keeps ctx's values but not its cancellation, bounded by cleanupTimeout
+// (see cleanupContext).
+// It returns the step's error, or, if ctx ends first, an error wrapping
+// ctx's and detached: the step finishes in the background, where a
+// failure is retried until the lease could have run out (until).
+func (l *Locker) releaseLease(ctx context.Context, lease driver.Lease, until time.Time) (err error, detached bool) {
+	lease = ownerOnly(lease)
+	if l.inline && ctx.Err() == nil {
+		// The driver honours ctx: try in this goroutine, and only if ctx
+		// ends during the step finish it detached.
+		err := l.drv.Release(ctx, lease)
+		if err == nil || ctx.Err() == nil {
+			return err, false
+		}
+	}
+	if ctx.Done() == nil {
+		// ctx cannot end: run the step here, bounded.
+		return l.drv.Release(l.cleanupContext(ctx), lease), false
+	}
+	rctx := l.cleanupContext(context.WithoutCancel(ctx))
+	result := make(chan error, 1)
+	step := func() { result <- l.drv.Release(rctx, lease) }
+	if !l.goBackground(step) {
+		step()
+		return <-result, false
+	}
+	select {
+	case err := <-result:
+		return err, false
+	case <-ctx.Done():
+		l.goBackground(func() { l.keepReleasing(context.WithoutCancel(ctx), lease, until, <-result) })
+		return fmt.Errorf("%w (the release goes on in the background)", ctxErr(ctx)), true
+	}
+}
+
+// cleanupTimeout bounds the server steps the Locker finishes on its own:
+// releasing what an abandoned or late acquisition took, a Release whose
+// caller's context ended, and Close.
+const cleanupTimeout = 5 * time.Second
+
+// cleanupContext returns a context with the values of values, which
+// cannot end, that ends between cleanupTimeout-cleanupShare and
+// cleanupTimeout from now. Calls within cleanupShare of each other share
+// one deadline and its timer, so that a release does not start and stop
+// a timer of its own.
+func (l *Locker) cleanupContext(values context.Context) context.Context {
+	now := time.Now()
+	d := l.cleanupDeadline.Load()
+	if d == nil || now.Sub(d.made) > cleanupShare {
+		d = &sharedDeadline{made: now}
+		d.ctx, d.cancel = context.WithDeadline(context.Background(), now.Add(cleanupTimeout))
+		l.cleanupDeadline.Store(d)
+	}
+	return &closedBy{Context: d.ctx, values: values}
+}
+
+// cleanupShare is how long cleanupContext keeps handing out one deadline.
+const cleanupShare = 100 * time.Millisecond
+
+// sharedDeadline is a context that ends cleanupTimeout after it was made.
+type sharedDeadline struct {
+	ctx    context.Context
+	cancel context.CancelFunc // never called: steps may use ctx until its deadline, which frees its timer
+	made   time.Time
+}
+
+// retryRelease reports whether a release that failed with err may succeed
+// if tried again: the store could not be reached or failed, rather than
+// said the lease is gone or refused the step.
+func retryRelease(err error) bool {
+	return err != nil && !errors.Is(err, driver.ErrNotHeld) && !errors.Is(err, ErrDenied) && !errors.Is(err, ErrInvalid)
+}
+
+// Bounds of keepReleasing's backoff between tries.
+const (
+	releaseRetryMin = 100 * time.Millisecond
+	releaseRetryMax = 2 * time.Second
+)
+
+// keepReleasing tries again to free lease, whose release failed with err
+// (nil: nothing to do), until a try succeeds or fails for good, the lease
+// could have run out by itself (until), or the Locker closes. Each try is
+// one owner-checked step, so a late one never frees another owner's lock;
+// it runs with the values of values.
+func (l *Locker) keepReleasing(values context.Context, lease driver.Lease, until time.Time, err error) {
+	lease = ownerOnly(lease)
+	delay := releaseRetryMin
+	for retryRelease(err) {
+		wait := time.Until(until)
+		if wait <= 0 {
+			return
+		}
+		t := time.NewTimer(min(jitter(delay), wait))
+		select {
+		case <-t.C:
+		case <-l.closing:
+			t.Stop()
+			return
+		}
+		delay = min(2*delay, releaseRetryMax)
+		ctx, cancel := context.WithTimeout(values, min(time.Until(until), cleanupTimeout))
+		err = l.drv.Release(ctx, lease)
+		cancel()
+		if err == nil {
+			l.wakeLocal(lease.Name)
+		}
+	}
+}
+
+// ownerOnly returns lease without its token: releases are owner-checked
+// only, so that a lease is freed whatever token the store holds for its
+// owner (the owner string is unique to one acquisition).
+func ownerOnly(lease driver.Lease) driver.Lease {
+	lease.Fence, lease.Takeover = 0, ""
+	return lease
+}
+
+// abandon frees a lease whose Acquire reply was lost (cancelled or failed
+// mid-flight), in case the server took it anyway, or that was taken after
+// Close began. The owner string is unique to this attempt, so this never
+// frees another owner's lock. It runs in the background, or at once if
+// the Locker is closing (Close waits for the Acquire calling it).
+func (l *Locker) abandon(lease driver.Lease) {
+	release := func() { l.releaseDetached(lease) }
+	if !l.goBackground(release) {
+		release()
+	}
+}
+
+// releaseDetached frees lease with a context of its own, bounded by
+// cleanupTimeout, ignoring the outcome: the lease ends by its TTL anyway.
+func (l *Locker) releaseDetached(lease driver.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	l.drv.Release(ctx, ownerOnly(lease))
+}
+
+// abandonLate is call's late handler for Acquire: it frees what a step
+// that completed after its caller gave up may have taken.
+func (l *Locker) abandonLate(lease driver.Lease) func(driver.Result, error) {
+	return func(res driver.Result, err error) {
+		if res.Acquired || err != nil {
+			l.releaseDetached(lease)
+		}
+	}
+}
