@@ -3,7 +3,6 @@ package sqllock_test
 import (
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -15,11 +14,11 @@ const (
 	mysqlPath = "github.com/go-sql-driver/mysql"
 )
 
-// goTool runs the go command of the toolchain running the test, in dir,
-// and returns its standard output.
+// goTool runs the go command found on PATH (the one running the tests,
+// under go test), in dir, and returns its standard output.
 func goTool(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), filepath.Join(runtime.GOROOT(), "bin", "go"), args...)
+	cmd := exec.CommandContext(t.Context(), "go", args...)
 	cmd.Dir = dir
 	out, err := cmd.Output()
 	if err != nil {
