@@ -190,6 +190,21 @@ var (
 // src, outside code blocks and code spans.
 func markdownLinks(src string) []link {
 	var links []link
+	proseLines(src, func(i int, line string) {
+		text := codeSpan.ReplaceAllString(line, "")
+		for _, m := range inlineLink.FindAllStringSubmatch(text, -1) {
+			links = append(links, link{target: m[1], line: i + 1})
+		}
+		if m := refLink.FindStringSubmatch(text); m != nil {
+			links = append(links, link{target: m[1], line: i + 1})
+		}
+	})
+	return links
+}
+
+// proseLines calls fn with each line of src (and its index) that is not
+// inside a fenced code block.
+func proseLines(src string, fn func(i int, line string)) {
 	inFence := ""
 	for i, line := range strings.Split(src, "\n") {
 		trimmed := strings.TrimSpace(line)
@@ -203,15 +218,8 @@ func markdownLinks(src string) []link {
 			inFence = f
 			continue
 		}
-		text := codeSpan.ReplaceAllString(line, "")
-		for _, m := range inlineLink.FindAllStringSubmatch(text, -1) {
-			links = append(links, link{target: m[1], line: i + 1})
-		}
-		if m := refLink.FindStringSubmatch(text); m != nil {
-			links = append(links, link{target: m[1], line: i + 1})
-		}
+		fn(i, line)
 	}
-	return links
 }
 
 // headingAnchors returns the anchors GitHub gives the ATX headings of src:
@@ -220,26 +228,14 @@ func markdownLinks(src string) []link {
 func headingAnchors(src string) map[string]bool {
 	anchors := map[string]bool{}
 	seen := map[string]int{}
-	inFence := ""
-	for _, line := range strings.Split(src, "\n") {
-		trimmed := strings.TrimSpace(line)
-		if inFence != "" {
-			if strings.HasPrefix(trimmed, inFence) && strings.Trim(trimmed, inFence[:1]) == "" {
-				inFence = ""
-			}
-			continue
-		}
-		if f := fenceOf(trimmed); f != "" {
-			inFence = f
-			continue
-		}
+	proseLines(src, func(_ int, line string) {
 		text, ok := strings.CutPrefix(line, "#")
 		if !ok {
-			continue
+			return
 		}
 		text = strings.TrimLeft(text, "#")
 		if text != "" && text[0] != ' ' {
-			continue
+			return
 		}
 		slug := slugify(strings.TrimSpace(text))
 		if n := seen[slug]; n > 0 {
@@ -248,7 +244,7 @@ func headingAnchors(src string) map[string]bool {
 			anchors[slug] = true
 		}
 		seen[slug]++
-	}
+	})
 	return anchors
 }
 
