@@ -23,7 +23,7 @@ import (
 )
 
 const (
-	startTimeout  = 10 * time.Second // per attempt, until the server answers
+	startTimeout  = 60 * time.Second // per attempt, until the server answers (a JVM on a loaded 2-core host took over 10 s)
 	startAttempts = 3                // attempts when the server exits during startup
 	killTimeout   = 10 * time.Second // until a killed server has exited
 	logTailLines  = 20               // log lines quoted when startup fails
