@@ -14,6 +14,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/sessionlock"
+	"github.com/dlock-go/dlock/zklock/internal/testhook"
 )
 
 // seqLen is the width of the sequence number ZooKeeper appends to a
@@ -83,9 +84,20 @@ func (q queue) Join(ctx context.Context, l driver.Lease) (string, driver.Result,
 		res, err := q.d.hold(l, c.path, c.session, c.fence, start)
 		return c.path, res, nil, err
 	}
+	if f := testhook.AfterCreate.Load(); f != nil {
+		(*f)(c.path)
+	}
 	res, preds, err := q.d.position(ctx, l, parent, c.path)
 	if err != nil && transient(err) {
 		q.d.setUnsure(l.Owner, true) // so that the next Join finds path
+	}
+	if c.ahead > 0 && err == nil {
+		// The entries ahead when the child was made, not when position
+		// read them: a holder may have left in between. Every one of them
+		// keeps an exclusive child out, so such a child that holds at the
+		// first read was passed the lock.
+		res.Ahead = c.ahead
+		res.Waited = res.Acquired && !l.Shared && l.Limit == 0
 	}
 	return c.path, res, preds, err
 }
@@ -168,6 +180,9 @@ type created struct {
 	alone   bool
 	fence   uint64
 	session int64
+	// ahead is how many children the parent had besides this one right
+	// after the create (all made before it), or 0 if not known.
+	ahead int
 }
 
 // enqueue creates the owner's ephemeral sequential child under parent, or
@@ -201,6 +216,9 @@ func (d *zkDriver) enqueue(l driver.Lease, parent string) (created, error) {
 		case err == nil:
 			d.setUnsure(l.Owner, false)
 			c := created{path: path}
+			if st != nil {
+				c.ahead = int(st.NumChildren) - 1
+			}
 			if st != nil && st.NumChildren == 1 && session != 0 &&
 				d.conn.SessionID() == session && d.conn.State() == zk.StateHasSession {
 				// Session ids are never reused, so the request went out

@@ -21,6 +21,10 @@ type Queue[Q comparable, P any] interface {
 	// uncontended acquisition needs no second round trip. On error it
 	// returns the zero Q, or an entry for Leave if the put may have been
 	// applied; a later Join of the same lease finds that entry again.
+	// Where the put and the read are two steps, Join sets Result.Waited
+	// if the put found the entry kept out (an exclusive entry behind
+	// others), though the read found it holding: those ahead left in
+	// between, and the lock was passed to it.
 	Join(ctx context.Context, l driver.Lease) (Q, driver.Result, P, error)
 
 	// Position reads the queue. If q holds by the rule of Place and
@@ -170,7 +174,9 @@ func acquireQueued[E, Q comparable, P any](ctx context.Context, t *Leases[E], q 
 			return fail(err)
 		}
 		if fresh {
-			ahead, fresh = res.Ahead, false
+			// Join may know that the entry was queued behind others
+			// that have left before its read.
+			ahead, waited, fresh = res.Ahead, res.Waited, false
 		}
 		if res.Acquired {
 			res.Waited, res.Ahead = waited, ahead

@@ -185,6 +185,17 @@ func (c *RedisCluster) Failover(t testing.TB) {
 	masters := len(c.addrs) - len(c.replicas)
 	c.replicas = slices.Clone(c.addrs[:masters])
 	c.addrs = append(promoted, c.replicas...)
+	for _, addr := range c.replicas {
+		// An old master turns itself into a replica only when gossip
+		// brings it the promoted node's newer epoch, some time after the
+		// promoted node already answers as a master.
+		n := redis.NewClient(&redis.Options{Addr: addr})
+		defer n.Close()
+		waitFor(t, "old master "+addr+" a replica", func(ctx context.Context) bool {
+			info, err := n.Info(ctx, "replication").Result()
+			return err == nil && strings.Contains(info, "role:slave")
+		})
+	}
 	for _, addr := range c.addrs {
 		n := redis.NewClient(&redis.Options{Addr: addr})
 		defer n.Close()

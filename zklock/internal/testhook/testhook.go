@@ -4,6 +4,8 @@
 package testhook
 
 import (
+	"sync/atomic"
+
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock"
@@ -20,6 +22,11 @@ var (
 	// zklock.DefaultPrefix) wait: all but those that hold, whatever their
 	// modes.
 	Queued func(conn *zk.Conn, name string) int
+
+	// AfterCreate, when set, is called by a waiter's Join between the
+	// create of its child and the read of its place: a test makes a
+	// holder leave there.
+	AfterCreate atomic.Pointer[func(path string)]
 )
 
 // DriverOf returns the driver l runs on, for dlocktest's
