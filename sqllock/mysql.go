@@ -198,3 +198,55 @@ FROM {t} WHERE name = ? FOR UPDATE`),
 	q.release, q.forceRelease = execReleases(release, force)
 	return q
 }
+
+// mysqlDriver adds wake-ups by named locks to the MySQL driver.
+type mysqlDriver struct {
+	*sqlDriver
+	wk *namedLocks
+}
+
+func (d *mysqlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
+	res, err := d.sqlDriver.Acquire(ctx, l)
+	if err == nil && res.Acquired && !l.Shared && l.Limit == 0 {
+		d.wk.take(l.Name, l.Owner)
+	}
+	return res, err
+}
+
+func (d *mysqlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
+	errs := d.sqlDriver.Refresh(ctx, ls)
+	for i, err := range errs {
+		if errors.Is(err, driver.ErrNotHeld) {
+			d.wk.drop(ls[i].Name, ls[i].Owner)
+		}
+	}
+	return errs
+}
+
+// Release frees the row, then the named lock, whatever the row's
+// outcome: a lease found lost holds nothing either.
+func (d *mysqlDriver) Release(ctx context.Context, l driver.Lease) error {
+	err := d.sqlDriver.Release(ctx, l)
+	if !l.Shared && l.Limit == 0 {
+		d.wk.drop(l.Name, l.Owner)
+	}
+	return err
+}
+
+func (d *mysqlDriver) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	w, stop, err := d.wk.watch(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqllock: watch %q: %w", name, err)
+	}
+	return w, stop, nil
+}
+
+func (d *mysqlDriver) Close() error {
+	d.wk.close()
+	return d.sqlDriver.Close()
+}
+
+var (
+	_ driver.Driver   = (*mysqlDriver)(nil)
+	_ driver.Notifier = (*mysqlDriver)(nil)
+)
