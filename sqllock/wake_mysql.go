@@ -12,19 +12,28 @@ import (
 	"github.com/dlock-go/dlock/sqllock/internal/dialects"
 )
 
-// MySQL has no notifications, but it has a queue: a session blocked in
-// GET_LOCK(key, timeout) returns as soon as the session holding key
-// releases it or ends. So while a Locker holds a name exclusively it also
-// holds a named lock derived from the name, on one connection of its own,
-// and a waiter blocks in GET_LOCK on that key as its wake-up. The table
-// stays the only source of truth: the named lock is taken after the row
-// and released after the row is freed, so a waiter whose GET_LOCK returns
-// may find the row free, and a lost or spurious wake-up costs latency,
-// never safety (the core still polls no slower than MaxRetryInterval).
+// MySQL wake-ups: MySQL has no notifications, but it has a queue. A
+// session blocked in GET_LOCK(key, timeout) returns as soon as the session
+// holding key releases it or ends. So while a Locker holds a name
+// exclusively it also holds a named lock derived from the name, on one
+// connection of its own, and a waiter blocks in GET_LOCK on that key as
+// its wake-up. A wake-up is a hint, never proof: the table stays the only
+// source of truth. The named lock is taken after the row and released
+// after the row is freed, so a waiter whose GET_LOCK returns may find the
+// row free, and a lost or spurious wake-up costs latency, never safety
+// (the core still polls no slower than MaxRetryInterval).
 //
 // GET_LOCK is level-triggered: a waiter whose GET_LOCK reaches the server
 // after the holder released the key gets it at once. So a Watch is active
 // as soon as it returns, whether or not its statement has been sent.
+//
+// The mechanism is namedLocks, one per Locker, which mysqlDriver (in
+// mysql.go) calls: this file holds its state and its connections,
+// wake_mysql_hold.go the holder's side (the named locks of the names held
+// here), wake_mysql_watch.go the waiter's side (one GET_LOCK wait per name
+// waited on), and wake_mysql_lent.go the per-pool budget of connections
+// that both sides borrow from the caller's pool.
+
 const (
 	// namedLockPrefix starts every named lock dlock takes, so that it
 	// shares no name with other applications' GET_LOCK.
@@ -54,6 +63,7 @@ const (
 // connection goes back to the pool only holding no named lock.
 type namedLocks struct {
 	db       *sql.DB
+	loans    *loans // the budget of db's connections lent to wake-ups: lent
 	table    string
 	maxRetry time.Duration // the Locker's retry bound: the longest watch backoff
 
@@ -71,19 +81,22 @@ type namedLocks struct {
 	idle    []*sql.Conn // connections kept for the next goroutine, with their slots
 }
 
+// newNamedLocks returns the named locks of a Locker on db whose table is
+// table and whose retry bound is maxRetry. It starts no goroutine and
+// borrows no connection until a name is held or waited on.
 func newNamedLocks(db *sql.DB, table string, maxRetry time.Duration) *namedLocks {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &namedLocks{
-		db: db, table: table, maxRetry: maxRetry, ctx: ctx, cancel: cancel,
+		db: db, loans: lent, table: table, maxRetry: maxRetry, ctx: ctx, cancel: cancel,
 		want:    make(map[string]*wanted),
 		kick:    make(chan struct{}, 1),
 		watches: make(map[string]*watchSet),
 	}
 }
 
-// A goroutine of namedLocks owns a slot: a reservation of lend, and the
-// connection it holds, if any. The idle connections kept for the next
-// goroutine keep their slots.
+// A goroutine of namedLocks owns a slot: a reservation of loans.lend,
+// and the connection it holds, if any. The idle connections kept for the
+// next goroutine keep their slots.
 
 // slot returns a slot for a new goroutine, with an idle connection if
 // there is one; ok is false if the pool can spare none. n.mu is held.
@@ -93,7 +106,7 @@ func (n *namedLocks) slot() (conn *sql.Conn, ok bool) {
 		n.idle = n.idle[:k-1]
 		return conn, true
 	}
-	return nil, lend(n.db)
+	return nil, n.loans.lend(n.db)
 }
 
 // releaseConn ends a goroutine's slot: it keeps conn, which may hold
@@ -122,7 +135,7 @@ func (n *namedLocks) releaseConn(conn *sql.Conn, locks bool) {
 		}
 		_ = conn.Close()
 	}
-	giveBack(n.db)
+	n.loans.giveBack(n.db)
 }
 
 // discard closes conn's connection to the server instead of returning it
@@ -165,6 +178,6 @@ func (n *namedLocks) close() {
 	n.mu.Unlock()
 	for _, c := range idle {
 		_ = c.Close()
-		giveBack(n.db)
+		n.loans.giveBack(n.db)
 	}
 }

@@ -39,6 +39,7 @@ func testMySQLWakeups(t *testing.T, db *sql.DB, dsn string) {
 	t.Run("WokenByServer", func(t *testing.T) { testWokenByServer(t, db) })
 	t.Run("CancelledWatch", func(t *testing.T) { testCancelledWatch(t, db) })
 	t.Run("SmallPool", func(t *testing.T) { testSmallPool(t, dsn) })
+	t.Run("SharedBudget", func(t *testing.T) { testSharedBudget(t, db, dsn) })
 }
 
 // userLockWaits returns how many sessions of the server wait in GET_LOCK.
@@ -170,6 +171,61 @@ func testSmallPool(t *testing.T, dsn string) {
 			if err := <-got; err != nil {
 				t.Fatalf("pool of %d: waiting Acquire(%q) = %v, want a lock", limit, name, err)
 			}
+		}
+	}
+}
+
+// testSharedBudget: Lockers made by separate New calls on one pool lend
+// wake-ups at most the pool's budget of connections together (a quarter
+// of its limit), not a budget each. The adversary is an application with
+// several Lockers on one pool (one per table, say), all waiting: were the
+// budget each Locker's, two Lockers on a pool of 8 would keep 4
+// connections blocked in GET_LOCK, and four would keep all 8 from the
+// renewals and releases.
+func testSharedBudget(t *testing.T, db *sql.DB, dsn string) {
+	const limit, budget, lockers = 8, 2, 2
+	pool, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatalf("open %s: %v", dsn, err)
+	}
+	t.Cleanup(func() { pool.Close() }) // after the Lockers' Close
+	pool.SetMaxOpenConns(limit)
+	// Sessions of earlier tests' cancelled waits leave the server's
+	// queue within GET_LOCK's timeout; count from none.
+	waitFor(t, "GET_LOCK queue empty", func() bool { return userLockWaits(t, db) == 0 })
+
+	holder := newLocker(t, db, sqllock.MySQL, nil) // on another pool
+	names := make([]string, 2*budget)
+	for i := range names {
+		names[i] = uniqueName(t)
+		k, err := holder.Acquire(t.Context(), names[i], dlock.WithTTL(time.Hour))
+		if err != nil {
+			t.Fatalf("Acquire(%q) = %v, want a lock", names[i], err)
+		}
+		defer k.Release(context.Background())
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	got := make(chan error, lockers*len(names))
+	for range lockers {
+		l := newLocker(t, pool, sqllock.MySQL, nil)
+		for _, name := range names {
+			go func() {
+				_, err := l.Acquire(ctx, name)
+				got <- err
+			}()
+		}
+	}
+	waitFor(t, "waiters blocked in GET_LOCK", func() bool { return userLockWaits(t, db) >= budget })
+	for range 10 {
+		if n := userLockWaits(t, db); n > budget {
+			t.Fatalf("sessions waiting in GET_LOCK from %d Lockers on a pool of %d = %d, want at most %d", lockers, limit, n, budget)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	for range lockers * len(names) {
+		if err := <-got; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled Acquire = %v, want context.Canceled", err)
 		}
 	}
 }
