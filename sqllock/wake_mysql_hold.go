@@ -6,6 +6,11 @@ import (
 	"time"
 )
 
+// The holder's side of MySQL wake-ups (see wake_mysql.go): while the
+// Locker holds names exclusively, one goroutine holds their named locks on
+// one borrowed connection, taking each a little after the row and
+// releasing it after the row is freed.
+
 const (
 	// takeDelay is how long a name is held before its named lock is
 	// taken: the short holds of an uncontended name cost the database no

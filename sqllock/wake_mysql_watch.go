@@ -10,6 +10,11 @@ import (
 	"github.com/dlock-go/dlock/sqllock/internal/dialects"
 )
 
+// The waiter's side of MySQL wake-ups (see wake_mysql.go): each name the
+// Locker waits on has one goroutine blocked in GET_LOCK on the name's
+// named lock, on one borrowed connection, which wakes the Locker's
+// waiters of that name when a holder releases it.
+
 const (
 	// watchTimeout is the GET_LOCK timeout of a waiter, in seconds: a
 	// waiter whose statement outlives its connection (cancelled by

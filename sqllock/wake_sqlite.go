@@ -21,9 +21,11 @@ import (
 // empty wake file per name that someone waited for. A waiter creates its
 // name's file and watches the directory (inotify on Linux); a release,
 // after its commit, opens the name's file for writing and closes it, which
-// the watchers see. The database stays the only source of truth: a lost
-// wake-up (a file removed, a full event queue) costs a waiter latency, up
-// to Options.MaxRetryInterval, never safety.
+// the watchers see. A wake-up is a hint, never proof: the database stays
+// the only source of truth, and a lost wake-up (a file removed, a full
+// event queue) costs a waiter latency, up to Options.MaxRetryInterval,
+// never safety. The watching itself is in wake_sqlite_linux.go (and
+// wake_sqlite_other.go, where it fails and waiters poll).
 
 // wakeSuffix names the wake directory after the database file, as SQLite
 // names its -wal and -shm files.
