@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/dlock-go/dlock/internal/redact"
 	"github.com/dlock-go/dlock/internal/seam"
 )
 
@@ -50,10 +51,10 @@ func Open(ctx context.Context, rawURL string) (*Locker, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		// url.Error quotes the input, password included: say less.
-		return nil, fmt.Errorf("%w: cannot parse %q: %v", ErrBadURL, seam.RedactURL(rawURL), seam.Scrub(unwrapURLError(err), rawURL))
+		return nil, fmt.Errorf("%w: cannot parse %q: %v", ErrBadURL, redact.URL(rawURL), redact.Error(unwrapURLError(err), rawURL))
 	}
 	if u.Scheme == "" {
-		return nil, fmt.Errorf("%w: %q has no scheme (%s)", ErrBadURL, seam.RedactURL(rawURL), registered())
+		return nil, fmt.Errorf("%w: %q has no scheme (%s)", ErrBadURL, redact.URL(rawURL), registered())
 	}
 	open, _ := seam.Lookup(u.Scheme).(func(context.Context, *url.URL) (*Locker, error))
 	if open == nil {
@@ -64,7 +65,7 @@ func Open(ctx context.Context, rawURL string) (*Locker, error) {
 	}
 	l, err := open(ctx, u)
 	if err != nil {
-		return nil, fmt.Errorf("dlock: open %s: %w", seam.RedactURL(rawURL), seam.Scrub(err, rawURL))
+		return nil, fmt.Errorf("dlock: open %s: %w", redact.URL(rawURL), redact.Error(err, rawURL))
 	}
 	return l, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redact"
 	"github.com/dlock-go/dlock/internal/seam"
 )
 
@@ -80,4 +81,4 @@ func Register(scheme string, open OpenFunc) {
 
 // RedactURL returns rawURL with any password replaced by "xxxxx", also
 // when rawURL does not parse.
-func RedactURL(rawURL string) string { return seam.RedactURL(rawURL) }
+func RedactURL(rawURL string) string { return redact.URL(rawURL) }
