@@ -46,7 +46,7 @@ type LockerOptions struct {
 // this package (waiting, renewal, the loss signal, reentrancy,
 // validation) on top of drv's atomic steps. It is for backend packages,
 // whose constructors call it: applications call a backend's constructor,
-// such as redislock.New, or Open.
+// such as redislock.New, or [Open].
 func NewLocker(drv driver.Driver, opts LockerOptions) *Locker {
 	if opts.MinRetryInterval <= 0 {
 		opts.MinRetryInterval = DefaultMinRetryInterval
@@ -63,8 +63,8 @@ func NewLocker(drv driver.Driver, opts LockerOptions) *Locker {
 // ctx: an unreachable store makes it return once ctx ends.
 type OpenFunc func(ctx context.Context, u *url.URL) (*Locker, error)
 
-// URLMux maps store URL schemes to the OpenFuncs that serve them. Open
-// uses the one DefaultURLMux returns, where backend packages register
+// URLMux maps store URL schemes to the OpenFuncs that serve them. [Open]
+// uses the one [DefaultURLMux] returns, where backend packages register
 // their schemes; a program or a test can keep a URLMux of its own, which
 // knows only the schemes registered on it. The zero value is an empty
 // URLMux, ready to use. A URLMux is safe for concurrent use.
@@ -110,7 +110,7 @@ func (m *URLMux) Schemes() []string {
 }
 
 // Open returns a Locker on the store rawURL names, by the OpenFunc
-// registered on m for its scheme; see the package's Open, which is
+// registered on m for its scheme; the package's [Open] is
 // DefaultURLMux().Open. Errors never contain the URL's password; a
 // malformed URL, an unknown scheme or parameter gives an error wrapping
 // ErrBadURL.
