@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/memlock"
 )
@@ -118,9 +117,9 @@ func (d notifyingDriver) Watch(ctx context.Context, name string) (<-chan struct{
 func newFaulty(store *memlock.Store, notify bool) (*dlock.Locker, *faultDriver) {
 	d := &faultDriver{Driver: store.Driver(), notify: notify}
 	if notify {
-		return backend.New(notifyingDriver{d}, nil), d
+		return dlock.NewLocker(notifyingDriver{d}, dlock.LockerOptions{}), d
 	}
-	return backend.New(d, nil), d
+	return dlock.NewLocker(d, dlock.LockerOptions{}), d
 }
 
 func TestRenewalCadence(t *testing.T) {
@@ -265,7 +264,7 @@ func TestPollingWaiterIsBounded(t *testing.T) {
 		d.mu.Lock()
 		attempts := d.acquireCalls
 		d.mu.Unlock()
-		if waited < ttl || waited > ttl+backend.DefaultMaxRetryInterval {
+		if waited < ttl || waited > ttl+dlock.DefaultMaxRetryInterval {
 			t.Fatalf("polling waiter acquired after %v, want right after the %v lease", waited, ttl)
 		}
 		if attempts > 25 {
@@ -337,4 +336,5 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-func backendNew(d driver.Driver) *dlock.Locker { return backend.New(d, nil) }
+// lockerOver returns a Locker with default options over d.
+func lockerOver(d driver.Driver) *dlock.Locker { return dlock.NewLocker(d, dlock.LockerOptions{}) }

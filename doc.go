@@ -61,6 +61,7 @@ package dlock
 //	do.go       Do: run a function under a lock (Lock.run, shared with Lead)
 //	lead.go     Lead: run a function whenever this Locker leads
 //	all.go      AcquireAll: several names without deadlock
-//	open.go     Open: a Locker from a store URL, by registered scheme
+//	open.go     Open, Schemes, ErrBadURL: a Locker from a store URL, by registered scheme
+//	backends.go for backend packages: NewLocker, LockerOptions, OpenFunc, URLMux
 //
 // The tests are in package dlock_test, beside these files.

@@ -91,9 +91,9 @@ func TestSlowAcquisitionGetsTheStoresToken(t *testing.T) {
 					d := &lateGrantDriver{Driver: store.Driver(), store: store, delay: ttl * 6 / 10, regrant: true, queued: queued}
 					var l *dlock.Locker
 					if queued {
-						l = backendNew(lateQueuer{d})
+						l = lockerOver(lateQueuer{d})
 					} else {
-						l = backendNew(d)
+						l = lockerOver(d)
 					}
 					defer l.Close()
 					var k *dlock.Lock
@@ -138,14 +138,14 @@ func TestSlowAcquisitionLostIsNotHandedOut(t *testing.T) {
 					err error
 				)
 				if queued {
-					l := backendNew(lateQueuer{d})
+					l := lockerOver(lateQueuer{d})
 					defer l.Close()
 					k, err = l.Acquire(t.Context(), "a", dlock.WithTTL(ttl))
 					if !errors.Is(err, dlock.ErrNotHeld) {
 						t.Errorf("queued Acquire(%q) = %v, want an error wrapping ErrNotHeld", "a", err)
 					}
 				} else {
-					l := backendNew(d)
+					l := lockerOver(d)
 					defer l.Close()
 					k, err = l.TryAcquire(t.Context(), "a", dlock.WithTTL(ttl))
 					if !errors.Is(err, dlock.ErrNotAcquired) {
@@ -169,7 +169,7 @@ func TestRenewalsCarryTheFence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memlock.NewStore()
 		d := &recordingDriver{Driver: store.Driver()}
-		l := backendNew(d)
+		l := lockerOver(d)
 		defer l.Close()
 		const ttl = 3 * time.Second
 		k, err := l.Acquire(t.Context(), "a", dlock.WithTTL(ttl))
@@ -254,7 +254,7 @@ func (d *countingDriver) Release(ctx context.Context, l driver.Lease) error {
 func TestFastPathSteps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := &countingDriver{Driver: memlock.NewStore().Driver()}
-		l := backendNew(d)
+		l := lockerOver(d)
 		defer l.Close()
 		for _, try := range []bool{false, true} {
 			var k *dlock.Lock

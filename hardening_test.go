@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/memlock"
 )
@@ -133,7 +132,7 @@ func (q queuedDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver
 }
 
 func newQueued(store *memlock.Store) *dlock.Locker {
-	return backendNew(queuedDriver{store.Driver()})
+	return lockerOver(queuedDriver{store.Driver()})
 }
 
 // The README's pattern, defer lock.Release(ctx), must free the lock even
@@ -377,7 +376,7 @@ func TestDriverLosses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memlock.NewStore()
 		d := &lossDriver{Driver: store.Driver(), losses: make(chan driver.Loss, 1)}
-		l := backendNew(d)
+		l := lockerOver(d)
 		defer l.Close()
 		var ks []*dlock.Lock
 		for _, name := range []string{"a", "b", "c"} {
@@ -480,7 +479,7 @@ func (shortDriver) Refresh(context.Context, []driver.Lease) []error { return nil
 // lost with its lease, where the core used to index past the end and
 // panic a worker goroutine, taking the process down.
 func TestShortRefreshResult(t *testing.T) {
-	l := backend.New(shortDriver{memlock.NewStore().Driver()}, nil)
+	l := dlock.NewLocker(shortDriver{memlock.NewStore().Driver()}, dlock.LockerOptions{})
 	defer l.Close()
 	k, err := l.Acquire(t.Context(), "short", dlock.WithTTL(300*time.Millisecond))
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/hook"
-	"github.com/dlock-go/dlock/internal/seam"
 )
 
 // Locker hands out Locks on one store. It is safe for concurrent use. Each
@@ -55,13 +54,6 @@ type Locker struct {
 	keeper      keeperState  // when the keeper runs next (see schedule)
 	waiters     localWaiters // calls of this Locker waiting on a name (see addWaiter)
 	lostPending []lossRecord // losses for the hooks, reported by unlock
-}
-
-func init() {
-	seam.NewLocker = func(drv driver.Driver, minRetry, maxRetry time.Duration) any {
-		return newLocker(drv, minRetry, maxRetry)
-	}
-	seam.LockerDriver = func(l any) driver.Driver { return l.(*Locker).drv }
 }
 
 func newLocker(drv driver.Driver, minRetry, maxRetry time.Duration) *Locker {

@@ -95,7 +95,7 @@ func TestTakeoverAfterStampUnchangedForStampTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const stampTTL = 5 * time.Second
 		d := &stampDriver{t0: time.Now(), changeAt: 3 * time.Second, ttl: stampTTL}
-		l := backendNew(d)
+		l := lockerOver(d)
 		defer l.Close()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
@@ -157,7 +157,7 @@ func TestTryAcquireTakesOverOnlyAfterStampTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const stampTTL = time.Second
 		d := &stampDriver{t0: time.Now(), changeAt: time.Hour, ttl: stampTTL, refuse: true}
-		l := backendNew(d)
+		l := lockerOver(d)
 		defer l.Close()
 		for range 30 {
 			k, err := l.TryAcquire(t.Context(), "a")
@@ -193,7 +193,7 @@ func TestRefusedTakeoverDoesNotSpin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const stampTTL = time.Second
 		d := &stampDriver{t0: time.Now(), changeAt: time.Hour, ttl: stampTTL, refuse: true}
-		l := backendNew(d)
+		l := lockerOver(d)
 		defer l.Close()
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
@@ -210,7 +210,7 @@ func TestRefusedTakeoverDoesNotSpin(t *testing.T) {
 			}
 		}
 		// Past the first second the waiter polls at most every 2s
-		// (backend.DefaultMaxRetryInterval) and at least every 1s (half
+		// (dlock.DefaultMaxRetryInterval) and at least every 1s (half
 		// of it, the jitter's floor): about 5 to 9 takeovers in 9s.
 		if takeovers == 0 || len(d.calls) > 100 {
 			t.Errorf("in 10s: %d calls, %d with Takeover, want some takeovers and no spinning (at most 100 calls)", len(d.calls), takeovers)
@@ -301,7 +301,7 @@ func TestWallClockStepAndTakeover(t *testing.T) {
 	t.Run("forward step", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := &wallClockStore{bound: bound}
-			holder, waiter := backendNew(s), backendNew(s)
+			holder, waiter := lockerOver(s), lockerOver(s)
 			defer holder.Close()
 			defer waiter.Close()
 			k, err := holder.Acquire(t.Context(), "a", dlock.WithTTL(ttl))
@@ -337,7 +337,7 @@ func TestWallClockStepAndTakeover(t *testing.T) {
 		for _, fresh := range []time.Duration{0, 5 * time.Second, 12 * time.Second} {
 			synctest.Test(t, func(t *testing.T) {
 				s := &wallClockStore{bound: bound}
-				holder, waiter := backendNew(s), backendNew(s)
+				holder, waiter := lockerOver(s), lockerOver(s)
 				defer holder.Close()
 				defer waiter.Close()
 				start := time.Now()
@@ -377,7 +377,7 @@ func TestTryAcquireTakesOverAfterObserving(t *testing.T) {
 	const ttl, bound = 1500 * time.Millisecond, 10 * time.Second
 	synctest.Test(t, func(t *testing.T) {
 		s := &wallClockStore{bound: bound}
-		holder, ticker := backendNew(s), backendNew(s)
+		holder, ticker := lockerOver(s), lockerOver(s)
 		defer holder.Close()
 		defer ticker.Close()
 		crashed := time.Now()

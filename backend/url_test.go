@@ -54,17 +54,10 @@ func TestURLParams(t *testing.T) {
 	}
 }
 
+// TestRedactURL: backend.RedactURL is internal/redact's URL, whose own
+// test holds the cases; the adversary here is a copy that drifts.
 func TestRedactURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"redis://u:pw@h:1/0":  "redis://u:xxxxx@h:1/0",
-		"redis://h:1":         "redis://h:1",
-		"redis://u:pw@h:bad":  "redis://u:xxxxx@h:bad",
-		"sqlite:///a/b.db":    "sqlite:///a/b.db",
-		"postgres://u@h/db":   "postgres://u@h/db",
-		"mysql://u:p@w@h:1/d": "mysql://u:xxxxx@h:1/d",
-	} {
-		if got := backend.RedactURL(in); got != want {
-			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
-		}
+	if got, want := backend.RedactURL("mysql://u:p@w@h:1/d"), "mysql://u:xxxxx@h:1/d"; got != want {
+		t.Errorf("RedactURL(%q) = %q, want %q", "mysql://u:p@w@h:1/d", got, want)
 	}
 }

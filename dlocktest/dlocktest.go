@@ -58,8 +58,10 @@ type Harness struct {
 
 	// LockerAndDriver returns a new Locker, as NewLocker does, and the
 	// driver it runs on, for properties that call a driver step directly
-	// on a lease the Locker holds (a refresh with another token).
-	// Optional: without it those properties are skipped.
+	// on a lease the Locker holds (a refresh with another token). A
+	// backend's test gets both from the path its constructor takes: it
+	// makes the driver and passes it to dlock.NewLocker. Optional:
+	// without it those properties are skipped.
 	LockerAndDriver func(t testing.TB) (*dlock.Locker, driver.Driver)
 
 	// NoModes is set for a backend that documents why it cannot have

@@ -11,7 +11,7 @@ import (
 
 // promptly bounds wake-ups in tests: far above a few round trips, far
 // below the 30 s lease a poller would wait out, and below
-// backend.DefaultMaxRetryInterval, the fallback of a lost wake-up.
+// dlock.DefaultMaxRetryInterval, the fallback of a lost wake-up.
 const promptly = time.Second
 
 // Acquired is the outcome of an Acquire started by AcquireAsync.

@@ -108,7 +108,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/sessionlock"
 )
@@ -149,7 +148,7 @@ type Options struct {
 
 	// MaxRetryInterval bounds how long dlock waits between attempts when
 	// no wake-up arrives. Waiters on etcd are woken by watches, so this
-	// matters little. Default: backend.DefaultMaxRetryInterval.
+	// matters little. Default: dlock.DefaultMaxRetryInterval.
 	MaxRetryInterval time.Duration
 }
 
@@ -160,29 +159,36 @@ type Options struct {
 // granted by its first acquisition, within that call's context (and a
 // CompactEvery loop makes its first one a period later).
 func New(cli *clientv3.Client, opts *Options) (*dlock.Locker, error) {
-	d, cfg, err := newDriver(cli, opts, false)
+	l, _, err := newLocker(cli, opts)
+	return l, err
+}
+
+// newLocker is New, also returning the driver under the Locker (for the
+// test hook).
+func newLocker(cli *clientv3.Client, opts *Options) (*dlock.Locker, *etcdDriver, error) {
+	d, lopts, err := newDriver(cli, opts, false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return backend.New(d, cfg), nil
+	return dlock.NewLocker(d, lopts), d, nil
 }
 
 // newDriver validates opts and returns the driver and the Locker's
-// configuration; with ownClient set (Open made cli) the driver's Close
+// options; with ownClient set (Open made cli) the driver's Close
 // closes cli.
-func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver, *backend.Config, error) {
+func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver, dlock.LockerOptions, error) {
 	if cli == nil {
-		return nil, nil, fmt.Errorf("etcdlock: new: nil *clientv3.Client: %w", dlock.ErrInvalid)
+		return nil, dlock.LockerOptions{}, fmt.Errorf("etcdlock: new: nil *clientv3.Client: %w", dlock.ErrInvalid)
 	}
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
 	if o.SessionTTL < 0 {
-		return nil, nil, fmt.Errorf("etcdlock: new: negative SessionTTL %v: %w", o.SessionTTL, dlock.ErrInvalid)
+		return nil, dlock.LockerOptions{}, fmt.Errorf("etcdlock: new: negative SessionTTL %v: %w", o.SessionTTL, dlock.ErrInvalid)
 	}
 	if o.CompactEvery < 0 {
-		return nil, nil, fmt.Errorf("etcdlock: new: negative CompactEvery %v: %w", o.CompactEvery, dlock.ErrInvalid)
+		return nil, dlock.LockerOptions{}, fmt.Errorf("etcdlock: new: negative CompactEvery %v: %w", o.CompactEvery, dlock.ErrInvalid)
 	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
@@ -211,7 +217,7 @@ func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver
 		d.bg.Add(1)
 		go d.compactLoop(o.CompactEvery) // exits at Close
 	}
-	return d, &backend.Config{MaxRetryInterval: o.MaxRetryInterval}, nil
+	return d, dlock.LockerOptions{MaxRetryInterval: o.MaxRetryInterval}, nil
 }
 
 // Key returns the prefix under which the holder and waiter keys of the

@@ -130,7 +130,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		d.Close() // closes cli
 		return nil, fail(err)
 	}
-	return backend.New(d, lcfg), nil
+	return dlock.NewLocker(d, lcfg), nil
 }
 
 // urlOptions returns the Options that a store URL's query parameters

@@ -6,6 +6,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/etcdlock/internal/testhook"
 	"github.com/dlock-go/dlock/internal/sessionlock"
@@ -15,6 +16,13 @@ import (
 // testhook).
 func init() {
 	testhook.DefaultPrefix = DefaultPrefix
+	testhook.New = func(cli *clientv3.Client) (*dlock.Locker, driver.Driver, error) {
+		l, d, err := newLocker(cli, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		return l, d, nil
+	}
 	testhook.Wakeups = wakeups.Load
 	testhook.QueuedUnder = queuedUnder
 	testhook.ForgedRelease = func(ctx context.Context, cli *clientv3.Client, prefix, name, owner string) error {

@@ -41,7 +41,6 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -98,11 +97,11 @@ func New(store *Store) (*dlock.Locker, error) {
 	if store == nil {
 		store = NewStore()
 	}
-	return backend.New(store.Driver(), nil), nil
+	return dlock.NewLocker(store.Driver(), dlock.LockerOptions{}), nil
 }
 
 // Driver returns the store's driver, for tests that wrap it to inject
-// faults or count calls before passing it to backend.New. It implements
+// faults or count calls before passing it to dlock.NewLocker. It implements
 // driver.Notifier, driver.ChangeNotifier and driver.MultiHolder.
 func (s *Store) Driver() driver.Driver { return &memDriver{s: s} }
 

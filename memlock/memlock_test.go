@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/memlock"
@@ -29,7 +28,7 @@ func harness() dlocktest.Harness {
 		},
 		LockerAndDriver: func(t testing.TB) (*dlock.Locker, driver.Driver) {
 			d := store.Driver()
-			return backend.New(d, nil), d
+			return dlock.NewLocker(d, dlock.LockerOptions{}), d
 		},
 		TTL: 300 * time.Millisecond,
 	}
@@ -60,7 +59,7 @@ func TestConformanceWithoutModes(t *testing.T) {
 	h := harness()
 	h.LockerAndDriver = func(t testing.TB) (*dlock.Locker, driver.Driver) {
 		d := store.Driver()
-		return backend.New(noModes{d, d.(driver.Notifier), d.(driver.Inspector), d.(driver.ForceReleaser)}, nil), d
+		return dlock.NewLocker(noModes{d, d.(driver.Notifier), d.(driver.Inspector), d.(driver.ForceReleaser)}, dlock.LockerOptions{}), d
 	}
 	h.NewLocker = func(t testing.TB) *dlock.Locker {
 		l, _ := h.LockerAndDriver(t)
@@ -97,7 +96,9 @@ func (b bareDriver) Close() error                                      { return 
 func TestConformanceBare(t *testing.T) {
 	store := memlock.NewStore()
 	h := harness()
-	h.NewLocker = func(t testing.TB) *dlock.Locker { return backend.New(bareDriver{store.Driver()}, nil) }
+	h.NewLocker = func(t testing.TB) *dlock.Locker {
+		return dlock.NewLocker(bareDriver{store.Driver()}, dlock.LockerOptions{})
+	}
 	h.Expire = func(t testing.TB, name string) {
 		if !store.Expire(name) {
 			t.Fatalf("Expire(%q): not held", name)
@@ -105,7 +106,7 @@ func TestConformanceBare(t *testing.T) {
 	}
 	h.LockerAndDriver = func(t testing.TB) (*dlock.Locker, driver.Driver) {
 		d := bareDriver{store.Driver()}
-		return backend.New(d, nil), d
+		return dlock.NewLocker(d, dlock.LockerOptions{}), d
 	}
 	h.NoModes, h.NoAdmin = true, true
 	dlocktest.Run(t, h)

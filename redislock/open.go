@@ -109,7 +109,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		client.Close()
 		return nil, err
 	}
-	l, err := newLocker(client, opts, true)
+	l, _, err := newLocker(client, opts, true)
 	if err != nil {
 		client.Close()
 		return nil, err

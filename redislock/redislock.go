@@ -125,7 +125,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -147,7 +146,7 @@ type Options struct {
 	// MaxRetryInterval bounds how long a waiter waits for a wake-up
 	// before trying again (a waiter never waits longer than the holder's
 	// remaining lease either). It must not be negative.
-	// Default: backend.DefaultMaxRetryInterval.
+	// Default: dlock.DefaultMaxRetryInterval.
 	MaxRetryInterval time.Duration
 
 	// WaitReplicas, when above 0, makes every step that writes a lease
@@ -194,21 +193,23 @@ type Options struct {
 // 3 × ReadTimeout may lose locks that a faster retry would have kept.
 // Clients made by dlock.Open set it.
 func New(client redis.UniversalClient, opts *Options) (*dlock.Locker, error) {
-	return newLocker(client, opts, false)
+	l, _, err := newLocker(client, opts, false)
+	return l, err
 }
 
-// newLocker is New; with ownClient set (Open made client) the Locker's
-// Close closes client.
-func newLocker(client redis.UniversalClient, opts *Options, ownClient bool) (*dlock.Locker, error) {
+// newLocker is New, also returning the driver under the Locker (for the
+// test hook); with ownClient set (Open made client) the Locker's Close
+// closes client.
+func newLocker(client redis.UniversalClient, opts *Options, ownClient bool) (*dlock.Locker, driver.Driver, error) {
 	if isNil(client) {
-		return nil, fmt.Errorf("redislock: new: nil client: %w", dlock.ErrInvalid)
+		return nil, nil, fmt.Errorf("redislock: new: nil client: %w", dlock.ErrInvalid)
 	}
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
 	if err := o.check(); err != nil {
-		return nil, fmt.Errorf("redislock: new: %w: %w", dlock.ErrInvalid, err)
+		return nil, nil, fmt.Errorf("redislock: new: %w: %w", dlock.ErrInvalid, err)
 	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
@@ -221,13 +222,13 @@ func newLocker(client redis.UniversalClient, opts *Options, ownClient bool) (*dl
 		switch client.(type) {
 		case *redis.Client, *redis.ClusterClient:
 		default:
-			return nil, fmt.Errorf("redislock: new: %w: WaitReplicas needs a *redis.Client or a *redis.ClusterClient, not a %T", dlock.ErrInvalid, client)
+			return nil, nil, fmt.Errorf("redislock: new: %w: WaitReplicas needs a *redis.Client or a *redis.ClusterClient, not a %T", dlock.ErrInvalid, client)
 		}
 		d.wait = &replicaWait{replicas: o.WaitReplicas, timeout: o.WaitTimeout}
 	}
 	d.grants = newGrants(client, d.channelPrefix(), ownClient)
 	d.batch = newBatcher(client, d.wait)
-	return backend.New(d, &backend.Config{MaxRetryInterval: o.MaxRetryInterval}), nil
+	return dlock.NewLocker(d, dlock.LockerOptions{MaxRetryInterval: o.MaxRetryInterval}), d, nil
 }
 
 // check reports what is wrong with o, if anything.

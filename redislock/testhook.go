@@ -5,6 +5,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/redislock/internal/testhook"
 )
 
@@ -15,4 +17,7 @@ func init() {
 		return inspectHashScript.Run(ctx, c, []string{key}).Slice()
 	}
 	testhook.Scripts = scripts
+	testhook.New = func(client redis.UniversalClient) (*dlock.Locker, driver.Driver, error) {
+		return newLocker(client, nil, false)
+	}
 }

@@ -77,7 +77,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		closeAll(clients)
 		return nil, fmt.Errorf("redlock: connect: %d of %d masters answered, want %d: %w", up, len(clients), d.quorum, rediserr.Denied(firstErr))
 	}
-	return backend.New(d, &backend.Config{MaxRetryInterval: d.maxRetry}), nil
+	return d.locker(), nil
 }
 
 func closeAll(clients []redis.UniversalClient) {

@@ -94,7 +94,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -158,7 +157,7 @@ type Options struct {
 
 	// MaxRetryInterval bounds how long a waiter waits for a wake-up
 	// before trying again. It must not be negative.
-	// Default: backend.DefaultMaxRetryInterval.
+	// Default: dlock.DefaultMaxRetryInterval.
 	MaxRetryInterval time.Duration
 }
 
@@ -175,7 +174,12 @@ func New(clients []redis.UniversalClient, opts *Options) (*dlock.Locker, error) 
 	if err != nil {
 		return nil, err
 	}
-	return backend.New(d, &backend.Config{MaxRetryInterval: d.maxRetry}), nil
+	return d.locker(), nil
+}
+
+// locker returns a Locker over d, as New and Open make it.
+func (d *rlDriver) locker() *dlock.Locker {
+	return dlock.NewLocker(d, dlock.LockerOptions{MaxRetryInterval: d.maxRetry})
 }
 
 // Key returns the key that holds the lock on name on each master, under

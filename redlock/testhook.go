@@ -3,6 +3,7 @@ package redlock
 import (
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/redlock/internal/testhook"
 )
@@ -17,6 +18,13 @@ func init() {
 		}
 		d.pause = pause
 		return d, nil
+	}
+	testhook.New = func(clients []redis.UniversalClient) (*dlock.Locker, driver.Driver, error) {
+		d, err := newDriver(clients, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		return d.locker(), d, nil
 	}
 	testhook.Scripts = scripts
 }

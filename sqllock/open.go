@@ -14,6 +14,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/sqllock/internal/dialects"
 )
 
@@ -51,25 +52,32 @@ const sqliteDriverName, sqlitePackage = "sqlite", "modernc.org/sqlite"
 // documentation recommends. Opening connects once, within ctx. The Locker
 // closes the *sql.DB it opens.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
+	l, _, err := openLocker(ctx, u)
+	return l, err
+}
+
+// openLocker is open, also returning the driver under the Locker (for
+// the test hook).
+func openLocker(ctx context.Context, u *url.URL) (*dlock.Locker, driver.Driver, error) {
 	known := []string{"table", "migrate", "clock_bound", "max_conns"}
 	if d, ok := dialects.ForScheme(u.Scheme); ok {
 		known = append(known, d.Params...)
 	}
 	q, err := backend.URLParams(u, known...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	opts, err := urlOptions(q)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	conns, err := maxConns(opts.MaxConns)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	db, dialect, err := openDB(u, q, opts.NoMigrate)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if dialect == SQLite && opts.MaxConns == 0 {
 		conns = DefaultSQLiteConns
@@ -80,16 +88,16 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if err := retryErr(ctx, func() error { return db.PingContext(ctx) }); err != nil {
 		db.Close()
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-			return nil, fmt.Errorf("sqllock: connect: %w: %w", ctx.Err(), classify(err))
+			return nil, nil, fmt.Errorf("sqllock: connect: %w: %w", ctx.Err(), classify(err))
 		}
-		return nil, fmt.Errorf("sqllock: connect: %w", classify(err))
+		return nil, nil, fmt.Errorf("sqllock: connect: %w", classify(err))
 	}
-	l, err := newLocker(db, dialect, opts, true)
+	l, d, err := newLocker(db, dialect, opts, true)
 	if err != nil {
 		db.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return l, nil
+	return l, d, nil
 }
 
 // openDB returns the pool for the store URL u with query parameters q,

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/pause"
 	"github.com/dlock-go/dlock/sqllock/internal/dialects"
@@ -52,7 +51,7 @@ type Options struct {
 	// MaxRetryInterval bounds how long a waiter waits before trying
 	// again when nothing wakes it (a waiter never waits longer than the
 	// holder's remaining lease either). Default: DefaultPollInterval for
-	// MySQL and SQLite, backend.DefaultMaxRetryInterval for PostgreSQL.
+	// MySQL and SQLite, dlock.DefaultMaxRetryInterval for PostgreSQL.
 	MaxRetryInterval time.Duration
 
 	// IdleRetention is how long a free or expired row is kept before a
@@ -104,21 +103,22 @@ type Options struct {
 // contact the database: the table is created on first use (unless
 // Options.NoMigrate is set).
 func New(db *sql.DB, dialect Dialect, opts *Options) (*dlock.Locker, error) {
-	return newLocker(db, dialect, opts, false)
+	l, _, err := newLocker(db, dialect, opts, false)
+	return l, err
 }
 
-// newLocker is New; with ownDB set (Open made db) the Locker's Close closes
-// db.
-func newLocker(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (*dlock.Locker, error) {
-	d, cfg, err := newDriver(db, dialect, opts, ownDB)
+// newLocker is New, also returning the driver under the Locker (for the
+// test hook); with ownDB set (Open made db) the Locker's Close closes db.
+func newLocker(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (*dlock.Locker, driver.Driver, error) {
+	d, lopts, err := newDriver(db, dialect, opts, ownDB)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return backend.New(d, cfg), nil
+	return dlock.NewLocker(d, lopts), d, nil
 }
 
-// newDriver returns the driver of newLocker and its configuration.
-func newDriver(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (driver.Driver, *backend.Config, error) {
+// newDriver returns the driver of newLocker and the Locker's options.
+func newDriver(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (driver.Driver, dlock.LockerOptions, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -130,13 +130,13 @@ func newDriver(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (driver.D
 		o.IdleRetention = DefaultIdleRetention
 	}
 	if o.ClockBound < 0 {
-		return nil, nil, fmt.Errorf("sqllock: new: clock bound %v is negative: %w", o.ClockBound, dlock.ErrInvalid)
+		return nil, dlock.LockerOptions{}, fmt.Errorf("sqllock: new: clock bound %v is negative: %w", o.ClockBound, dlock.ErrInvalid)
 	}
 	if o.ClockBound == 0 {
 		o.ClockBound = driver.DefaultClockBound
 	}
 	if o.MaxConns < 0 {
-		return nil, nil, fmt.Errorf("sqllock: new: max conns %d is negative: %w", o.MaxConns, dlock.ErrInvalid)
+		return nil, dlock.LockerOptions{}, fmt.Errorf("sqllock: new: max conns %d is negative: %w", o.MaxConns, dlock.ErrInvalid)
 	}
 	o.IdleRetention = max(o.IdleRetention, o.ClockBound)
 	if o.MaxRetryInterval <= 0 && dialect != PostgreSQL {
@@ -144,22 +144,22 @@ func newDriver(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (driver.D
 	}
 	q, err := prepare(db, dialect, o.Table, o.ClockBound)
 	if err != nil {
-		return nil, nil, fmt.Errorf("sqllock: new: %w", err)
+		return nil, dlock.LockerOptions{}, fmt.Errorf("sqllock: new: %w", err)
 	}
 	d := &sqlDriver{dialect: dialect, db: db, ownDB: ownDB, acquiring: acquireSlots(db, dialect), stmts: newStmtCache(db), q: q, table: o.Table, retention: o.IdleRetention,
 		bound: o.ClockBound, noMigrate: o.NoMigrate}
-	cfg := &backend.Config{MaxRetryInterval: o.MaxRetryInterval}
+	lopts := dlock.LockerOptions{MaxRetryInterval: o.MaxRetryInterval}
 	switch dialect {
 	case PostgreSQL:
 		if pg, _ := dialects.Lookup(dialect.String()); pg.Listen != nil {
-			return &pgDriver{sqlDriver: d, lis: pg.Listen(db, o.Table)}, cfg, nil
+			return &pgDriver{sqlDriver: d, lis: pg.Listen(db, o.Table)}, lopts, nil
 		}
 	case SQLite:
-		return newSQLiteDriver(d), cfg, nil
+		return newSQLiteDriver(d), lopts, nil
 	case MySQL:
-		return &mysqlDriver{sqlDriver: d, wk: newNamedLocks(db, o.Table, o.MaxRetryInterval)}, cfg, nil
+		return &mysqlDriver{sqlDriver: d, wk: newNamedLocks(db, o.Table, o.MaxRetryInterval)}, lopts, nil
 	}
-	return d, cfg, nil
+	return d, lopts, nil
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)

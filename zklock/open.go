@@ -71,7 +71,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		}
 		opts.ACL = digestACL(user, pass)
 	}
-	l, err := newLocker(conn, opts, true)
+	l, _, err := newLocker(conn, opts, true)
 	if err != nil {
 		conn.Close()
 		return nil, err

@@ -3,6 +3,8 @@ package zklock
 import (
 	"github.com/go-zookeeper/zk"
 
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/sessionlock"
 	"github.com/dlock-go/dlock/zklock/internal/testhook"
 )
@@ -11,6 +13,9 @@ import (
 // testhook).
 func init() {
 	testhook.Wakeups = wakeups.Load
+	testhook.New = func(conn *zk.Conn) (*dlock.Locker, driver.Driver, error) {
+		return newLocker(conn, nil, false)
+	}
 	testhook.Queued = func(conn *zk.Conn, name string) int {
 		kids, _, err := conn.Children(Key("", name))
 		if err != nil {

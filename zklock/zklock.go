@@ -78,7 +78,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
@@ -113,7 +113,7 @@ type Options struct {
 
 	// MaxRetryInterval bounds how long dlock waits between attempts when
 	// no wake-up arrives. Waiters on ZooKeeper are woken by watches, so
-	// this matters little. Default: backend.DefaultMaxRetryInterval.
+	// this matters little. Default: dlock.DefaultMaxRetryInterval.
 	MaxRetryInterval time.Duration
 }
 
@@ -123,14 +123,16 @@ type Options struct {
 // SuspendTimeout gets an error wrapping dlock.ErrInvalid. New makes no
 // request.
 func New(conn *zk.Conn, opts *Options) (*dlock.Locker, error) {
-	return newLocker(conn, opts, false)
+	l, _, err := newLocker(conn, opts, false)
+	return l, err
 }
 
-// newLocker is New; with ownConn set (Open made conn) the Locker's Close
-// closes conn.
-func newLocker(conn *zk.Conn, opts *Options, ownConn bool) (*dlock.Locker, error) {
+// newLocker is New, also returning the driver under the Locker (for the
+// test hook); with ownConn set (Open made conn) the Locker's Close closes
+// conn.
+func newLocker(conn *zk.Conn, opts *Options, ownConn bool) (*dlock.Locker, driver.Driver, error) {
 	if conn == nil {
-		return nil, fmt.Errorf("zklock: new: nil *zk.Conn: %w", dlock.ErrInvalid)
+		return nil, nil, fmt.Errorf("zklock: new: nil *zk.Conn: %w", dlock.ErrInvalid)
 	}
 	var o Options
 	if opts != nil {
@@ -138,10 +140,10 @@ func newLocker(conn *zk.Conn, opts *Options, ownConn bool) (*dlock.Locker, error
 	}
 	prefix, err := cleanPrefix(o.Prefix)
 	if err != nil {
-		return nil, fmt.Errorf("zklock: new: %w", err)
+		return nil, nil, fmt.Errorf("zklock: new: %w", err)
 	}
 	if o.SuspendTimeout < 0 {
-		return nil, fmt.Errorf("zklock: new: negative SuspendTimeout %v: %w", o.SuspendTimeout, dlock.ErrInvalid)
+		return nil, nil, fmt.Errorf("zklock: new: negative SuspendTimeout %v: %w", o.SuspendTimeout, dlock.ErrInvalid)
 	}
 	if o.ACL == nil {
 		o.ACL = zk.WorldACL(zk.PermAll)
@@ -161,7 +163,7 @@ func newLocker(conn *zk.Conn, opts *Options, ownConn bool) (*dlock.Locker, error
 	})
 	d.bg.Add(1)
 	go d.watchSession() // exits when Close closes d.closing
-	return backend.New(d, &backend.Config{MaxRetryInterval: o.MaxRetryInterval}), nil
+	return dlock.NewLocker(d, dlock.LockerOptions{MaxRetryInterval: o.MaxRetryInterval}), d, nil
 }
 
 // cleanPrefix returns prefix ("" means DefaultPrefix) with a leading slash

@@ -39,11 +39,11 @@ func harness(cli *clientv3.Client) dlocktest.Harness {
 			return l
 		},
 		LockerAndDriver: func(t testing.TB) (*dlock.Locker, driver.Driver) {
-			l, err := etcdlock.New(cli, nil)
+			l, d, err := testhook.New(cli)
 			if err != nil {
-				t.Fatalf("etcdlock.New = %v", err)
+				t.Fatalf("testhook.New = %v", err)
 			}
-			return l, testhook.DriverOf(l)
+			return l, d
 		},
 		Expire: func(t testing.TB, name string) {
 			t.Helper()

@@ -22,8 +22,11 @@ func harness(client redis.UniversalClient) dlocktest.Harness {
 	return dlocktest.Harness{
 		NewLocker: func(t testing.TB) *dlock.Locker { return mustNew(t, client) },
 		LockerAndDriver: func(t testing.TB) (*dlock.Locker, driver.Driver) {
-			l := mustNew(t, client)
-			return l, testhook.DriverOf(l)
+			l, d, err := testhook.New(client)
+			if err != nil {
+				t.Fatalf("testhook.New = %v, want a Locker", err)
+			}
+			return l, d
 		},
 		Expire: func(t testing.TB, name string) {
 			t.Helper()

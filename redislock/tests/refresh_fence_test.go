@@ -7,7 +7,6 @@ import (
 
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testserver"
-	"github.com/dlock-go/dlock/redislock"
 	"github.com/dlock-go/dlock/redislock/internal/testhook"
 )
 
@@ -16,12 +15,11 @@ import (
 // exclusive holder and a shared one alike; Fence 0 checks the owner only.
 func TestRefreshChecksFence(t *testing.T) {
 	client := testserver.StartRedis(t).Client(t)
-	lk, err := redislock.New(client, nil)
+	lk, d, err := testhook.New(client)
 	if err != nil {
-		t.Fatalf("New = %v", err)
+		t.Fatalf("testhook.New = %v", err)
 	}
 	defer lk.Close()
-	d := testhook.DriverOf(lk)
 	for _, shared := range []bool{false, true} {
 		l := driver.Lease{Name: "refresh-fence", Owner: "AAAAAAAAAAAAAAAAAAAAAA:1", TTL: time.Minute, Shared: shared}
 		res, err := d.Acquire(t.Context(), l)

@@ -99,11 +99,11 @@ func harness(cs []redis.UniversalClient) dlocktest.Harness {
 			return errors.Join(errs...)
 		},
 		LockerAndDriver: func(t testing.TB) (*dlock.Locker, driver.Driver) {
-			l, err := redlock.New(cs, nil)
+			l, d, err := testhook.New(cs)
 			if err != nil {
-				t.Fatalf("New = %v, want a Locker", err)
+				t.Fatalf("testhook.New = %v, want a Locker", err)
 			}
-			return l, testhook.DriverOf(l)
+			return l, d
 		},
 		NoModes: true,
 		TTL:     time.Second,

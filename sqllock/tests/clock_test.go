@@ -282,12 +282,11 @@ func setExpired(t *testing.T, db *sql.DB, d sqllock.Dialect, name string, ago ti
 // stamp.
 func testDoubtRule(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	ctx := t.Context()
-	l, err := sqllock.New(db, d, nil)
+	l, drv, err := testhook.New(db, d.String(), false)
 	if err != nil {
-		t.Fatalf("New(%v) = %v", d, err)
+		t.Fatalf("testhook.New(%v) = %v", d, err)
 	}
 	defer l.Close()
-	drv := testhook.DriverOf(l)
 	const ttl = 1500 * time.Millisecond
 	name := uniqueName(t)
 	a := driver.Lease{Name: name, Owner: "holderAAAAAAAAAAAAAAAAA:1", TTL: ttl}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/sqllock"
 	"github.com/dlock-go/dlock/sqllock/internal/testhook"
@@ -96,7 +97,9 @@ func mysqlURLHarness(t *testing.T, store string) dlocktest.Harness {
 			t.Fatalf("ForceRelease(%q) = %v, %v, want true, nil", name, held, err)
 		}
 	}
-	return withDriver(h)
+	return withDriver(h, func(t testing.TB) (*dlock.Locker, driver.Driver, error) {
+		return testhook.New(db, sqllock.MySQL.String(), true)
+	})
 }
 
 // mustOpen opens store with dlock.Open; the Locker is closed when the test

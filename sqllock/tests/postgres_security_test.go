@@ -20,8 +20,10 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/sqllock"
+	"github.com/dlock-go/dlock/sqllock/internal/testhook"
 )
 
 // pgPassword is the password of every password role of
@@ -117,7 +119,9 @@ func openHarness(store string, admin *sql.DB) dlocktest.Harness {
 		}
 		return l
 	}
-	return withDriver(h)
+	return withDriver(h, func(t testing.TB) (*dlock.Locker, driver.Driver, error) {
+		return testhook.Open(t.Context(), store)
+	})
 }
 
 // wantOpenError checks that dlock.Open(store) fails with an error wrapping

@@ -54,16 +54,22 @@ func harness(db *sql.DB, dialect sqllock.Dialect) dlocktest.Harness {
 			return db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
 		},
 		TTL: time.Second,
+	}, func(t testing.TB) (*dlock.Locker, driver.Driver, error) {
+		return testhook.New(db, dialect.String(), false)
 	})
 }
 
-// withDriver sets h's LockerAndDriver to a Locker of h's NewLocker and
-// the driver under it; a harness that changes NewLocker calls it again.
-func withDriver(h dlocktest.Harness) dlocktest.Harness {
-	newLocker := h.NewLocker
+// withDriver sets h's LockerAndDriver to newLD, which makes a Locker as
+// h's NewLocker does and returns the driver under it too (a testhook
+// constructor); a harness that changes NewLocker calls it again.
+func withDriver(h dlocktest.Harness, newLD func(t testing.TB) (*dlock.Locker, driver.Driver, error)) dlocktest.Harness {
 	h.LockerAndDriver = func(t testing.TB) (*dlock.Locker, driver.Driver) {
-		l := newLocker(t)
-		return l, testhook.DriverOf(l)
+		t.Helper()
+		l, d, err := newLD(t)
+		if err != nil {
+			t.Fatalf("LockerAndDriver = %v, want a Locker", err)
+		}
+		return l, d
 	}
 	return h
 }

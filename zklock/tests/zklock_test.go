@@ -34,11 +34,11 @@ func harness(conn *zk.Conn) dlocktest.Harness {
 			return l
 		},
 		LockerAndDriver: func(t testing.TB) (*dlock.Locker, driver.Driver) {
-			l, err := zklock.New(conn, nil)
+			l, d, err := testhook.New(conn)
 			if err != nil {
-				t.Fatalf("zklock.New = %v", err)
+				t.Fatalf("testhook.New = %v", err)
 			}
-			return l, testhook.DriverOf(l)
+			return l, d
 		},
 		Expire: func(t testing.TB, name string) {
 			t.Helper()

@@ -10,10 +10,14 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/seam"
 )
 
 var (
+	// New is etcdlock.New(cli, nil), also returning the driver under the
+	// Locker, for dlocktest's Harness.LockerAndDriver. (It cannot take an
+	// *etcdlock.Options: etcdlock imports this package.)
+	New func(cli *clientv3.Client) (*dlock.Locker, driver.Driver, error)
+
 	// Wakeups returns how many times a queued waiter has been woken by a
 	// delete event since the process started.
 	Wakeups func() int64
@@ -35,7 +39,3 @@ var DefaultPrefix string
 func Queued(ctx context.Context, cli *clientv3.Client, name string) int {
 	return QueuedUnder(ctx, cli, DefaultPrefix, name)
 }
-
-// DriverOf returns the driver l runs on, for dlocktest's
-// Harness.LockerAndDriver.
-func DriverOf(l *dlock.Locker) driver.Driver { return seam.LockerDriver(l) }

@@ -11,7 +11,6 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/goredis/luascript"
-	"github.com/dlock-go/dlock/internal/seam"
 )
 
 // InspectHash runs the second step of Inspect, the script that reads a
@@ -22,6 +21,8 @@ var InspectHash func(ctx context.Context, c redis.UniversalClient, key string) (
 // "Script"), for the test that every one assembles and compiles.
 var Scripts map[string]*luascript.Script
 
-// DriverOf returns the driver l runs on, for dlocktest's
-// Harness.LockerAndDriver.
-func DriverOf(l *dlock.Locker) driver.Driver { return seam.LockerDriver(l) }
+// New is redislock.New(client, nil), also returning the driver under
+// the Locker, for dlocktest's Harness.LockerAndDriver and for tests of
+// the driver's steps. (It cannot take a *redislock.Options: redislock
+// imports this package.)
+var New func(client redis.UniversalClient) (*dlock.Locker, driver.Driver, error)

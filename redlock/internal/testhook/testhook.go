@@ -9,7 +9,6 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/goredis/luascript"
-	"github.com/dlock-go/dlock/internal/seam"
 )
 
 // NewDriver returns the driver New wraps (default options), with pause
@@ -21,6 +20,7 @@ var NewDriver func(clients []redis.UniversalClient, pause func()) (driver.Driver
 // "Script"), for the test that every one assembles and compiles.
 var Scripts map[string]*luascript.Script
 
-// DriverOf returns the driver l runs on, for dlocktest's
-// Harness.LockerAndDriver.
-func DriverOf(l *dlock.Locker) driver.Driver { return seam.LockerDriver(l) }
+// New is redlock.New(clients, nil), also returning the driver under
+// the Locker, for dlocktest's Harness.LockerAndDriver. (It cannot take a
+// *redlock.Options: redlock imports this package.)
+var New func(clients []redis.UniversalClient) (*dlock.Locker, driver.Driver, error)

@@ -4,11 +4,12 @@
 package testhook
 
 import (
+	"context"
+	"database/sql"
 	sqldriver "database/sql/driver"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/seam"
 )
 
 var (
@@ -22,7 +23,17 @@ var (
 	Classify func(err error) error
 )
 
-// DriverOf returns the driver l runs on, for dlocktest's
-// Harness.LockerAndDriver and for tests of the driver's steps (a
-// Result's Stamp, a Lease's Takeover) that the core does not show.
-func DriverOf(l *dlock.Locker) driver.Driver { return seam.LockerDriver(l) }
+// New and Open return a Locker and the driver under it, for dlocktest's
+// Harness.LockerAndDriver and for tests of the driver's steps (a Result's
+// Stamp, a Lease's Takeover) that the core does not show. They cannot
+// take sqllock's types (sqllock imports this package), so they take what
+// the tests need of them.
+var (
+	// New is sqllock.New(db, dialect, &sqllock.Options{NoMigrate:
+	// noMigrate}) for the dialect whose String is dialect.
+	New func(db *sql.DB, dialect string, noMigrate bool) (*dlock.Locker, driver.Driver, error)
+
+	// Open is what dlock.Open does with the store URL store, without
+	// dlock.Open's wrapping and redaction of errors.
+	Open func(ctx context.Context, store string) (*dlock.Locker, driver.Driver, error)
+)

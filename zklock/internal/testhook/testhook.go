@@ -10,7 +10,6 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/seam"
 )
 
 var (
@@ -23,12 +22,13 @@ var (
 	// modes.
 	Queued func(conn *zk.Conn, name string) int
 
+	// New is zklock.New(conn, nil), also returning the driver under the
+	// Locker, for dlocktest's Harness.LockerAndDriver. (It cannot take a
+	// *zklock.Options: zklock imports this package.)
+	New func(conn *zk.Conn) (*dlock.Locker, driver.Driver, error)
+
 	// AfterCreate, when set, is called by a waiter's Join between the
 	// create of its child and the read of its place: a test makes a
 	// holder leave there.
 	AfterCreate atomic.Pointer[func(path string)]
 )
-
-// DriverOf returns the driver l runs on, for dlocktest's
-// Harness.LockerAndDriver.
-func DriverOf(l *dlock.Locker) driver.Driver { return seam.LockerDriver(l) }

@@ -1,67 +1,16 @@
-// Package seam joins package dlock to package backend, so that what only
-// a backend author needs (making a Locker over a driver, registering a
-// URL scheme) lives outside the root package without the root importing
-// it. Applications never see it.
-package seam
+// Package redact hides the password of a store URL, in the URL's text
+// and in errors that quote parts of it, for package dlock's Open and for
+// backend packages (through backend.RedactURL).
+package redact
 
 import (
 	"net/url"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
-
-	"github.com/dlock-go/dlock/driver"
 )
 
-// NewLocker makes a *dlock.Locker over drv. Package dlock sets it in its
-// init; package backend, which imports dlock, calls it.
-var NewLocker func(drv driver.Driver, minRetry, maxRetry time.Duration) any
-
-// LockerDriver returns the driver a *dlock.Locker runs on, for backends'
-// tests that call driver steps on leases a Locker holds. Package dlock
-// sets it in its init.
-var LockerDriver func(locker any) driver.Driver
-
-var (
-	mu      sync.RWMutex
-	openers = map[string]any{}
-)
-
-// Register records open, a func(context.Context, *url.URL) (*dlock.Locker,
-// error), for scheme. It reports false if scheme is taken.
-func Register(scheme string, open any) bool {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, dup := openers[scheme]; dup {
-		return false
-	}
-	openers[scheme] = open
-	return true
-}
-
-// Lookup returns what Register recorded for scheme, or nil.
-func Lookup(scheme string) any {
-	mu.RLock()
-	defer mu.RUnlock()
-	return openers[scheme]
-}
-
-// Schemes returns the registered schemes, sorted.
-func Schemes() []string {
-	mu.RLock()
-	defer mu.RUnlock()
-	s := make([]string, 0, len(openers))
-	for k := range openers {
-		s = append(s, k)
-	}
-	sort.Strings(s)
-	return s
-}
-
-// RedactURL returns rawURL with any password replaced by "xxxxx", also
+// URL returns rawURL with any password replaced by "xxxxx", also
 // when rawURL does not parse or parses in a way its writer did not mean: a
 // password with an unescaped '#', '?' or '/' ends the URL's authority
 // early, so url.Parse sees no password at all, yet the text shows it.
@@ -69,7 +18,7 @@ func Schemes() []string {
 // after "://" to the last '@' is hidden when both exist: that may hide
 // more than a password (a host's port, when a query holds an '@'), never
 // less.
-func RedactURL(rawURL string) string {
+func URL(rawURL string) string {
 	if u, err := url.Parse(rawURL); err == nil {
 		if _, has := u.User.Password(); has {
 			rawURL = u.Redacted()
@@ -90,7 +39,7 @@ func RedactURL(rawURL string) string {
 	return scheme + "://" + user + ":xxxxx" + rest[at:]
 }
 
-// secrets returns what RedactURL hides in rawURL, as it appears in the
+// secrets returns what URL hides in rawURL, as it appears in the
 // text and, for url.Parse's password, decoded too: the strings an error
 // about rawURL must not show. Strings under 4 bytes are left out (hiding
 // every "ab" in a message would garble it and protect nothing).
@@ -127,10 +76,10 @@ func secrets(rawURL string) []string {
 	return out
 }
 
-// Scrub returns err with its message cleared of rawURL's password (see
-// RedactURL), for errors that quote parts of a URL (a query parameter's
+// Error returns err with its message cleared of rawURL's password (see
+// URL), for errors that quote parts of a URL (a query parameter's
 // name, a parser's complaint). errors.Is and errors.As see err.
-func Scrub(err error, rawURL string) error {
+func Error(err error, rawURL string) error {
 	if err == nil {
 		return nil
 	}
