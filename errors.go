@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/dlock-go/dlock/driver"
 )
 
 var (
@@ -36,16 +38,17 @@ var (
 
 	// ErrDenied is wrapped by the errors of a store that refuses the
 	// Locker's credentials, or a step they are not granted: a wrong
-	// password or certificate, a missing GRANT, ACL or role. Backends wrap
-	// it together with the store's own error, which names what was
-	// refused; retrying does not help.
+	// password or certificate, a missing GRANT, ACL or role. It is
+	// wrapped together with the store's own error, which names what was
+	// refused; retrying does not help. (A backend's driver tells such
+	// errors with driver.Classifier; the Locker wraps this sentinel.)
 	ErrDenied = errors.New("dlock: denied by the store")
 
 	// ErrNoSpace is wrapped by the errors of a store that refuses writes
 	// for lack of space: etcd's NOSPACE alarm (its backend quota), Redis
 	// over maxmemory with a noeviction policy, a full disk or table on a
-	// SQL database, a SQLite file at its page limit. Backends wrap it
-	// together with the store's own error. Retrying does not help until an
+	// SQL database, a SQLite file at its page limit. It is wrapped
+	// together with the store's own error, as ErrDenied is. Retrying does not help until an
 	// operator frees space (for etcd: compact, defragment, disarm the
 	// alarm); releases and lease expiry still free names.
 	ErrNoSpace = errors.New("dlock: store out of space")
@@ -63,4 +66,43 @@ func ctxErr(ctx context.Context) error {
 		return cause
 	}
 	return fmt.Errorf("%w: %w", err, cause)
+}
+
+// StoreError is for backend packages: it returns err wrapping ErrDenied
+// or ErrNoSpace when c classifies it as driver.ErrorDenied or
+// driver.ErrorNoSpace, keeping err in the chain (for errors.As, and its
+// message), and err as it is otherwise. A backend calls it for the errors
+// it returns outside driver steps, such as a constructor's ping that the
+// store refused, so that they read as a Locker's do; a Locker applies the
+// same mapping to every driver step's error itself. A nil c, a nil err,
+// an error wrapping driver.ErrNotHeld and one that wraps ErrDenied or
+// ErrNoSpace already are returned as they are.
+func StoreError(c driver.Classifier, err error) error {
+	return storeError(c, err)
+}
+
+// storeError is the one place where a store's errors become ErrDenied and
+// ErrNoSpace (see StoreError). The Locker calls it, with its driver's
+// Classifier, on the error of every driver step, where the step returns
+// to the core (see the uses of Locker.storeError).
+func storeError(c driver.Classifier, err error) error {
+	if err == nil || c == nil || errors.Is(err, driver.ErrNotHeld) ||
+		errors.Is(err, ErrDenied) || errors.Is(err, ErrNoSpace) {
+		return err
+	}
+	switch c.Classify(err) {
+	case driver.ErrorDenied:
+		return fmt.Errorf("%w: %w", ErrDenied, err)
+	case driver.ErrorNoSpace:
+		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+	}
+	return err
+}
+
+// Locker.storeError is storeError with the Locker's driver's Classifier.
+func (l *Locker) storeError(err error) error {
+	if err == nil || l.errKinds == nil {
+		return err
+	}
+	return storeError(l.errKinds, err)
 }
