@@ -232,6 +232,7 @@ var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
 // etcdDriver implements driver.Driver, Queuer, LossReporter, Inspector,
 // ForceReleaser, MultiHolder and ChangeNotifier.
 type etcdDriver struct {
+	errorKinds // Classify
 	cli        *clientv3.Client
 	ownClient  bool // made by Open: Close closes it
 	prefix     string
