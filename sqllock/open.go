@@ -80,9 +80,9 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if err := retryErr(ctx, func() error { return db.PingContext(ctx) }); err != nil {
 		db.Close()
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-			return nil, fmt.Errorf("sqllock: connect: %w: %w", ctx.Err(), classify(err))
+			return nil, fmt.Errorf("sqllock: connect: %w: %w", ctx.Err(), storeError(err))
 		}
-		return nil, fmt.Errorf("sqllock: connect: %w", classify(err))
+		return nil, fmt.Errorf("sqllock: connect: %w", storeError(err))
 	}
 	l, err := newLocker(db, dialect, opts, true)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 // init gives the test module what it checks of the internals (see package
 // testhook).
 func init() {
-	testhook.Classify = classify
+	testhook.Classify = storeError
 	testhook.MySQLConnector = func(store string) (sqldriver.Connector, error) {
 		u, err := url.Parse(store)
 		if err != nil {
