@@ -51,8 +51,8 @@ type Queue[Q comparable, P any] interface {
 	Leave(q Q)
 
 	// Classify is the driver's driver.Classifier: a step that fails
-	// with an error of kind driver.ErrorTransient is tried again while
-	// ctx lives; any other error ends the wait.
+	// with an error of kind driver.ErrorTransient is tried again after
+	// RetryDelay while ctx lives; any other error ends the wait.
 	driver.Classifier
 }
 
@@ -137,9 +137,7 @@ func acquireQueued[E, Q comparable, P any](ctx context.Context, t *Leases[E], q 
 	// predecessors, and how many entries were ahead of the entry that
 	// holds when it joined (the first read after its Join tells).
 	waited, ahead, fresh := false, -1, false
-	retry := func(err error) bool {
-		return ctx.Err() == nil && q.Classify(err) == driver.ErrorTransient && pause.For(ctx, RetryDelay)
-	}
+	retry := func(err error) bool { return q.Classify(err) == driver.ErrorTransient && pause.For(ctx, RetryDelay) }
 	fail := func(err error) (driver.Result, error) {
 		if e != none {
 			q.Leave(e)
