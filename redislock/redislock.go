@@ -298,6 +298,7 @@ var (
 	_ driver.ForceReleaser = (*redisDriver)(nil)
 	_ driver.MultiHolder   = (*redisDriver)(nil)
 	_ driver.WaiterCounter = (*redisDriver)(nil)
+	_ driver.Classifier    = (*redisDriver)(nil)
 )
 
 // keys returns the lock key and its queue's key (see lua/common.lua).

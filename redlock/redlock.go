@@ -421,4 +421,5 @@ var (
 	_ driver.Notifier      = (*rlDriver)(nil)
 	_ driver.Inspector     = (*rlDriver)(nil)
 	_ driver.ForceReleaser = (*rlDriver)(nil)
+	_ driver.Classifier    = (*rlDriver)(nil)
 )

@@ -487,4 +487,5 @@ var (
 	_ driver.ForceReleaser   = (*sqlDriver)(nil)
 	_ driver.ContextHonourer = (*sqlDriver)(nil)
 	_ driver.MultiHolder     = (*sqlDriver)(nil)
+	_ driver.Classifier      = (*sqlDriver)(nil)
 )

@@ -218,7 +218,7 @@ func escape(name string) string {
 }
 
 // zkDriver implements driver.Driver, Queuer, LossReporter, Inspector,
-// ForceReleaser, MultiHolder and ChangeNotifier.
+// ForceReleaser, MultiHolder, ChangeNotifier and Classifier.
 type zkDriver struct {
 	errorKinds // Classify
 	conn       *zk.Conn
