@@ -48,9 +48,10 @@ var (
 	// for lack of space: etcd's NOSPACE alarm (its backend quota), Redis
 	// over maxmemory with a noeviction policy, a full disk or table on a
 	// SQL database, a SQLite file at its page limit. It is wrapped
-	// together with the store's own error, as ErrDenied is. Retrying does not help until an
-	// operator frees space (for etcd: compact, defragment, disarm the
-	// alarm); releases and lease expiry still free names.
+	// together with the store's own error, as ErrDenied is. Retrying does
+	// not help until an operator frees space (for etcd: compact,
+	// defragment, disarm the alarm); releases and lease expiry still free
+	// names.
 	ErrNoSpace = errors.New("dlock: store out of space")
 )
 
@@ -99,7 +100,10 @@ func storeError(c driver.Classifier, err error) error {
 	return err
 }
 
-// Locker.storeError is storeError with the Locker's driver's Classifier.
+// storeError is the function storeError with the Locker's driver's
+// Classifier: every driver step's error passes through it (acquireOne,
+// acquireQueued, startWait, refreshSteps, release, the admin calls,
+// Observe, reported losses).
 func (l *Locker) storeError(err error) error {
 	if err == nil || l.errKinds == nil {
 		return err
