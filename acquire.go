@@ -231,6 +231,7 @@ func (l *Locker) startWait(ctx context.Context, name string, w *waitState) error
 		return nil
 	}
 	wake, stop, err := l.notifier.Watch(ctx, name)
+	err = l.storeError(err)
 	switch {
 	case err == nil:
 		w.wake, w.stop = wake, stop
@@ -334,6 +335,7 @@ func (l *Locker) acquireQueued(a *attempt) (*Lock, error) {
 		defer stop()
 		res, err = callGrace(l, ctx, driver.QueueLeaveTimeout, func() (driver.Result, error) { return l.queuer.AcquireQueued(ctx, a.lease) }, l.abandonLate(a.lease))
 	}
+	err = l.storeError(err)
 	a.attempts = 1
 	if res.Acquired {
 		a.contended = res.Waited
@@ -382,9 +384,11 @@ func (c closedBy) Value(key any) any {
 // ctx ends before it answers.
 func acquireOne(l *Locker, ctx context.Context, lease driver.Lease) (driver.Result, error) {
 	if l.direct(ctx) {
-		return l.drv.Acquire(ctx, lease)
+		res, err := l.drv.Acquire(ctx, lease)
+		return res, l.storeError(err)
 	}
-	return call(l, ctx, func() (driver.Result, error) { return l.drv.Acquire(ctx, lease) }, l.abandonLate(lease))
+	res, err := call(l, ctx, func() (driver.Result, error) { return l.drv.Acquire(ctx, lease) }, l.abandonLate(lease))
+	return res, l.storeError(err)
 }
 
 // confirm makes sure a handle is never handed out with its lease nearly or

@@ -36,6 +36,7 @@ func (l *Locker) Inspect(ctx context.Context, names ...string) ([]LockInfo, erro
 		}
 	}
 	hs, err := call(l, ctx, func() ([]driver.Holder, error) { return in.Inspect(ctx, names) }, nil)
+	err = l.storeError(err)
 	if err != nil {
 		return nil, fmt.Errorf("dlock: inspect: %w", err)
 	}
@@ -63,6 +64,7 @@ func (l *Locker) ForceRelease(ctx context.Context, name string) (bool, error) {
 		return false, fmt.Errorf("dlock: force release: %w", err)
 	}
 	held, err := call(l, ctx, func() (bool, error) { return fr.ForceRelease(ctx, name) }, nil)
+	err = l.storeError(err)
 	if err != nil {
 		return false, fmt.Errorf("dlock: force release %s: %w", quote(name), err)
 	}
@@ -85,6 +87,7 @@ func (l *Locker) Waiters(ctx context.Context, name string) (int, error) {
 		return 0, fmt.Errorf("dlock: waiters: %w", err)
 	}
 	n, err := call(l, ctx, func() ([]int, error) { return wc.Waiters(ctx, []string{name}) }, nil)
+	err = l.storeError(err)
 	if err == nil && len(n) != 1 {
 		err = fmt.Errorf("driver returned %d counts for 1 name", len(n))
 	}

@@ -57,6 +57,19 @@ func NewLocker(drv driver.Driver, opts LockerOptions) *Locker {
 	return newLocker(drv, opts.MinRetryInterval, max(opts.MaxRetryInterval, opts.MinRetryInterval))
 }
 
+// StoreError is for backend packages: it returns err wrapping ErrDenied
+// or ErrNoSpace when c classifies it as driver.ErrorDenied or
+// driver.ErrorNoSpace, keeping err in the chain (for errors.As, and its
+// message), and err as it is otherwise. A backend calls it for the errors
+// it returns outside driver steps, such as a constructor's ping that the
+// store refused, so that they read as a Locker's do; a Locker applies the
+// same mapping to every driver step's error itself. A nil c, a nil err,
+// an error wrapping driver.ErrNotHeld and one that wraps ErrDenied or
+// ErrNoSpace already are returned as they are.
+func StoreError(c driver.Classifier, err error) error {
+	return storeError(c, err)
+}
+
 // OpenFunc opens a Locker on the store a parsed URL names. Backends
 // register one per scheme with URLMux.Register. The Locker it returns
 // owns the clients it created: its Close closes them. It must honour

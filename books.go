@@ -58,8 +58,13 @@ func (l *Locker) lose(h *held, reason hook.LossReason, cause error) {
 }
 
 // loseLapsed is lose for a lock whose loss deadline passed before a
-// renewal succeeded. Called with l.mu held.
+// renewal succeeded. The cause wraps the last renewal's error, if one
+// failed (ErrDenied, say). Called with l.mu held.
 func (l *Locker) loseLapsed(h *held) {
+	if h.renewErr != nil {
+		l.lose(h, hook.LossExpired, fmt.Errorf("%w: lease of %v could not be renewed in time: %w", ErrLost, h.lease.TTL, h.renewErr))
+		return
+	}
 	l.lose(h, hook.LossExpired, fmt.Errorf("%w: lease of %v could not be renewed in time", ErrLost, h.lease.TTL))
 }
 

@@ -52,7 +52,7 @@ func (l *Locker) Close() error {
 	hs := l.hooks.Load()
 	for _, h := range all {
 		start := time.Now()
-		err := l.drv.Release(ctx, ownerOnly(h.lease))
+		err := l.release(ctx, ownerOnly(h.lease))
 		if hs != nil {
 			l.released(*hs, h.values(), h, start, true, err)
 		}

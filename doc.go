@@ -41,7 +41,8 @@ package dlock
 //	locker.go   the Locker type (its fields by concern), newLocker, Backend
 //	options.go  Option and the per-call options, with their bounds
 //	name.go     ValidateName, MaxNameLen, and quote for error messages
-//	errors.go   the sentinel errors (but Open's ErrBadURL), and ctxErr
+//	errors.go   the sentinel errors (but Open's ErrBadURL), ctxErr, and storeError:
+//	            a store's errors to ErrDenied and ErrNoSpace, by its driver's Classifier
 //	acquire.go  Acquire, TryAcquire: attempt loop, store's queue, confirm, register
 //	reenter.go  Acquire re-entering a name that its context's owner holds
 //	owner.go    owners behind a Lock's Context, their context, owner strings
@@ -62,6 +63,7 @@ package dlock
 //	lead.go     Lead: run a function whenever this Locker leads
 //	all.go      AcquireAll: several names without deadlock
 //	open.go     Open, Schemes, ErrBadURL: a Locker from a store URL, by registered scheme
-//	backends.go for backend packages: NewLocker, LockerOptions, OpenFunc, URLMux
+//	backends.go for backend packages: NewLocker, LockerOptions, StoreError,
+//	            OpenFunc, URLMux and DefaultURLMux (the registry of schemes)
 //
 // The tests are in package dlock_test, beside these files.

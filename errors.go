@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/dlock-go/dlock/driver"
 )
 
 var (
@@ -36,18 +38,20 @@ var (
 
 	// ErrDenied is wrapped by the errors of a store that refuses the
 	// Locker's credentials, or a step they are not granted: a wrong
-	// password or certificate, a missing GRANT, ACL or role. Backends wrap
-	// it together with the store's own error, which names what was
-	// refused; retrying does not help.
+	// password or certificate, a missing GRANT, ACL or role. It is
+	// wrapped together with the store's own error, which names what was
+	// refused; retrying does not help. (A backend's driver tells such
+	// errors with driver.Classifier; the Locker wraps this sentinel.)
 	ErrDenied = errors.New("dlock: denied by the store")
 
 	// ErrNoSpace is wrapped by the errors of a store that refuses writes
 	// for lack of space: etcd's NOSPACE alarm (its backend quota), Redis
 	// over maxmemory with a noeviction policy, a full disk or table on a
-	// SQL database, a SQLite file at its page limit. Backends wrap it
-	// together with the store's own error. Retrying does not help until an
-	// operator frees space (for etcd: compact, defragment, disarm the
-	// alarm); releases and lease expiry still free names.
+	// SQL database, a SQLite file at its page limit. It is wrapped
+	// together with the store's own error, as ErrDenied is. Retrying does
+	// not help until an operator frees space (for etcd: compact,
+	// defragment, disarm the alarm); releases and lease expiry still free
+	// names.
 	ErrNoSpace = errors.New("dlock: store out of space")
 )
 
@@ -63,4 +67,33 @@ func ctxErr(ctx context.Context) error {
 		return cause
 	}
 	return fmt.Errorf("%w: %w", err, cause)
+}
+
+// storeError is the one place where a store's errors become ErrDenied and
+// ErrNoSpace (see StoreError). The Locker calls it, with its driver's
+// Classifier, on the error of every driver step, where the step returns
+// to the core (see the uses of Locker.storeError).
+func storeError(c driver.Classifier, err error) error {
+	if err == nil || c == nil || errors.Is(err, driver.ErrNotHeld) ||
+		errors.Is(err, ErrDenied) || errors.Is(err, ErrNoSpace) {
+		return err
+	}
+	switch c.Classify(err) {
+	case driver.ErrorDenied:
+		return fmt.Errorf("%w: %w", ErrDenied, err)
+	case driver.ErrorNoSpace:
+		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+	}
+	return err
+}
+
+// storeError is the function storeError with the Locker's driver's
+// Classifier: every driver step's error passes through it (acquireOne,
+// acquireQueued, startWait, refreshSteps, release, the admin calls,
+// Observe, reported losses).
+func (l *Locker) storeError(err error) error {
+	if err == nil || l.errKinds == nil {
+		return err
+	}
+	return storeError(l.errKinds, err)
 }

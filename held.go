@@ -29,6 +29,7 @@ type held struct {
 	// Guarded by l.mu.
 	state     state
 	cause     error     // why it was lost, once state is lost
+	renewErr  error     // the last renewal's error, nil after one succeeds
 	handles   []*Lock   // open handles, each at its index
 	deadline  time.Time // monotonic: Done closes here unless renewed
 	nextRenew time.Time

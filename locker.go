@@ -25,13 +25,14 @@ import (
 type Locker struct {
 	// The store and what its driver can do, set by newLocker.
 	drv      driver.Driver
-	notifier driver.Notifier // nil when the driver cannot wake waiters
-	queuer   driver.Queuer   // nil when the store does not queue waiters
-	multi    bool            // the driver keeps shared holds and semaphores
-	inline   bool            // the driver honours ctx: call it in the caller's goroutine
-	minRetry time.Duration   // first backoff of a waiter that is not notified
-	maxRetry time.Duration   // longest sleep of a waiter between attempts
-	backend  string          // Backend()
+	notifier driver.Notifier   // nil when the driver cannot wake waiters
+	queuer   driver.Queuer     // nil when the store does not queue waiters
+	multi    bool              // the driver keeps shared holds and semaphores
+	inline   bool              // the driver honours ctx: call it in the caller's goroutine
+	minRetry time.Duration     // first backoff of a waiter that is not notified
+	maxRetry time.Duration     // longest sleep of a waiter between attempts
+	backend  string            // Backend()
+	errKinds driver.Classifier // nil when the driver cannot tell its store's errors apart (see storeError)
 
 	// The owner strings: id, ':' and the next seq (see ownerString).
 	id  string
@@ -76,6 +77,7 @@ func newLocker(drv driver.Driver, minRetry, maxRetry time.Duration) *Locker {
 	l.closing = l.closingCtx.Done()
 	l.notifier, _ = drv.(driver.Notifier)
 	l.queuer, _ = drv.(driver.Queuer)
+	l.errKinds, _ = drv.(driver.Classifier)
 	if m, ok := drv.(driver.MultiHolder); ok {
 		l.multi = m.MultiHolder()
 	}

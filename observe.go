@@ -79,6 +79,7 @@ func (o *observer) subscribe(ctx context.Context) error {
 	case driver.Notifier:
 		ch, stop, err = d.Watch(ctx, o.name)
 	}
+	err = o.l.storeError(err)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return fmt.Errorf("dlock: observe %s: %w", quote(o.name), ctxErr(ctx))
@@ -161,7 +162,7 @@ const observeSafetyPoll = 30 * time.Second
 func (o *observer) look(ctx context.Context) ([]LockInfo, error) {
 	hs, err := call(o.l, ctx, func() ([]driver.Holder, error) { return o.in.Inspect(ctx, []string{o.name}) }, nil)
 	if err != nil {
-		return nil, err
+		return nil, o.l.storeError(err)
 	}
 	infos := make([]LockInfo, 0, len(hs))
 	for _, h := range hs {

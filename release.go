@@ -86,18 +86,18 @@ func (l *Locker) releaseLease(ctx context.Context, lease driver.Lease, until tim
 	if l.inline && ctx.Err() == nil {
 		// The driver honours ctx: try in this goroutine, and only if ctx
 		// ends during the step finish it detached.
-		err := l.drv.Release(ctx, lease)
+		err := l.release(ctx, lease)
 		if err == nil || ctx.Err() == nil {
 			return err, false
 		}
 	}
 	if ctx.Done() == nil {
 		// ctx cannot end: run the step here, bounded.
-		return l.drv.Release(l.cleanupContext(ctx), lease), false
+		return l.release(l.cleanupContext(ctx), lease), false
 	}
 	rctx := l.cleanupContext(context.WithoutCancel(ctx))
 	result := make(chan error, 1)
-	step := func() { result <- l.drv.Release(rctx, lease) }
+	step := func() { result <- l.release(rctx, lease) }
 	if !l.goBackground(step) {
 		step()
 		return <-result, false
@@ -143,10 +143,15 @@ type sharedDeadline struct {
 }
 
 // retryRelease reports whether a release that failed with err may succeed
-// if tried again: the store could not be reached or failed, rather than
-// said the lease is gone or refused the step.
+// if tried again: the store could not be reached or failed (an error of
+// kind driver.ErrorTransient or driver.ErrorOther), rather than said the
+// lease is gone (driver.ErrNotHeld), refused the step (ErrDenied: kind
+// driver.ErrorDenied) or the write (ErrNoSpace: driver.ErrorNoSpace), or
+// was handed a bad argument (ErrInvalid). err comes from l.release, so
+// storeError has already turned those kinds into their sentinels.
 func retryRelease(err error) bool {
-	return err != nil && !errors.Is(err, driver.ErrNotHeld) && !errors.Is(err, ErrDenied) && !errors.Is(err, ErrInvalid)
+	return err != nil && !errors.Is(err, driver.ErrNotHeld) && !errors.Is(err, ErrDenied) &&
+		!errors.Is(err, ErrNoSpace) && !errors.Is(err, ErrInvalid)
 }
 
 // Bounds of keepReleasing's backoff between tries.
@@ -177,12 +182,18 @@ func (l *Locker) keepReleasing(values context.Context, lease driver.Lease, until
 		}
 		delay = min(2*delay, releaseRetryMax)
 		ctx, cancel := context.WithTimeout(values, min(time.Until(until), cleanupTimeout))
-		err = l.drv.Release(ctx, lease)
+		err = l.release(ctx, lease)
 		cancel()
 		if err == nil {
 			l.wakeLocal(lease.Name)
 		}
 	}
+}
+
+// release runs the driver's Release of lease and returns its error
+// through storeError: every release step of the core goes through it.
+func (l *Locker) release(ctx context.Context, lease driver.Lease) error {
+	return l.storeError(l.drv.Release(ctx, lease))
 }
 
 // ownerOnly returns lease without its token: releases are owner-checked
@@ -210,7 +221,7 @@ func (l *Locker) abandon(lease driver.Lease) {
 func (l *Locker) releaseDetached(lease driver.Lease) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	l.drv.Release(ctx, ownerOnly(lease))
+	l.release(ctx, ownerOnly(lease))
 }
 
 // abandonLate is call's late handler for Acquire: it frees what a step

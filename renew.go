@@ -154,13 +154,17 @@ func (l *Locker) applyRefresh(r refreshResult) {
 		case h.state != active:
 			// Released or lost while the batch was out.
 		case err == nil:
+			h.renewErr = nil
 			h.extended(r.start)
 			l.books.renewals.push(h)
 		case errors.Is(err, driver.ErrNotHeld):
 			l.lose(h, hook.LossNotHeld, fmt.Errorf("%w: renewal found it held by no one or another owner", ErrLost))
 		default:
-			// Outcome unknown (network, timeout): try again soon; the
-			// deadline closes Done if no attempt succeeds in time.
+			// Outcome unknown (network, timeout), or a refusal (ErrDenied,
+			// ErrNoSpace) that the lease on the server outlives: try
+			// again soon; the deadline closes Done, with this error in
+			// its cause, if no attempt succeeds in time.
+			h.renewErr = err
 			h.nextRenew = now.Add(h.lease.TTL / 10)
 			l.books.renewals.push(h)
 		}
@@ -172,7 +176,7 @@ func (l *Locker) applyRefresh(r refreshResult) {
 func (l *Locker) applyLoss(loss driver.Loss) {
 	l.mu.Lock()
 	defer l.unlock()
-	cause := fmt.Errorf("%w: %w", ErrLost, loss.Err)
+	cause := fmt.Errorf("%w: %w", ErrLost, l.storeError(loss.Err))
 	if loss.Owner != "" {
 		if h := l.books.held[loss.Owner]; h != nil {
 			l.lose(h, hook.LossReported, cause)
@@ -204,13 +208,16 @@ func refreshOne(l *Locker, ctx context.Context, lease driver.Lease) error {
 }
 
 // refreshSteps runs the driver's Refresh of leases and returns one error per
-// lease. A driver that returns another count of results breaks its
+// lease, through storeError. A driver that returns another count of results breaks its
 // contract: every lease gets an error saying so (a failed step, retried
 // until the lease could have run out, as a store's failure would be),
 // rather than a worker indexing past the end.
 func (l *Locker) refreshSteps(ctx context.Context, leases []driver.Lease) []error {
 	errs := l.drv.Refresh(ctx, leases)
 	if len(errs) == len(leases) {
+		for i, err := range errs {
+			errs[i] = l.storeError(err)
+		}
 		return errs
 	}
 	err := fmt.Errorf("dlock: the backend's Refresh returned %d results for %d leases", len(errs), len(leases))

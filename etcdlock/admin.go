@@ -82,7 +82,7 @@ func (d *etcdDriver) Inspect(ctx context.Context, names []string) ([]driver.Hold
 	}
 	kvs, err := d.queueKeys(ctx, one)
 	if err != nil {
-		return nil, fmt.Errorf("etcdlock: inspect: %w", classify(err))
+		return nil, fmt.Errorf("etcdlock: inspect: %w", err)
 	}
 	var hs []driver.Holder
 	for name, q := range d.holding(kvs, names) {
@@ -114,7 +114,7 @@ func (d *etcdDriver) Waiters(ctx context.Context, names []string) ([]int, error)
 		}
 		resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
-			return nil, fmt.Errorf("etcdlock: waiters: %w", classify(err))
+			return nil, fmt.Errorf("etcdlock: waiters: %w", err)
 		}
 		for _, r := range resp.Responses {
 			kvs := r.GetResponseRange().GetKvs()
@@ -135,7 +135,7 @@ func (d *etcdDriver) Waiters(ctx context.Context, names []string) ([]int, error)
 func (d *etcdDriver) ForceRelease(ctx context.Context, name string) (bool, error) {
 	kvs, err := d.queueKeys(ctx, name)
 	if err != nil {
-		return false, fmt.Errorf("etcdlock: force release %q: %w", name, classify(err))
+		return false, fmt.Errorf("etcdlock: force release %q: %w", name, err)
 	}
 	q := d.holding(kvs, []string{name})[name]
 	if len(q) == 0 {
@@ -151,7 +151,7 @@ func (d *etcdDriver) ForceRelease(ctx context.Context, name string) (bool, error
 		}
 		resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
-			return freed, fmt.Errorf("etcdlock: force release %q: %w", name, classify(err))
+			return freed, fmt.Errorf("etcdlock: force release %q: %w", name, err)
 		}
 		for _, r := range resp.Responses {
 			if t := r.GetResponseTxn(); t != nil && t.Succeeded {

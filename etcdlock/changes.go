@@ -24,7 +24,7 @@ func (d *etcdDriver) WatchChanges(ctx context.Context, name string) (<-chan stru
 	wch, err := d.watchPrefix(ctx, wctx, Key(d.prefix, name))
 	if err != nil {
 		cancel()
-		return nil, nil, fmt.Errorf("etcdlock: watch %q: %w", name, classify(err))
+		return nil, nil, fmt.Errorf("etcdlock: watch %q: %w", name, err)
 	}
 	changed := make(chan struct{}, 1)
 	done := make(chan struct{})

@@ -2,11 +2,14 @@ package etcdlock
 
 import (
 	"errors"
-	"fmt"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // deniedErrors are etcd's refusals of the client's credentials, or of a
@@ -18,23 +21,48 @@ var deniedErrors = []error{
 	rpctypes.ErrUserNotFound,
 }
 
-// classify returns err wrapped with the dlock sentinel that names what
-// etcd refused, if any, and err otherwise: dlock.ErrDenied for one of
-// deniedErrors, dlock.ErrNoSpace for etcd's "database space exceeded"
-// (the backend quota is full, or the NOSPACE alarm is raised: etcd then
-// refuses every put and lease grant, but still serves reads, deletes and
-// keep-alives). Retrying does not help either.
-func classify(err error) error {
-	if err == nil || errors.Is(err, dlock.ErrDenied) || errors.Is(err, dlock.ErrNoSpace) {
-		return err
+// errorKinds is etcd's driver.Classifier, embedded in etcdDriver; Open
+// uses it before there is a driver (dlock.StoreError).
+type errorKinds struct{}
+
+// Classify implements driver.Classifier: ErrorNoSpace for etcd's
+// "database space exceeded" (the backend quota is full, or the NOSPACE
+// alarm is raised: etcd then refuses every put and lease grant, but still
+// serves reads, deletes and keep-alives); ErrorDenied for one of
+// deniedErrors or a client certificate the server refused; ErrorTransient
+// for a lost session (a new one is granted) and a server that is
+// unavailable or did not answer in time. It is the one definition of
+// "transient" for this driver: queued waiters retry those errors.
+func (errorKinds) Classify(err error) driver.ErrorKind {
+	switch {
+	case errors.Is(err, rpctypes.ErrNoSpace):
+		return driver.ErrorNoSpace
+	case wrapsAny(deniedErrors, err), backend.CertificateRefused(err):
+		return driver.ErrorDenied
+	case errors.Is(err, dlock.ErrClosed):
+		return driver.ErrorOther
+	case errors.Is(err, errLeaseGone):
+		return driver.ErrorTransient
 	}
-	if errors.Is(err, rpctypes.ErrNoSpace) {
-		return fmt.Errorf("%w: %w", dlock.ErrNoSpace, err)
+	var code codes.Code
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		code = ee.Code()
+	} else if st, ok := status.FromError(err); ok {
+		code = st.Code()
 	}
-	for _, d := range deniedErrors {
-		if errors.Is(err, d) {
-			return fmt.Errorf("%w: %w", dlock.ErrDenied, err)
+	if code == codes.Unavailable || code == codes.DeadlineExceeded {
+		return driver.ErrorTransient
+	}
+	return driver.ErrorOther
+}
+
+// wrapsAny reports whether err wraps one of errs.
+func wrapsAny(errs []error, err error) bool {
+	for _, e := range errs {
+		if errors.Is(err, e) {
+			return true
 		}
 	}
-	return err
+	return false
 }

@@ -236,8 +236,9 @@ func Key(prefix, name string) string {
 var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
 
 // etcdDriver implements driver.Driver, Queuer, LossReporter, Inspector,
-// ForceReleaser, MultiHolder and ChangeNotifier.
+// ForceReleaser, MultiHolder, ChangeNotifier and Classifier.
 type etcdDriver struct {
+	errorKinds // Classify
 	cli        *clientv3.Client
 	ownClient  bool // made by Open: Close closes it
 	prefix     string

@@ -62,7 +62,7 @@ func (d *etcdDriver) refresh(ctx context.Context, ls []driver.Lease, errs []erro
 		if err != nil {
 			for i, l := range ls {
 				if held[i].key != "" {
-					errs[i] = fmt.Errorf("etcdlock: refresh %q: %w", l.Name, classify(err))
+					errs[i] = fmt.Errorf("etcdlock: refresh %q: %w", l.Name, err)
 				}
 			}
 			return
@@ -98,7 +98,7 @@ func (d *etcdDriver) Release(ctx context.Context, l driver.Lease) error {
 		// there is one, and report it not held.
 		resp, err := d.cli.Get(ctx, key)
 		if err != nil {
-			return fmt.Errorf("etcdlock: release %q: %w", l.Name, classify(err))
+			return fmt.Errorf("etcdlock: release %q: %w", l.Name, err)
 		}
 		if len(resp.Kvs) == 0 {
 			return fmt.Errorf("etcdlock: release %q: %w", l.Name, driver.ErrNotHeld)
@@ -109,7 +109,7 @@ func (d *etcdDriver) Release(ctx context.Context, l driver.Lease) error {
 	switch {
 	case err != nil:
 		d.leases.Orphan(entry{key: key, rev: rev})
-		return fmt.Errorf("etcdlock: release %q: %w", l.Name, classify(err))
+		return fmt.Errorf("etcdlock: release %q: %w", l.Name, err)
 	case !ok || !held:
 		return fmt.Errorf("etcdlock: release %q: %w", l.Name, driver.ErrNotHeld)
 	}

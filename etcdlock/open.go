@@ -103,7 +103,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		if cause := context.Cause(openCtx); cause != nil && ctx.Err() == nil {
 			err = cause // a TLS refusal
 		}
-		return sessionlock.ConnectError(ctx, "etcdlock", hosts, classify(err))
+		return sessionlock.ConnectError(ctx, "etcdlock", hosts, dlock.StoreError(errorKinds{}, err))
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {

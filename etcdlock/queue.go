@@ -11,8 +11,6 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
@@ -25,18 +23,21 @@ var wakeups atomic.Int64
 func (d *etcdDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
 	refresh := func(ctx context.Context, l driver.Lease) error { return d.Refresh(ctx, []driver.Lease{l})[0] }
 	res, err := sessionlock.Acquire(ctx, d.leases, refresh, queue{d}, l)
-	return res, classify(err)
+	return res, err
 }
 
 func (d *etcdDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Result, error) {
 	res, err := sessionlock.AcquireQueued(ctx, d.leases, queue{d}, l)
-	return res, classify(err)
+	return res, err
 }
 
 // queue is the lock's queue of keys for sessionlock.Acquire and
 // AcquireQueued: an entry is a key with its create revision and session,
 // and so is each of the predecessors a waiter waits for.
 type queue struct{ d *etcdDriver }
+
+// Classify is the driver's: sessionlock retries ErrorTransient.
+func (q queue) Classify(err error) driver.ErrorKind { return q.d.Classify(err) }
 
 // Join gets the live session (granting one if needed), puts the key and
 // reads the keys ahead of it, in one transaction.
@@ -84,27 +85,6 @@ func (q queue) Leave(e entry) {
 	if e.key != "" {
 		q.d.leave(e.key, e.rev)
 	}
-}
-
-func (q queue) Transient(ctx context.Context, err error) bool { return q.d.transient(ctx, err) }
-
-// transient reports whether err may go away on a new attempt while ctx
-// lives: a lost session (a new one is granted) or an unavailable server.
-func (d *etcdDriver) transient(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || errors.Is(err, dlock.ErrClosed) {
-		return false
-	}
-	if errors.Is(err, errLeaseGone) {
-		return true
-	}
-	var code codes.Code
-	var ee rpctypes.EtcdError
-	if errors.As(err, &ee) {
-		code = ee.Code()
-	} else if st, ok := status.FromError(err); ok {
-		code = st.Code()
-	}
-	return code == codes.Unavailable || code == codes.DeadlineExceeded
 }
 
 // joined is what enqueue learned: the key's create revision, how many

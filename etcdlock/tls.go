@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc/credentials"
 
-	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
 )
 
@@ -78,8 +77,8 @@ func (w *tlsWatch) check(err error) {
 
 // refusal returns the error to report for a TLS error that a new
 // connection would meet again, or nil for any other error: an alert from
-// the server refusing the client's certificate wraps dlock.ErrDenied
-// (backend.CertificateRefused); another alert (a protocol version the
+// the server refusing the client's certificate, which Open's
+// dlock.StoreError wraps with dlock.ErrDenied (see errorKinds); another alert (a protocol version the
 // server does not speak) and a server certificate that does not verify
 // are refusals too, without it.
 func refusal(err error) error {
@@ -87,7 +86,7 @@ func refusal(err error) error {
 	var alert *net.OpError
 	switch {
 	case backend.CertificateRefused(err):
-		return fmt.Errorf("%w: the server refused the client's certificate: %w", dlock.ErrDenied, err)
+		return fmt.Errorf("the server refused the client's certificate: %w", err)
 	case errors.As(err, &alert) && alert.Op == "remote error":
 		return fmt.Errorf("the server refused the TLS handshake: %w", err)
 	case errors.As(err, &verify):

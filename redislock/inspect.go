@@ -23,7 +23,7 @@ func (d *redisDriver) Inspect(ctx context.Context, names []string) ([]driver.Hol
 	if len(names) == 0 {
 		var err error
 		if keys, err = d.scan(ctx); err != nil {
-			return nil, fmt.Errorf("redislock: inspect: %w", denied(err))
+			return nil, fmt.Errorf("redislock: inspect: %w", err)
 		}
 	}
 	for _, n := range names {
@@ -49,7 +49,7 @@ func (d *redisDriver) Inspect(ctx context.Context, names []string) ([]driver.Hol
 			hashes = append(hashes, k)
 			continue
 		case err != nil:
-			return nil, fmt.Errorf("redislock: inspect: %w", denied(err))
+			return nil, fmt.Errorf("redislock: inspect: %w", err)
 		}
 		h, ok := parseHolder(k, gets[i].Val())
 		if !ok {
@@ -72,7 +72,7 @@ func (d *redisDriver) Inspect(ctx context.Context, names []string) ([]driver.Hol
 	for i, k := range hashes {
 		vals, err := inspectHashScript.Locate(reads[i]).Slice()
 		if err != nil {
-			return nil, fmt.Errorf("redislock: inspect: %w", denied(err))
+			return nil, fmt.Errorf("redislock: inspect: %w", err)
 		}
 		if len(vals) == 3 {
 			v, _ := vals[1].(string)
@@ -202,7 +202,7 @@ func (d *redisDriver) Waiters(ctx context.Context, names []string) ([]int, error
 	for i, c := range cmds {
 		n, err := waitersScript.Locate(c).Int64()
 		if err != nil {
-			return nil, fmt.Errorf("redislock: waiters %q: %w", names[i], denied(err))
+			return nil, fmt.Errorf("redislock: waiters %q: %w", names[i], err)
 		}
 		counts[i] = int(n)
 	}
@@ -214,7 +214,7 @@ func (d *redisDriver) Waiters(ctx context.Context, names []string) ([]int, error
 func (d *redisDriver) ForceRelease(ctx context.Context, name string) (bool, error) {
 	n, err := forceReleaseScript.Run(ctx, d.c, d.keys(name), ms(d.tombstone()), d.channelPrefix(), ms(d.bound)).Int64()
 	if err != nil {
-		return false, fmt.Errorf("redislock: force release %q: %w", name, denied(err))
+		return false, fmt.Errorf("redislock: force release %q: %w", name, err)
 	}
 	return n == 1, nil
 }

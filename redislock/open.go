@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/internal/goredis/rediserr"
 	"github.com/dlock-go/dlock/internal/goredis/redisquiet"
 )
 
@@ -103,7 +104,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	client.AddHook(redisquiet.Hook{})
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()
-		return nil, fmt.Errorf("redislock: connect: %w", denied(err))
+		return nil, fmt.Errorf("redislock: connect: %w", dlock.StoreError(rediserr.Classifier{}, err))
 	}
 	if err := checkSubscribe(ctx, client, opts.Prefix); err != nil {
 		client.Close()
@@ -129,7 +130,7 @@ func checkSubscribe(ctx context.Context, client redis.UniversalClient, prefix st
 	ps := client.Subscribe(redisquiet.Context(ctx), (&redisDriver{prefix: prefix}).channelPrefix()+"open")
 	defer ps.Close()
 	if _, err := ps.Receive(redisquiet.Context(ctx)); err != nil {
-		return fmt.Errorf("redislock: connect: subscribe: %w", denied(err))
+		return fmt.Errorf("redislock: connect: subscribe: %w", dlock.StoreError(rediserr.Classifier{}, err))
 	}
 	return nil
 }

@@ -11,7 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/goredis/rediserr"
 	"github.com/dlock-go/dlock/internal/goredis/redisquiet"
 )
 
@@ -33,7 +34,7 @@ type grants struct {
 	ready   chan struct{} // closed when the server confirms the subscription
 	closed  bool
 	waiters map[string]chan string // by owner; buffered, one pending wake-up
-	denial  error                  // the server refused the subscription (wraps dlock.ErrDenied)
+	denial  error                  // the server refused the subscription (rediserr.Classify: denied)
 	loop    sync.WaitGroup
 }
 
@@ -96,7 +97,7 @@ func (g *grants) receive(ps *redis.PubSub, ready chan struct{}) {
 			if errors.Is(err, redis.ErrClosed) {
 				return
 			}
-			if err := denied(err); errors.Is(err, dlock.ErrDenied) {
+			if rediserr.Classify(err) == driver.ErrorDenied {
 				// Not granted SUBSCRIBE on the channel (a client New
 				// was given; Open checks it): waiters would never be
 				// woken, so they fail instead, and so does every later

@@ -126,6 +126,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/goredis/rediserr"
 )
 
 // DefaultPrefix is Options.Prefix's default.
@@ -279,14 +280,15 @@ func Key(prefix, name string) string {
 var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
 type redisDriver struct {
-	c         redis.UniversalClient
-	prefix    string
-	bound     time.Duration // Options.ClockBound
-	grants    *grants
-	batch     *batcher
-	wait      *replicaWait   // nil: no WAIT after writes
-	ownClient bool           // made by Open: Close closes it
-	leaving   sync.WaitGroup // leave's releases still under way; Close waits
+	rediserr.Classifier // Classify: the core maps refusals to dlock.ErrDenied, dlock.ErrNoSpace
+	c                   redis.UniversalClient
+	prefix              string
+	bound               time.Duration // Options.ClockBound
+	grants              *grants
+	batch               *batcher
+	wait                *replicaWait   // nil: no WAIT after writes
+	ownClient           bool           // made by Open: Close closes it
+	leaving             sync.WaitGroup // leave's releases still under way; Close waits
 }
 
 // The optional capabilities redisDriver provides; the core probes them
@@ -297,6 +299,7 @@ var (
 	_ driver.ForceReleaser = (*redisDriver)(nil)
 	_ driver.MultiHolder   = (*redisDriver)(nil)
 	_ driver.WaiterCounter = (*redisDriver)(nil)
+	_ driver.Classifier    = (*redisDriver)(nil)
 )
 
 // keys returns the lock key and its queue's key (see lua/common.lua).
@@ -366,7 +369,7 @@ func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue string,
 		args: []any{l.Owner, ms(l.TTL), l.Metadata, queue, ms(keep), d.channelPrefix(), modeArg(l), ticket, l.Takeover, ms(d.bound)}})
 	vals, err := call.cmd.Slice()
 	if err != nil {
-		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, denied(err))
+		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
 	}
 	if len(vals) != 2 && len(vals) != 3 && len(vals) != 5 {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: unexpected reply %v", l.Name, vals)
@@ -577,7 +580,7 @@ func (d *redisDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 		n, err := c.cmd.Int64()
 		switch {
 		case err != nil:
-			errs[i] = fmt.Errorf("redislock: refresh %q: %w", ls[i].Name, denied(err))
+			errs[i] = fmt.Errorf("redislock: refresh %q: %w", ls[i].Name, err)
 		case n == 0:
 			errs[i] = fmt.Errorf("redislock: refresh %q: %w", ls[i].Name, driver.ErrNotHeld)
 		case d.wait != nil:
@@ -597,7 +600,7 @@ func (d *redisDriver) Release(ctx context.Context, l driver.Lease) error {
 	reply, err := d.batch.run(&scriptCall{ctx: ctx, script: releaseScript, keys: d.keys(l.Name),
 		args: []any{l.Owner, ms(d.tombstone()), d.channelPrefix(), ms(d.bound)}}).cmd.Result()
 	if err != nil {
-		return fmt.Errorf("redislock: release %q: %w", l.Name, denied(err))
+		return fmt.Errorf("redislock: release %q: %w", l.Name, err)
 	}
 	vals, held := reply.([]any)
 	if !held {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/goredis/rediserr"
 )
 
 // vote is one master's answer to the acquire script.
@@ -50,7 +49,7 @@ func (d *rlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 			return driver.Result{}, fmt.Errorf("redlock: acquire %q: %w", l.Name, err)
 		}
 		if answered < d.quorum {
-			return driver.Result{}, fmt.Errorf("redlock: acquire %q: %d of %d masters answered, want %d: %w", l.Name, answered, len(votes), d.quorum, rediserr.Denied(firstErr(votes)))
+			return driver.Result{}, fmt.Errorf("redlock: acquire %q: %d of %d masters answered, want %d: %w", l.Name, answered, len(votes), d.quorum, firstErr(votes))
 		}
 		if counting < d.quorum {
 			// Not a contention: with fewer than a quorum of counting

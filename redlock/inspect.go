@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/goredis/rediserr"
 )
 
 // inspectTimeout bounds Inspect's and ForceRelease's work on one master.
@@ -50,7 +49,7 @@ func (d *rlDriver) Inspect(ctx context.Context, names []string) ([]driver.Holder
 		}
 	}
 	if answered < d.quorum {
-		return nil, fmt.Errorf("redlock: inspect: %d of %d masters answered, want %d: %w", answered, len(d.masters), d.quorum, rediserr.Denied(firstErr))
+		return nil, fmt.Errorf("redlock: inspect: %d of %d masters answered, want %d: %w", answered, len(d.masters), d.quorum, firstErr)
 	}
 	var hs []driver.Holder
 	for name, ss := range all {
@@ -151,7 +150,7 @@ func (d *rlDriver) ForceRelease(ctx context.Context, name string) (bool, error) 
 		}
 	}
 	if answered < d.quorum {
-		return deleted > 0, fmt.Errorf("redlock: force release %q: %d of %d masters answered, want %d: %w", name, answered, len(d.masters), d.quorum, rediserr.Denied(firstErr))
+		return deleted > 0, fmt.Errorf("redlock: force release %q: %d of %d masters answered, want %d: %w", name, answered, len(d.masters), d.quorum, firstErr)
 	}
 	return deleted >= d.quorum, nil
 }

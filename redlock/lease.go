@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/goredis/rediserr"
 )
 
 // Refresh extends each lease on every master, one pipeline per master,
@@ -148,7 +147,7 @@ func (d *rlDriver) Release(ctx context.Context, l driver.Lease) error {
 	case freed >= d.quorum:
 		return nil
 	case freed+unknown >= d.quorum:
-		return fmt.Errorf("redlock: release %q: freed on %d of %d masters, %d did not answer: %w", l.Name, freed, len(d.masters), unknown, rediserr.Denied(firstErr))
+		return fmt.Errorf("redlock: release %q: freed on %d of %d masters, %d did not answer: %w", l.Name, freed, len(d.masters), unknown, firstErr)
 	}
 	return fmt.Errorf("redlock: release %q: held on %d of %d masters: %w", l.Name, freed, len(d.masters), driver.ErrNotHeld)
 }

@@ -75,7 +75,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	}
 	if up < d.quorum {
 		closeAll(clients)
-		return nil, fmt.Errorf("redlock: connect: %d of %d masters answered, want %d: %w", up, len(clients), d.quorum, rediserr.Denied(firstErr))
+		return nil, fmt.Errorf("redlock: connect: %d of %d masters answered, want %d: %w", up, len(clients), d.quorum, dlock.StoreError(rediserr.Classifier{}, firstErr))
 	}
 	return d.locker(), nil
 }

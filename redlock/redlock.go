@@ -95,6 +95,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/goredis/rediserr"
 )
 
 const (
@@ -194,16 +195,17 @@ func Key(prefix, name string) string {
 
 // rlDriver implements driver.Driver over the masters.
 type rlDriver struct {
-	masters     []redis.UniversalClient
-	quorum      int
-	prefix      string
-	nodeTimeout time.Duration // 0: TTL/10
-	driftFactor float64
-	drift       time.Duration
-	maxTTL      time.Duration
-	clockBound  time.Duration
-	maxRetry    time.Duration
-	own         bool // Close closes the masters' clients (Open made them)
+	rediserr.Classifier // Classify: the core maps refusals to dlock.ErrDenied, dlock.ErrNoSpace
+	masters             []redis.UniversalClient
+	quorum              int
+	prefix              string
+	nodeTimeout         time.Duration // 0: TTL/10
+	driftFactor         float64
+	drift               time.Duration
+	maxTTL              time.Duration
+	clockBound          time.Duration
+	maxRetry            time.Duration
+	own                 bool // Close closes the masters' clients (Open made them)
 
 	mu     sync.Mutex
 	tokens map[string]held // by owner: each lease acquired here and not released
@@ -423,4 +425,5 @@ var (
 	_ driver.Notifier      = (*rlDriver)(nil)
 	_ driver.Inspector     = (*rlDriver)(nil)
 	_ driver.ForceReleaser = (*rlDriver)(nil)
+	_ driver.Classifier    = (*rlDriver)(nil)
 )

@@ -18,7 +18,7 @@ func Migrate(ctx context.Context, db *sql.DB, dialect Dialect, table string) err
 		return fmt.Errorf("sqllock: migrate: %w", err)
 	}
 	if err := retryErr(ctx, func() error { return q.migrate(ctx, db) }); err != nil {
-		return fmt.Errorf("sqllock: migrate: %w", classify(err))
+		return fmt.Errorf("sqllock: migrate: %w", storeError(err))
 	}
 	return nil
 }
@@ -30,7 +30,7 @@ func Migrate(ctx context.Context, db *sql.DB, dialect Dialect, table string) err
 // missing table holds nothing.
 func (d *sqlDriver) Inspect(ctx context.Context, names []string) ([]driver.Holder, error) {
 	if err := d.ensure(ctx); err != nil {
-		return nil, fmt.Errorf("sqllock: inspect: %w", classify(err))
+		return nil, fmt.Errorf("sqllock: inspect: %w", err)
 	}
 	hs, err := d.q.holders(ctx, d.db)
 	switch {
@@ -52,7 +52,7 @@ func (d *sqlDriver) Inspect(ctx context.Context, names []string) ([]driver.Holde
 // holds nothing.
 func (d *sqlDriver) ForceRelease(ctx context.Context, name string) (bool, error) {
 	if err := d.ensure(ctx); err != nil {
-		return false, fmt.Errorf("sqllock: force release %q: %w", name, classify(err))
+		return false, fmt.Errorf("sqllock: force release %q: %w", name, err)
 	}
 	ok, err := retry(ctx, func() (bool, error) {
 		var held bool

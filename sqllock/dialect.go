@@ -188,7 +188,7 @@ var builders = map[Dialect]func(table string, bound time.Duration) *queries{
 // statement SQLite refused before writing anything, that can be run again
 // as it was.
 func retryable(err error) bool {
-	return sqliteBusy(err) || dialects.Classify(err) == dialects.Retryable
+	return errorKinds{}.Classify(err) == driver.ErrorTransient
 }
 
 // missingTable reports whether err says that the table a statement names
@@ -219,44 +219,44 @@ func oldSchema(err error, table string) bool {
 		(strings.Contains(err.Error(), "no such column") || strings.Contains(err.Error(), "has no column named"))
 }
 
-// classify returns err, wrapping dlock.ErrDenied or dlock.ErrNoSpace
-// too, if it says the database refused the credentials or a step they
-// are not granted, or refused to write for lack of space; any other err,
-// nil included, is returned as it is. The dialect packages say which of
-// PostgreSQL's SQLSTATEs and MySQL's error numbers are which; of
-// SQLite's errors, SQLITE_FULL (13, any extended code: the disk is full
-// or the database reached its max_page_count) is a lack of space.
-func classify(err error) error {
-	if err == nil || errors.Is(err, dlock.ErrDenied) || errors.Is(err, dlock.ErrNoSpace) {
-		return err
-	}
-	var ce interface{ Code() int }
+// errorKinds is the databases' driver.Classifier, embedded in sqlDriver;
+// the paths that return errors outside driver steps (Open, Migrate) use
+// it through storeError.
+type errorKinds struct{}
+
+// Classify implements driver.Classifier. The dialect packages say which
+// of PostgreSQL's SQLSTATEs and MySQL's error numbers refuse the
+// credentials or a step they are not granted (ErrorDenied) or a write for
+// lack of space (ErrorNoSpace); of SQLite's errors, SQLITE_FULL (13, any
+// extended code: the disk is full or the database reached its
+// max_page_count) is a lack of space. ErrorTransient is a transaction
+// rolled back by a deadlock or a serialization failure, or a statement
+// SQLite refused before writing anything (see sqliteBusy): it is the one
+// definition of "transient" for this driver, whose steps run such
+// statements again themselves (see retryable).
+func (errorKinds) Classify(err error) driver.ErrorKind {
 	switch dialects.Classify(err) {
 	case dialects.Denied:
-		return &deniedError{err}
+		return driver.ErrorDenied
 	case dialects.NoSpace:
-		return &noSpaceError{err}
+		return driver.ErrorNoSpace
+	case dialects.Retryable:
+		return driver.ErrorTransient
 	}
-	if errors.As(err, &ce) && ce.Code()&0xff == 13 {
-		return &noSpaceError{err}
+	var ce interface{ Code() int }
+	switch {
+	case errors.As(err, &ce) && ce.Code()&0xff == 13:
+		return driver.ErrorNoSpace
+	case sqliteBusy(err):
+		return driver.ErrorTransient
 	}
-	return err
+	return driver.ErrorOther
 }
 
-// noSpaceError is an error that the store refused to write for lack of
-// space: it reads as that error and wraps dlock.ErrNoSpace as well.
-type noSpaceError struct{ err error }
-
-func (e *noSpaceError) Error() string   { return "no space left in the database: " + e.err.Error() }
-func (e *noSpaceError) Unwrap() []error { return []error{dlock.ErrNoSpace, e.err} }
-
-// deniedError is an error that the store refused the credentials or a
-// step: it reads as that error, which says what was refused, and wraps
-// dlock.ErrDenied as well.
-type deniedError struct{ err error }
-
-func (e *deniedError) Error() string   { return e.err.Error() }
-func (e *deniedError) Unwrap() []error { return []error{dlock.ErrDenied, e.err} }
+// storeError returns err as a Locker returns a step's: wrapping
+// dlock.ErrDenied or dlock.ErrNoSpace by its kind (see errorKinds), for
+// the errors of Open and Migrate.
+func storeError(err error) error { return dlock.StoreError(errorKinds{}, err) }
 
 // sqliteBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED
 // (any extended code). SQLite returns them without waiting out the busy

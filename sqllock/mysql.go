@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -111,13 +110,13 @@ FROM {t} WHERE name = ? FOR UPDATE`),
 		migrate: func(ctx context.Context, db *sql.DB) error {
 			for _, s := range schema {
 				if _, err := db.ExecContext(ctx, s); err != nil {
-					if err := classify(err); errors.Is(err, dlock.ErrDenied) {
+					if (errorKinds{}).Classify(err) == driver.ErrorDenied {
 						return fmt.Errorf("create table %s (a user without CREATE opens with migrate=false, Options.NoMigrate, once Migrate made it): %w", table, err)
 					}
 					return fmt.Errorf("create table %s: %w", table, err)
 				}
 			}
-			return classify(addColumns(ctx, db, `SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ?`, table, columns))
+			return addColumns(ctx, db, `SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ?`, table, columns)
 		},
 		acquire: func(ctx context.Context, db querier, l driver.Lease) (outcome, error) {
 			took := false

@@ -88,9 +88,9 @@ func openLocker(ctx context.Context, u *url.URL) (*dlock.Locker, driver.Driver, 
 	if err := retryErr(ctx, func() error { return db.PingContext(ctx) }); err != nil {
 		db.Close()
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-			return nil, nil, fmt.Errorf("sqllock: connect: %w: %w", ctx.Err(), classify(err))
+			return nil, nil, fmt.Errorf("sqllock: connect: %w: %w", ctx.Err(), storeError(err))
 		}
-		return nil, nil, fmt.Errorf("sqllock: connect: %w", classify(err))
+		return nil, nil, fmt.Errorf("sqllock: connect: %w", storeError(err))
 	}
 	l, d, err := newLocker(db, dialect, opts, true)
 	if err != nil {

@@ -199,16 +199,17 @@ func validTable(table string) error {
 // sqlDriver implements driver.Driver for every dialect; pgDriver adds
 // LISTEN/NOTIFY wake-ups.
 type sqlDriver struct {
-	dialect   Dialect
-	db        *sql.DB
-	ownDB     bool          // made by Open: Close closes it
-	acquiring chan struct{} // bounds concurrent Acquire steps (see acquireSlots); nil: no bound
-	stmts     *stmtCache    // db with this Locker's prepared statements
-	table     string
-	retention time.Duration // Options.IdleRetention, at least bound
-	bound     time.Duration // Options.ClockBound
-	noMigrate bool          // Options.NoMigrate
-	q         *queries
+	errorKinds // Classify
+	dialect    Dialect
+	db         *sql.DB
+	ownDB      bool          // made by Open: Close closes it
+	acquiring  chan struct{} // bounds concurrent Acquire steps (see acquireSlots); nil: no bound
+	stmts      *stmtCache    // db with this Locker's prepared statements
+	table      string
+	retention  time.Duration // Options.IdleRetention, at least bound
+	bound      time.Duration // Options.ClockBound
+	noMigrate  bool          // Options.NoMigrate
+	q          *queries
 
 	mu          sync.Mutex
 	migrated    bool          // the table is known to exist
@@ -257,7 +258,7 @@ func (d *sqlDriver) migrate(ctx context.Context) error {
 	close(d.migrating)
 	d.migrating = nil
 	d.mu.Unlock()
-	if err := classify(err); errors.Is(err, dlock.ErrDenied) {
+	if (errorKinds{}).Classify(err) == driver.ErrorDenied {
 		return fmt.Errorf("a user without the right to create tables opens with migrate=false (Options.NoMigrate) once Migrate has made them: %w", err)
 	}
 	return err
@@ -272,7 +273,7 @@ func (d *sqlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result,
 	}
 	defer leave()
 	if err := d.ensure(ctx); err != nil {
-		return driver.Result{}, fmt.Errorf("sqllock: acquire %q: %w", l.Name, classify(err))
+		return driver.Result{}, fmt.Errorf("sqllock: acquire %q: %w", l.Name, err)
 	}
 	var res driver.Result
 	if l.Shared || l.Limit > 0 {
@@ -364,7 +365,7 @@ func (d *sqlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 func refreshError(l driver.Lease, held bool, err error) error {
 	switch {
 	case err != nil:
-		return fmt.Errorf("sqllock: refresh %q: %w", l.Name, classify(err))
+		return fmt.Errorf("sqllock: refresh %q: %w", l.Name, err)
 	case !held:
 		return fmt.Errorf("sqllock: refresh %q: %w", l.Name, driver.ErrNotHeld)
 	}
@@ -389,7 +390,7 @@ func (d *sqlDriver) Release(ctx context.Context, l driver.Lease) error {
 	}
 	switch {
 	case err != nil:
-		return fmt.Errorf("sqllock: release %q: %w", l.Name, classify(err))
+		return fmt.Errorf("sqllock: release %q: %w", l.Name, err)
 	case !ok:
 		return fmt.Errorf("sqllock: release %q: %w", l.Name, driver.ErrNotHeld)
 	}
@@ -469,7 +470,7 @@ func (d *sqlDriver) oldTable(ctx context.Context, err error) bool {
 
 // explain adds to err, when it says the table is missing and this Locker
 // does not create it or that it is an older dlock's, what to do about it,
-// and marks a refusal by the database with dlock.ErrDenied (see denied).
+// (a refusal by the database is the core's to mark: see errorKinds).
 func (d *sqlDriver) explain(err error) error {
 	if oldSchema(err, d.table) {
 		return fmt.Errorf("table %s was created by an older dlock, without the columns and the table (%s) of shared locks and semaphores; add them with Migrate (or open once without migrate=false): %w", d.table, holdersTable(d.table), err)
@@ -477,7 +478,7 @@ func (d *sqlDriver) explain(err error) error {
 	if d.noMigrate && missingTable(err) {
 		return fmt.Errorf("table %s does not exist and is not created with migrate=false (Options.NoMigrate); create it with Migrate: %w", d.table, err)
 	}
-	return classify(err)
+	return err
 }
 
 var (
@@ -486,4 +487,5 @@ var (
 	_ driver.ForceReleaser   = (*sqlDriver)(nil)
 	_ driver.ContextHonourer = (*sqlDriver)(nil)
 	_ driver.MultiHolder     = (*sqlDriver)(nil)
+	_ driver.Classifier      = (*sqlDriver)(nil)
 )

@@ -16,7 +16,7 @@ import (
 // init gives the test module what it checks of the internals (see package
 // testhook).
 func init() {
-	testhook.Classify = classify
+	testhook.Classify = storeError
 	testhook.New = func(db *sql.DB, dialect string, noMigrate bool) (*dlock.Locker, driver.Driver, error) {
 		var d Dialect
 		for _, c := range []Dialect{MySQL, PostgreSQL, SQLite} {

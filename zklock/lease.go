@@ -21,13 +21,6 @@ func (d *zkDriver) remove(ctx context.Context, e entry) error {
 	return nil
 }
 
-// transient reports whether err may go away on a new attempt.
-func transient(err error) bool {
-	return err != nil && (errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
-		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled))
-}
-
 func (d *zkDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	errs := make([]error, len(ls))
 	var wg sync.WaitGroup

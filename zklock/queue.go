@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/sessionlock"
 	"github.com/dlock-go/dlock/zklock/internal/testhook"
@@ -169,7 +168,8 @@ func (q queue) Leave(path string) {
 	}
 }
 
-func (q queue) Transient(_ context.Context, err error) bool { return transient(err) }
+// Classify is the driver's: sessionlock retries ErrorTransient.
+func (q queue) Classify(err error) driver.ErrorKind { return q.d.Classify(err) }
 
 // created is what enqueue learned of the child it created or found.
 type created struct {
@@ -239,9 +239,9 @@ func (d *zkDriver) enqueue(l driver.Lease, parent string) (created, error) {
 			d.setUnsure(l.Owner, true) // for the caller's next attempt
 			return created{}, err
 		case errors.Is(err, zk.ErrNoAuth):
-			return created{}, fmt.Errorf("create a child of %s: the connection's identity needs CREATE and DELETE on it: %w: %w", parent, dlock.ErrDenied, err)
+			return created{}, fmt.Errorf("create a child of %s: the connection's identity needs CREATE and DELETE on it: %w", parent, err)
 		case isQuotaExceeded(err):
-			return created{}, fmt.Errorf("create a child of %s: %w", parent, noSpace(err))
+			return created{}, fmt.Errorf("create a child of %s: %w", parent, explainQuota(err))
 		default:
 			return created{}, err
 		}
@@ -324,9 +324,9 @@ func (d *zkDriver) makeParents(path string) error {
 			if ok, _, err := d.conn.Exists(p); err == nil && ok {
 				continue
 			}
-			return fmt.Errorf("create %s: the connection's identity needs CREATE on %s: %w: %w", p, above(p), dlock.ErrDenied, err)
+			return fmt.Errorf("create %s: the connection's identity needs CREATE on %s: %w", p, above(p), err)
 		default:
-			return fmt.Errorf("create %s: %w", p, noSpace(err))
+			return fmt.Errorf("create %s: %w", p, explainQuota(err))
 		}
 	}
 	return nil

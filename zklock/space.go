@@ -3,8 +3,7 @@ package zklock
 import (
 	"errors"
 	"fmt"
-
-	"github.com/dlock-go/dlock"
+	"slices"
 )
 
 // quotaExceeded is the text of the error the zk client returns for
@@ -15,22 +14,27 @@ import (
 // is all there is to match.
 const quotaExceeded = "unknown error: -125"
 
-// isQuotaExceeded reports whether err, or an error it wraps, is
-// ZooKeeper's QuotaExceeded.
+// isQuotaExceeded reports whether err, or an error in the tree it wraps,
+// is ZooKeeper's QuotaExceeded.
 func isQuotaExceeded(err error) bool {
-	for ; err != nil; err = errors.Unwrap(err) {
-		if err.Error() == quotaExceeded {
-			return true
-		}
+	if err == nil {
+		return false
 	}
-	return false
+	if err.Error() == quotaExceeded {
+		return true
+	}
+	if m, ok := err.(interface{ Unwrap() []error }); ok {
+		return slices.ContainsFunc(m.Unwrap(), isQuotaExceeded)
+	}
+	return isQuotaExceeded(errors.Unwrap(err))
 }
 
-// noSpace returns err wrapping dlock.ErrNoSpace too if it is ZooKeeper's
-// QuotaExceeded, and err otherwise.
-func noSpace(err error) error {
+// explainQuota returns err saying what it means if it is ZooKeeper's
+// QuotaExceeded (whose text does not), and err otherwise. Either way
+// Classify finds it ErrorNoSpace, and the Locker wraps dlock.ErrNoSpace.
+func explainQuota(err error) error {
 	if isQuotaExceeded(err) {
-		return fmt.Errorf("%w: quota exceeded (a hard quota on the path or one above it): %w", dlock.ErrNoSpace, err)
+		return fmt.Errorf("quota exceeded (a hard quota on the path or one above it): %w", err)
 	}
 	return err
 }

@@ -220,13 +220,14 @@ func escape(name string) string {
 }
 
 // zkDriver implements driver.Driver, Queuer, LossReporter, Inspector,
-// ForceReleaser, MultiHolder and ChangeNotifier.
+// ForceReleaser, MultiHolder, ChangeNotifier and Classifier.
 type zkDriver struct {
-	conn    *zk.Conn
-	ownConn bool   // made by Open: Close closes it
-	prefix  string // cleaned: "" or "/a/b"
-	acl     []zk.ACL
-	suspend time.Duration
+	errorKinds // Classify
+	conn       *zk.Conn
+	ownConn    bool   // made by Open: Close closes it
+	prefix     string // cleaned: "" or "/a/b"
+	acl        []zk.ACL
+	suspend    time.Duration
 
 	leases  *sessionlock.Leases[entry]
 	closing chan struct{} // closed by Close

@@ -50,9 +50,10 @@ type Queue[Q comparable, P any] interface {
 	// orphan. The zero Q is left alone.
 	Leave(q Q)
 
-	// Transient reports whether err may go away on a new attempt while
-	// ctx lives.
-	Transient(ctx context.Context, err error) bool
+	// Classify is the driver's driver.Classifier: a step that fails
+	// with an error of kind driver.ErrorTransient is tried again after
+	// RetryDelay while ctx lives; any other error ends the wait.
+	driver.Classifier
 }
 
 // Driver is what the driver of a session store implements: the atomic
@@ -68,6 +69,7 @@ type Driver interface {
 	driver.MultiHolder
 	driver.ChangeNotifier
 	driver.WaiterCounter
+	driver.Classifier
 }
 
 // Acquire implements driver.Driver's Acquire: one attempt. If l's owner
@@ -135,7 +137,7 @@ func acquireQueued[E, Q comparable, P any](ctx context.Context, t *Leases[E], q 
 	// predecessors, and how many entries were ahead of the entry that
 	// holds when it joined (the first read after its Join tells).
 	waited, ahead, fresh := false, -1, false
-	retry := func(err error) bool { return q.Transient(ctx, err) && pause.For(ctx, RetryDelay) }
+	retry := func(err error) bool { return q.Classify(err) == driver.ErrorTransient && pause.For(ctx, RetryDelay) }
 	fail := func(err error) (driver.Result, error) {
 		if e != none {
 			q.Leave(e)

@@ -71,7 +71,12 @@ func (q *fakeQueue) Leave(e string) {
 	q.left = append(q.left, e)
 }
 
-func (q *fakeQueue) Transient(_ context.Context, err error) bool { return errors.Is(err, errTransient) }
+func (q *fakeQueue) Classify(err error) driver.ErrorKind {
+	if errors.Is(err, errTransient) {
+		return driver.ErrorTransient
+	}
+	return driver.ErrorOther
+}
 
 var lease = driver.Lease{Name: "n", Owner: "o", TTL: time.Second}
 

@@ -1,42 +1,74 @@
 // Package rediserr tells, for redislock and redlock, a Redis server's
 // refusals (credentials, ACL, client certificate; writes over maxmemory)
-// from other errors.
+// and its transient failures from other errors: their drivers'
+// driver.Classifier.
 package rediserr
 
 import (
 	"errors"
-	"fmt"
+	"io"
+	"net"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/driver"
 )
 
-// Denied returns err wrapped with dlock.ErrDenied if it is the server
-// refusing the client's credentials (NOAUTH, WRONGPASS, a TLS client
-// certificate it does not accept) or a command, key or channel its ACL
-// user is not granted (NOPERM, or its wording inside a script), and err
-// otherwise. Every step's error goes through it, so a missing grant is an
-// error the caller can tell from a network fault, not a retry. A write
+// Classify says what err means to the core. ErrorNoSpace: a write
 // refused because the server is over its maxmemory with the noeviction
-// policy (an "OOM" error) is wrapped with dlock.ErrNoSpace instead.
-func Denied(err error) error {
-	if err == nil || errors.Is(err, dlock.ErrDenied) || errors.Is(err, dlock.ErrNoSpace) {
-		return err
+// policy (an "OOM" error). ErrorDenied: the server refusing the client's
+// credentials (NOAUTH, WRONGPASS, a TLS client certificate it does not
+// accept) or a command, key or channel its ACL user is not granted
+// (NOPERM, or its wording inside a script), so that a missing grant is an
+// error the caller can tell from a network fault, not a retry.
+// ErrorTransient: a connection that failed or timed out, and a server
+// that says to try again (loading its data set, busy with a script, a
+// cluster slot moving or down, a replica read-only after a failover).
+// Anything else is ErrorOther.
+func Classify(err error) driver.ErrorKind {
+	if err == nil {
+		return driver.ErrorOther
 	}
 	var re redis.Error
-	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ") {
-		return fmt.Errorf("%w: %w", dlock.ErrNoSpace, err)
-	}
+	isRedis := errors.As(err, &re)
 	switch {
+	case isRedis && strings.HasPrefix(re.Error(), "OOM "):
+		return driver.ErrorNoSpace
 	case redis.IsAuthError(err), redis.IsPermissionError(err), backend.CertificateRefused(err):
-	case errors.As(err, &re) && strings.Contains(re.Error(), "The user executing the script can't"):
+		return driver.ErrorDenied
+	case isRedis && strings.Contains(re.Error(), "The user executing the script can't"):
 		// Redis 7.0's error for a command, key or channel a script's
 		// caller is not granted (7.2 and later say NOPERM).
-	default:
-		return err
+		return driver.ErrorDenied
+	case isRedis && hasAnyPrefix(re.Error(), transientPrefixes):
+		return driver.ErrorTransient
 	}
-	return fmt.Errorf("%w: %w", dlock.ErrDenied, err)
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return driver.ErrorTransient
+	}
+	return driver.ErrorOther
 }
+
+// transientPrefixes begin the server's errors that another attempt may
+// not meet.
+var transientPrefixes = []string{"LOADING ", "BUSY ", "TRYAGAIN ", "CLUSTERDOWN ", "MASTERDOWN ", "READONLY "}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Classifier is Classify as a driver.Classifier: redislock's and
+// redlock's drivers embed it, and their Open passes it to
+// dlock.StoreError.
+type Classifier struct{}
+
+// Classify returns Classify(err).
+func (Classifier) Classify(err error) driver.ErrorKind { return Classify(err) }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/goredis/luascript"
 	"github.com/dlock-go/dlock/internal/goredis/rediserr"
 	"github.com/dlock-go/dlock/internal/testserver"
@@ -115,8 +115,8 @@ func TestNilStaysNil(t *testing.T) {
 }
 
 // TestDeniedCommandStaysDenied runs a script calling a command its user
-// is not granted: the located error is still classified as dlock.ErrDenied
-// by rediserr.
+// is not granted: the located error is still classified as denied by
+// rediserr (which the core wraps with dlock.ErrDenied).
 func TestDeniedCommandStaysDenied(t *testing.T) {
 	r := testserver.StartRedisWith(t, testserver.RedisOptions{Users: []string{"scripter on >secret ~* +@all -hget"}})
 	c := redis.NewClient(&redis.Options{Addr: r.Addr(), Username: "scripter", Password: "secret"})
@@ -124,8 +124,8 @@ func TestDeniedCommandStaysDenied(t *testing.T) {
 	err := newParts(t).Run(t.Context(), c, []string{"k"}, "call").Err()
 	t.Logf("Run: %v", err)
 	wantAt(t, err, "@part2.lua:5.")
-	if err := rediserr.Denied(err); !errors.Is(err, dlock.ErrDenied) {
-		t.Errorf("rediserr.Denied(%q) does not wrap dlock.ErrDenied", err)
+	if k := rediserr.Classify(err); k != driver.ErrorDenied {
+		t.Errorf("rediserr.Classify(%q) = %v, want %v", err, k, driver.ErrorDenied)
 	}
 }
 

@@ -18,8 +18,9 @@ var (
 	// Lockers of one URL one shared pool.
 	MySQLConnector func(store string) (sqldriver.Connector, error)
 
-	// Classify is the classifier of the store's errors (ErrDenied,
-	// ErrNoSpace), for tests of errors a real server seldom gives.
+	// Classify returns a store's error as a Locker does (wrapping
+	// ErrDenied or ErrNoSpace by the driver's Classify), for tests of
+	// errors a real server seldom gives.
 	Classify func(err error) error
 )
 
