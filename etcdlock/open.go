@@ -81,8 +81,10 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	openCtx, endOpen := context.WithCancelCause(ctx)
 	defer endOpen(nil)
 	refused := func(err error) {
-		endClient(err)
+		// Opening's first: the end of the client's context returns
+		// clientv3.New, whose error fail then reads as this refusal.
 		endOpen(err)
+		endClient(err)
 	}
 	cfg := clientv3.Config{
 		Endpoints:   endpoints,
