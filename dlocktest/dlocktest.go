@@ -186,34 +186,6 @@ func uniqueName(t testing.TB, suffix string) string {
 	return "dlocktest/" + name + "/" + hex.EncodeToString(b[:]) + suffix
 }
 
-func mustAcquire(t *testing.T, l *dlock.Locker, ctx context.Context, name string, opts ...dlock.Option) *dlock.Lock {
-	t.Helper()
-	k, err := l.TryAcquire(ctx, name, opts...)
-	if err != nil {
-		t.Fatalf("TryAcquire(%q) = %v, want a lock", name, err)
-	}
-	return k
-}
-
-func mustRelease(t *testing.T, k *dlock.Lock) {
-	t.Helper()
-	MustRelease(t, k)
-}
-
-func wantNotAcquired(t *testing.T, l *dlock.Locker, name string) {
-	t.Helper()
-	wantNotAcquiredWith(t, l, name, "while another owner holds it")
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // waitClosed waits up to limit for ch to close and returns how long it
 // took, failing the test if it does not close in time.
 func waitClosed(t *testing.T, ch <-chan struct{}, limit time.Duration, what string) time.Duration {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // waitsNames, waitsPerName and waitsAtOnce size testWaitsLeaveNothing:
@@ -71,7 +72,7 @@ func testWaitsLeaveNothing(t *testing.T, h Harness) {
 		t.Fatalf("of %d waits %d were served and %d given up, want some of each", len(names)*waitsPerName, served, gaveUp)
 	}
 	for _, name := range names {
-		mustRelease(t, mustAcquire(t, holder, t.Context(), name)) // every name is free
+		testkit.MustRelease(t, testkit.MustTryAcquire(t, holder, name)) // every name is free
 	}
 	// Client libraries close streams a little after their last user
 	// (etcd's watch streams): look again for up to 10 s. What a client

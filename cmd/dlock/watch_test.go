@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/testkit"
+
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/dlocktest"
 )
 
 // nextSnapshot returns the lines of the next table status --watch
@@ -81,7 +82,7 @@ func TestStatusWatch(t *testing.T) {
 	cancel()
 	<-waiter
 
-	dlocktest.MustRelease(t, k)
+	testkit.MustRelease(t, k)
 	waitSnapshot(t, lines, "report", "the name free again", func(row []string) bool { return row[3] == "(free)" && row[5] == "0" })
 	signal(syscall.SIGINT)
 	wantCode(t, waitExit(t, done, "status --watch after SIGINT"), 0, "status --watch after SIGINT")
@@ -100,7 +101,7 @@ func TestStatusWatchAll(t *testing.T) {
 	if row[5] != "-" {
 		t.Errorf("status --watch row %q on SQLite, want WAITERS -", row)
 	}
-	dlocktest.MustRelease(t, k)
+	testkit.MustRelease(t, k)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		snap := nextSnapshot(t, lines, "no lock held")

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/testkit"
+
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -91,12 +93,12 @@ func TestOpenTLS(t *testing.T) {
 	lock := func(t *testing.T, rawURL string) {
 		t.Helper()
 		l := mustOpen(t, rawURL)
-		k := dlocktest.MustTryAcquire(t, l, "n")
+		k := testkit.MustTryAcquire(t, l, "n")
 		resp, err := root.Get(t.Context(), etcdlock.Key("locks/", "n"), clientv3.WithPrefix())
 		if err != nil || resp.Count != 1 {
 			t.Errorf("Get(%q) = %v, %v; want the lock's key", etcdlock.Key("locks/", "n"), resp, err)
 		}
-		dlocktest.MustRelease(t, k)
+		testkit.MustRelease(t, k)
 	}
 	withName := func(name string) url.Values {
 		q := tlsQuery(p, "", "")
@@ -227,7 +229,7 @@ func TestSecurity(t *testing.T) {
 	// password.
 	t.Run("CommonNameUser", func(t *testing.T) {
 		l := mustOpen(t, storeURL(e, "etcds", nil, tlsQuery(p, p.ClientCert, p.ClientKey)))
-		dlocktest.MustRelease(t, dlocktest.MustTryAcquire(t, l, "cn"))
+		testkit.MustRelease(t, testkit.MustTryAcquire(t, l, "cn"))
 	})
 
 	t.Run("NoClientCertificate", func(t *testing.T) {
@@ -267,7 +269,7 @@ func TestSecurity(t *testing.T) {
 		// Revoking a lease checks write permission on its keys: the
 		// outsider cannot revoke a holder's session.
 		holder := mustOpen(t, userURL(e, p, "locker", lockerPassword))
-		k := dlocktest.MustTryAcquire(t, holder, "revoke")
+		k := testkit.MustTryAcquire(t, holder, "revoke")
 		resp, err := root.Get(ctx, etcdlock.Key("locks/", "revoke"), clientv3.WithPrefix())
 		if err != nil || len(resp.Kvs) != 1 {
 			t.Fatalf("Get(%q) = %v, %v; want the holder's key", etcdlock.Key("locks/", "revoke"), resp, err)
@@ -281,7 +283,7 @@ func TestSecurity(t *testing.T) {
 		}
 		// The same user where its role allows it.
 		other := mustOpen(t, strings.Replace(userURL(e, p, "outsider", outsiderPassword), "/locks?", "/other?", 1))
-		dlocktest.MustRelease(t, dlocktest.MustTryAcquire(t, other, "n"))
+		testkit.MustRelease(t, testkit.MustTryAcquire(t, other, "n"))
 	})
 
 	// A certificate whose common name is no user is refused at the first
@@ -309,7 +311,7 @@ func testNeighbour(t *testing.T, e *testserver.Etcd, p *testserver.PKI, root *cl
 
 	// The neighbour's own handle, gone stale: it held the name, its
 	// lease ended, and the holder took the name.
-	stale := dlocktest.MustTryAcquire(t, neighbour, name, dlock.WithTTL(time.Second), dlock.WithoutRenewal())
+	stale := testkit.MustTryAcquire(t, neighbour, name, dlock.WithTTL(time.Second), dlock.WithoutRenewal())
 	k, err := holder.Acquire(t.Context(), name, dlock.WithTTL(3*time.Second))
 	if err != nil {
 		t.Fatalf("Acquire(%q) after the neighbour's lease = %v", name, err)
@@ -358,17 +360,17 @@ func testNeighbour(t *testing.T, e *testserver.Etcd, p *testserver.PKI, root *cl
 	start := time.Now()
 	waitDone(t, k, 30*time.Second, "holder after the neighbour deleted its key")
 	t.Logf("holder's Done closed %v after the neighbour deleted its key (TTL 3s, renewal every 1s)", time.Since(start).Round(time.Millisecond))
-	taken := dlocktest.MustTryAcquire(t, neighbour, name)
+	taken := testkit.MustTryAcquire(t, neighbour, name)
 	if !(taken.Fence() > k.Fence()) {
 		t.Errorf("neighbour's fence %d after the delete, holder's %d; want the neighbour's above", taken.Fence(), k.Fence())
 	}
-	dlocktest.MustRelease(t, taken)
+	testkit.MustRelease(t, taken)
 
 	// And the owner string is no secret: anyone who can read the prefix
 	// sees it in the key's name (and in Inspect), and the driver releases
 	// a key of that owner that it does not hold (an acquisition whose
 	// reply was lost).
-	k = dlocktest.MustTryAcquire(t, holder, name, dlock.WithTTL(3*time.Second))
+	k = testkit.MustTryAcquire(t, holder, name, dlock.WithTTL(3*time.Second))
 	if err := testhook.ForgedRelease(t.Context(), neighbourCli, "locks/", name, k.Owner()); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("Release with the holder's owner string by another driver = %v, want ErrNotHeld (after deleting the key)", err)
 	}

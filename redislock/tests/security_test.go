@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/testkit"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
@@ -164,7 +166,7 @@ func deniedStep(ctx context.Context, t *testing.T, u, step string) error {
 	waiter := openURL(t, u)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	got := dlocktest.AcquireAsync(wctx, waiter, name)
+	got := testkit.AcquireAsync(wctx, waiter, name)
 	for n := 0; n == 0; time.Sleep(10 * time.Millisecond) {
 		if n, err = l.Waiters(ctx, name); err != nil {
 			return err
@@ -191,7 +193,7 @@ func TestRequirePass(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryAcquire(%q) = %v, want a lock", "n", err)
 	}
-	got := dlocktest.AcquireAsync(t.Context(), b, "n")
+	got := testkit.AcquireAsync(t.Context(), b, "n")
 	if err := k.Release(t.Context()); err != nil {
 		t.Fatalf("Release = %v", err)
 	}

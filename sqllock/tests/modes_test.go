@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/testkit"
+
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/sqllock"
 )
 
@@ -210,7 +211,7 @@ func testWriterIntent(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	r1, w, r2 := newLocker(t, db, d, nil), newLocker(t, db, d, nil), newLocker(t, db, d, nil)
 	name := uniqueName(t)
 	k1 := mustAcquire(t, r1, name, dlock.Shared())
-	got := dlocktest.AcquireAsync(t.Context(), w, name, dlock.WithTTL(time.Minute))
+	got := testkit.AcquireAsync(t.Context(), w, name, dlock.WithTTL(time.Minute))
 	waitFor(t, "the writer's intent on "+name, func() bool { return intentOf(t, db, d, name) != "" })
 	if k, err := r2.TryAcquire(t.Context(), name, dlock.Shared()); !errors.Is(err, dlock.ErrNotAcquired) {
 		if k != nil {
@@ -221,7 +222,7 @@ func testWriterIntent(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	if err := k1.Release(t.Context()); err != nil {
 		t.Fatalf("Release(%q) = %v", name, err)
 	}
-	kw := dlocktest.WantAcquired(t, got, name, 10*time.Second).Lock
+	kw := testkit.WantAcquired(t, got, name, 10*time.Second).Lock
 	if in := intentOf(t, db, d, name); in != "" {
 		t.Errorf("intent on %q after the writer took it = %q, want none", name, in)
 	}
@@ -243,12 +244,12 @@ func testCancelledWaits(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	p := mustAcquire(t, r, sem, dlock.WithLimit(1))
 
 	ctx, cancel := context.WithCancel(t.Context())
-	gotW := dlocktest.AcquireAsync(ctx, w, name, dlock.WithTTL(time.Hour))
-	gotP := dlocktest.AcquireAsync(ctx, w, sem, dlock.WithLimit(1), dlock.WithTTL(time.Hour))
+	gotW := testkit.AcquireAsync(ctx, w, name, dlock.WithTTL(time.Hour))
+	gotP := testkit.AcquireAsync(ctx, w, sem, dlock.WithLimit(1), dlock.WithTTL(time.Hour))
 	waitFor(t, "the writer's intent on "+name, func() bool { return intentOf(t, db, d, name) != "" })
 	time.Sleep(100 * time.Millisecond) // the permit's waiter has tried at least once
 	cancel()
-	for _, got := range []<-chan dlocktest.Acquired{gotW, gotP} {
+	for _, got := range []<-chan testkit.Acquired{gotW, gotP} {
 		if res := <-got; !errors.Is(res.Err, context.Canceled) {
 			if res.Lock != nil {
 				res.Lock.Release(t.Context())
