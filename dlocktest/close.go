@@ -26,10 +26,11 @@ func testClose(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("re-entering Acquire(%q) = %v, want a lock", name, err)
 	}
+	starts := testkit.WatchStarts(l)
 	got := testkit.AcquireAsync(t.Context(), l, waited)
 	// A context that cannot end: only Close stops this wait.
 	gotBackground := testkit.AcquireAsync(context.Background(), l, waited)
-	time.Sleep(100 * time.Millisecond) // let the waiters subscribe
+	starts.WaitInAcquire(t, waited, 2)
 	if err := l.Close(); err != nil {
 		t.Fatalf("Close() = %v, want nil", err)
 	}

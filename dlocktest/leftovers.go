@@ -148,7 +148,11 @@ func waitRound(t *testing.T, holder *dlock.Locker, ls []*dlock.Locker, name stri
 			}
 		})
 	}
-	time.Sleep(200 * time.Millisecond) // the short waits give up while the name is held
+	testkit.Eventually(t, "the short waits gave up while the name was held", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return counts[1] == n/2
+	})
 	if err := k.Release(t.Context()); err != nil {
 		t.Errorf("Release(%q) by its holder = %v, want nil", name, err)
 	}

@@ -18,8 +18,9 @@ func testAcquireWoken(t *testing.T, h Harness) {
 	a, b := newLocker(t, h), newLocker(t, h)
 	name := uniqueName(t, "")
 	k := testkit.MustTryAcquire(t, a, name) // default 30 s lease
+	starts := testkit.WatchStarts(b)
 	got := testkit.AcquireAsync(t.Context(), b, name)
-	time.Sleep(200 * time.Millisecond) // let b reach its wait
+	starts.WaitInAcquire(t, name, 1)
 	select {
 	case r := <-got:
 		t.Fatalf("Acquire(%q) returned (%v) while another owner held it", name, r.Err)
@@ -62,8 +63,9 @@ func testAcquireContext(t *testing.T, h Harness) {
 	}
 
 	ctx, cancel = context.WithCancel(t.Context())
+	starts := testkit.WatchStarts(b)
 	got := testkit.AcquireAsync(ctx, b, name)
-	time.Sleep(100 * time.Millisecond)
+	starts.WaitInAcquire(t, name, 1)
 	cancel()
 	cancelled := time.Now()
 	select {
