@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/testkit"
+
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
@@ -134,7 +136,7 @@ func TestRenewalCadence(t *testing.T) {
 			t.Fatalf("Acquire = %v", err)
 		}
 		time.Sleep(10 * ttl)
-		if isClosed(k.Done()) {
+		if testkit.IsClosed(k.Done()) {
 			t.Fatalf("lock lost while renewed: %v", context.Cause(k.Context()))
 		}
 		d.mu.Lock()
@@ -207,7 +209,7 @@ func TestTransientRenewalErrorIsRetried(t *testing.T) {
 		const ttl = 3 * time.Second
 		k, _ := l.Acquire(t.Context(), "a", dlock.WithTTL(ttl))
 		time.Sleep(5 * ttl)
-		if isClosed(k.Done()) {
+		if testkit.IsClosed(k.Done()) {
 			t.Fatalf("lock lost after two transient errors: %v", context.Cause(k.Context()))
 		}
 		k.Release(t.Context())
@@ -326,15 +328,6 @@ func TestAbandonedAcquireIsReleased(t *testing.T) {
 			t.Fatalf("lock held by %s after its acquirer gave up, want released", owner)
 		}
 	})
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 func backendNew(d driver.Driver) *dlock.Locker { return backend.New(d, nil) }

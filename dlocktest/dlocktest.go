@@ -25,14 +25,12 @@ package dlocktest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // Harness describes the store under test. Fields are funcs so that adding
@@ -177,13 +175,7 @@ func newLocker(t testing.TB, h Harness) *dlock.Locker {
 // uniqueName returns a lock name no other test run uses, so suites can
 // share a server.
 func uniqueName(t testing.TB, suffix string) string {
-	var b [6]byte
-	rand.Read(b[:])
-	name := t.Name()
-	if i := strings.LastIndexByte(name, '/'); i >= 0 {
-		name = name[i+1:]
-	}
-	return "dlocktest/" + name + "/" + hex.EncodeToString(b[:]) + suffix
+	return testkit.UniqueName(t, "dlocktest") + suffix
 }
 
 // waitClosed waits up to limit for ch to close and returns how long it

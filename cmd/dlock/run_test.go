@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/testkit"
+
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
@@ -210,17 +212,10 @@ func TestStatus(t *testing.T) {
 // waitFile waits until path contains want.
 func waitFile(t *testing.T, path, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.Eventually(t, fmt.Sprintf("%s contains %q", path, want), func() bool {
 		data, _ := os.ReadFile(path)
-		if strings.Contains(string(data), want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never contained %q", path, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return strings.Contains(string(data), want)
+	})
 }
 
 func TestRunForwardsSignals(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/testkit"
+
 	"github.com/creack/pty"
 )
 
@@ -62,7 +64,7 @@ func (term *terminal) output() string {
 // expect waits for the terminal to show want.
 func (term *terminal) expect(t *testing.T, want string) {
 	t.Helper()
-	if !waitFor(30*time.Second, func() bool { return strings.Contains(term.output(), want) }) {
+	if !testkit.Poll(30*time.Second, func() bool { return strings.Contains(term.output(), want) }) {
 		t.Fatalf("terminal never showed %q; it showed:\n%s", want, term.output())
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/testkit"
+
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -31,7 +33,7 @@ func compactRevision(t *testing.T, cli *clientv3.Client) int64 {
 func churn(t *testing.T, l *dlock.Locker, n int) {
 	t.Helper()
 	for i := range n {
-		mustRelease(t, mustAcquire(t, l, fmt.Sprintf("churn/%d", i%50)))
+		testkit.MustRelease(t, testkit.MustAcquire(t, l, fmt.Sprintf("churn/%d", i%50)))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/sessionlock/sessionlocktest"
 	"github.com/dlock-go/dlock/internal/testkit"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -163,9 +164,9 @@ func queue(t *testing.T, cli *clientv3.Client, holder *dlock.Locker, name string
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	t.Cleanup(cancel)
 	w1 := testkit.AcquireAsync(ctx, newLocker(t, cli, nil), name)
-	waitQueued(t, cli, name, 2)
+	sessionlocktest.WaitEntries(t, queueOn(nil, cli), name, 2)
 	w2 := testkit.AcquireAsync(ctx, newLocker(t, cli, nil), name)
-	waitQueued(t, cli, name, 3)
+	sessionlocktest.WaitEntries(t, queueOn(nil, cli), name, 3)
 	return k, w1, w2
 }
 

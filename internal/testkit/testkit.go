@@ -7,6 +7,9 @@ package testkit
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
 	"testing"
 	"time"
 )
@@ -20,8 +23,13 @@ const Patience = 60 * time.Second
 // attemptTimeout bounds one attempt of Retry.
 const attemptTimeout = 2 * time.Second
 
-// pollInterval is how often Eventually, Poll and Retry look again.
-const pollInterval = 10 * time.Millisecond
+// pollInterval is how often Eventually and Poll look again; Retry, whose
+// every attempt is a round trip to a server that may be down, waits
+// retryInterval between attempts.
+const (
+	pollInterval  = 10 * time.Millisecond
+	retryInterval = 50 * time.Millisecond
+)
 
 // IsClosed reports whether ch is closed, without waiting.
 func IsClosed(ch <-chan struct{}) bool {
@@ -38,12 +46,16 @@ func IsClosed(ch <-chan struct{}) bool {
 // cond does not hold (kill a process, print the state it reached);
 // the others call Eventually.
 func Poll(d time.Duration, cond func() bool) bool {
+	return poll(d, pollInterval, cond)
+}
+
+func poll(d, every time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(pollInterval)
+		time.Sleep(every)
 	}
 	return true
 }
@@ -58,14 +70,15 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 }
 
 // Retry calls f until it returns nil, each time with a context that ends
-// after a few seconds, and fails the test with what and f's last error if
+// after a few seconds (not derived from t.Context(), so that Retry works
+// in a Cleanup too), and fails the test with what and f's last error if
 // it does not succeed within Patience. It is for steps against a server
 // that is starting, failing over or coming back from a fault.
 func Retry(t testing.TB, what string, f func(ctx context.Context) error) {
 	t.Helper()
 	var err error
-	ok := Poll(Patience, func() bool {
-		ctx, cancel := context.WithTimeout(t.Context(), attemptTimeout)
+	ok := poll(Patience, retryInterval, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
 		defer cancel()
 		err = f(ctx)
 		return err == nil
@@ -73,4 +86,17 @@ func Retry(t testing.TB, what string, f func(ctx context.Context) error) {
 	if !ok {
 		t.Fatalf("%s: still failing after %v: %v", what, Patience, err)
 	}
+}
+
+// UniqueName returns a lock name that no other test, run or process
+// sharing the server uses: prefix, the last element of the test's name
+// and random hex, joined by slashes.
+func UniqueName(t testing.TB, prefix string) string {
+	var b [6]byte
+	rand.Read(b[:])
+	name := t.Name()
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	return prefix + "/" + name + "/" + hex.EncodeToString(b[:])
 }

@@ -201,10 +201,10 @@ func TestForwardStepKeepsLease(t *testing.T) {
 	const name, ttl = "forward-step", 1500 * time.Millisecond
 	k := testkit.MustTryAcquire(t, a, name, dlock.WithTTL(ttl))
 	got := testkit.AcquireAsync(t.Context(), b, name, dlock.WithTTL(ttl))
-	eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
+	testkit.Eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
 	c.Step(5 * time.Second)
 	time.Sleep(3 * ttl) // the holder renews meanwhile; the waiter must wait
-	if isClosed(k.Done()) {
+	if testkit.IsClosed(k.Done()) {
 		t.Fatalf("holder's Done() closed after a forward step of 5s (cause %v), want it held", context.Cause(k.Context()))
 	}
 	releasing := time.Now()
@@ -247,7 +247,7 @@ func TestWaiterTakesOverCrashedHolder(t *testing.T) {
 	t.Cleanup(func() { h.Close() })
 	k := testkit.MustTryAcquire(t, h, name, dlock.WithTTL(ttl))
 	got := testkit.AcquireAsync(t.Context(), b, name, dlock.WithTTL(ttl))
-	eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
+	testkit.Eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
 	hc.Close()
 	crashed := time.Now()
 	res := testkit.WantAcquired(t, got, name, 30*time.Second)
@@ -274,7 +274,7 @@ func TestFreshLockerTakesOverCrashedHolder(t *testing.T) {
 	key := redislock.Key("", name)
 	// Until the server's clock says the lease ran out: the key lives
 	// TTL + the clock bound, so its PTTL is then at most the bound.
-	eventually(t, "lease ran out by the server's clock", func() bool {
+	testkit.Eventually(t, "lease ran out by the server's clock", func() bool {
 		return client.PTTL(t.Context(), key).Val() <= driver.DefaultClockBound
 	})
 	b := newLocker(t, client)

@@ -96,14 +96,14 @@ func TestExclusiveHandoffCost(t *testing.T) {
 	// Warm up: scripts loaded, b's grant channel subscribed.
 	k := testkit.MustTryAcquire(t, a, name)
 	got := testkit.AcquireAsync(t.Context(), b, name, dlock.WithTTL(time.Minute))
-	eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
+	testkit.Eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
 	testkit.MustRelease(t, k)
 	testkit.MustRelease(t, testkit.WantAcquired(t, got, name, time.Minute).Lock)
 
 	k = testkit.MustTryAcquire(t, a, name)
 	before := serverCommands(t, client)
 	got = testkit.AcquireAsync(t.Context(), b, name, dlock.WithTTL(time.Minute))
-	eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
+	testkit.Eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
 	testkit.MustRelease(t, k)
 	testkit.MustRelease(t, testkit.WantAcquired(t, got, name, time.Minute).Lock)
 	total, by := commandsSince(t, client, before)
@@ -168,7 +168,7 @@ func TestLocalHandoffPublishesNothing(t *testing.T) {
 	const name = "local-handoff"
 	k := testkit.MustTryAcquire(t, l, name)
 	got := testkit.AcquireAsync(t.Context(), l, name, dlock.WithTTL(time.Minute))
-	eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
+	testkit.Eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
 	before := commandCalls(t, client, "publish")
 	testkit.MustRelease(t, k)
 	testkit.MustRelease(t, testkit.WantAcquired(t, got, name, time.Minute).Lock)

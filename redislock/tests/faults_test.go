@@ -241,7 +241,7 @@ func TestOnePubSubConnectionPerLocker(t *testing.T) {
 			errs <- err
 		}()
 	}
-	eventually(t, "20 waiters queued", func() bool {
+	testkit.Eventually(t, "20 waiters queued", func() bool {
 		n, _ := client.Exists(t.Context(), queues...).Result()
 		return n == names
 	})
@@ -298,7 +298,7 @@ func TestOneRenewalLoopPerLocker(t *testing.T) {
 		t.Errorf("goroutines grew from %d to %d holding %d locks, want one renewal loop for all", before, after, locks)
 	}
 	for _, k := range held {
-		if isClosed(k.Done()) {
+		if testkit.IsClosed(k.Done()) {
 			t.Fatalf("lock %q lost while renewed in a batch: %v", k.Name(), context.Cause(k.Context()))
 		}
 		testkit.MustRelease(t, k)
@@ -321,11 +321,11 @@ func TestGrantAfterPubSubReconnect(t *testing.T) {
 		t.Fatalf("TryAcquire = %v", err)
 	}
 	got := testkit.AcquireAsync(t.Context(), waiter, name, dlock.WithTTL(30*time.Second))
-	eventually(t, "the waiter subscribed", func() bool { return pubsubClients(t, client) == 1 })
+	testkit.Eventually(t, "the waiter subscribed", func() bool { return pubsubClients(t, client) == 1 })
 	if n, err := client.ClientKillByFilter(t.Context(), "TYPE", "pubsub").Result(); n != 1 || err != nil {
 		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v; want 1, nil", n, err)
 	}
-	eventually(t, "the waiter resubscribed", func() bool { return pubsubClients(t, client) == 1 })
+	testkit.Eventually(t, "the waiter resubscribed", func() bool { return pubsubClients(t, client) == 1 })
 	released := time.Now()
 	testkit.MustRelease(t, k)
 	a := testkit.WantAcquired(t, got, name, slack)
@@ -374,7 +374,7 @@ func TestSentinelFailover(t *testing.T) {
 			t.Fatalf("b acquired %q (fence %d) while a's Done was open (fence %d)", name, kb.Fence(), k.Fence())
 		}
 	} else {
-		if isClosed(k.Done()) {
+		if testkit.IsClosed(k.Done()) {
 			t.Fatalf("a's Done closed (%v) but b could not take the lock in %v", context.Cause(k.Context()), 2*ttl)
 		}
 		testkit.MustRelease(t, k) // on the new master
@@ -432,7 +432,7 @@ func staleGrantRound(t *testing.T, direct *redis.Client, p *testserver.Proxy, na
 		t.Fatalf("TryAcquire(%q) = %v, want the lock", name, err)
 	}
 	got := testkit.AcquireAsync(t.Context(), waiter, name, dlock.WithTTL(ttl))
-	eventually(t, "the waiter queued and subscribed", func() bool {
+	testkit.Eventually(t, "the waiter queued and subscribed", func() bool {
 		return queueLen(t, direct, name) == 1 && pubsubClients(t, direct) == 1
 	})
 	p.Partition(t)
@@ -454,7 +454,7 @@ func staleGrantRound(t *testing.T, direct *redis.Client, p *testserver.Proxy, na
 	case a := <-got:
 		if a.Err == nil {
 			t.Errorf("%s: waiter's Acquire returned fence %d (Done closed: %v) while the third Locker holds the name with fence %d",
-				name, a.Lock.Fence(), isClosed(a.Lock.Done()), kt.Fence())
+				name, a.Lock.Fence(), testkit.IsClosed(a.Lock.Done()), kt.Fence())
 			a.Lock.Release(t.Context())
 			testkit.MustRelease(t, kt)
 			return
@@ -464,7 +464,7 @@ func staleGrantRound(t *testing.T, direct *redis.Client, p *testserver.Proxy, na
 		return
 	case <-time.After(3 * ttl):
 	}
-	if isClosed(kt.Done()) {
+	if testkit.IsClosed(kt.Done()) {
 		t.Fatalf("%s: the third Locker lost the lock: %v", name, context.Cause(kt.Context()))
 	}
 	testkit.MustRelease(t, kt)

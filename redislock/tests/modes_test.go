@@ -95,7 +95,7 @@ func TestModeMismatchTakesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	waiter := testkit.AcquireAsync(ctx, b, name, dlock.WithLimit(2))
-	eventually(t, "permit waiter queued", func() bool { return queueLen(t, client, name) == 1 })
+	testkit.Eventually(t, "permit waiter queued", func() bool { return queueLen(t, client, name) == 1 })
 	if _, err := client.Del(t.Context(), redislock.Key("", name)).Result(); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestWriterPreference(t *testing.T) {
 	defer cancel()
 	k1 := testkit.MustTryAcquire(t, r1, name, dlock.Shared())
 	gotW := testkit.AcquireAsync(ctx, w, name)
-	eventually(t, "writer queued", func() bool { return queueLen(t, client, name) == 1 })
+	testkit.Eventually(t, "writer queued", func() bool { return queueLen(t, client, name) == 1 })
 	if k, err := probe.TryAcquire(t.Context(), name, dlock.Shared()); !errors.Is(err, dlock.ErrNotAcquired) {
 		if k != nil {
 			k.Release(t.Context())
@@ -133,9 +133,9 @@ func TestWriterPreference(t *testing.T) {
 		t.Fatalf("TryAcquire(%q, Shared) while a writer waits behind a reader = %v, want ErrNotAcquired", name, err)
 	}
 	got2 := testkit.AcquireAsync(ctx, r2, name, dlock.Shared())
-	eventually(t, "second reader queued", func() bool { return queueLen(t, client, name) == 2 })
+	testkit.Eventually(t, "second reader queued", func() bool { return queueLen(t, client, name) == 2 })
 	got3 := testkit.AcquireAsync(ctx, r3, name, dlock.Shared())
-	eventually(t, "third reader queued", func() bool { return queueLen(t, client, name) == 3 })
+	testkit.Eventually(t, "third reader queued", func() bool { return queueLen(t, client, name) == 3 })
 	q, modes := queueState(t, client, name)
 	if len(q) != 3 || modes[q[0]] != "x" || modes[q[1]] != "s" || modes[q[2]] != "s" {
 		t.Fatalf("queue of %q = %v with modes %v, want the writer (x) then two readers (s)", name, q, modes)
@@ -183,7 +183,7 @@ func TestCancelledMultiWaitLeavesNothing(t *testing.T) {
 		k := testkit.MustTryAcquire(t, holder, tc.name, tc.hold...)
 		ctx, cancel := context.WithCancel(t.Context())
 		got := testkit.AcquireAsync(ctx, waiter, tc.name, append(tc.wait, dlock.WithTTL(time.Hour))...)
-		eventually(t, tc.name+": waiter queued", func() bool { return queueLen(t, client, tc.name) == 1 })
+		testkit.Eventually(t, tc.name+": waiter queued", func() bool { return queueLen(t, client, tc.name) == 1 })
 		cancel()
 		if res := <-got; !errors.Is(res.Err, context.Canceled) {
 			t.Fatalf("%s: cancelled Acquire = %v, want context.Canceled", tc.name, res.Err)
@@ -256,7 +256,7 @@ func TestSemaphoreGrantsInQueueOrder(t *testing.T) {
 	var gots []<-chan testkit.Acquired
 	for i := range waiters {
 		gots = append(gots, testkit.AcquireAsync(ctx, newLocker(t, client), name, dlock.WithLimit(n)))
-		eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == int64(i+1) })
+		testkit.Eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == int64(i+1) })
 	}
 	q, _ := queueState(t, client, name)
 	testkit.MustRelease(t, holders[0])

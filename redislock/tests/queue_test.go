@@ -65,13 +65,13 @@ func TestCrashedWaiterIsSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := testworker.Start(t, "hold", "redis://"+r.Addr(), name, ttl.String())
-	eventually(t, "worker queued", func() bool { return queueLen(t, client, name) == 1 })
+	testkit.Eventually(t, "worker queued", func() bool { return queueLen(t, client, name) == 1 })
 	live := make(chan acquiredAt, 1)
 	go func() {
 		k, err := newLocker(t, client).Acquire(context.Background(), name, dlock.WithTTL(ttl))
 		live <- acquiredAt{k, err, time.Now()}
 	}()
-	eventually(t, "live waiter queued", func() bool { return queueLen(t, client, name) == 2 })
+	testkit.Eventually(t, "live waiter queued", func() bool { return queueLen(t, client, name) == 2 })
 	w.Kill(t)
 	testkit.MustRelease(t, k)
 	released := time.Now()
@@ -110,9 +110,9 @@ func TestDeadWaiterHoldsNameBriefly(t *testing.T) {
 		t.Fatalf("TryAcquire(%q) = %v", name, err)
 	}
 	w := testworker.Start(t, "hold", "redis://"+r.Addr(), name, ttl.String())
-	eventually(t, "worker queued", func() bool { return queueLen(t, client, name) == 1 })
+	testkit.Eventually(t, "worker queued", func() bool { return queueLen(t, client, name) == 1 })
 	live := testkit.AcquireAsync(t.Context(), newLocker(t, client), name, dlock.WithTTL(ttl))
-	eventually(t, "live waiter queued", func() bool { return queueLen(t, client, name) == 2 })
+	testkit.Eventually(t, "live waiter queued", func() bool { return queueLen(t, client, name) == 2 })
 	w.Kill(t)
 	// A waiter dead for less than half a second when the lock is handed to
 	// it gets its full TTL (like a holder dying just after acquiring): let
@@ -145,7 +145,7 @@ func TestInspectHandedOver(t *testing.T) {
 	const name, meta = "inspect-handed-over", "job|7"
 	k := testkit.MustTryAcquire(t, a, name)
 	got := testkit.AcquireAsync(t.Context(), b, name, dlock.WithTTL(time.Minute), dlock.WithMetadata(meta))
-	eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
+	testkit.Eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
 	testkit.MustRelease(t, k)
 	kb := testkit.WantAcquired(t, got, name, time.Minute).Lock
 	defer testkit.MustRelease(t, kb)

@@ -81,7 +81,7 @@ func TestWaitReplicasAcrossFailover(t *testing.T) {
 			t.Fatalf("Refresh(%q) after the failover = %v, want it held and acknowledged", name, err)
 		}
 	}
-	if isClosed(k.Done()) {
+	if testkit.IsClosed(k.Done()) {
 		t.Fatalf("Done(%q) closed after the failover: %v", name, context.Cause(k.Context()))
 	}
 	if _, err := b.TryAcquire(t.Context(), name, dlock.WithTTL(ttl)); !errors.Is(err, dlock.ErrNotAcquired) {

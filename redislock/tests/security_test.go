@@ -307,7 +307,7 @@ func TestNeighbourCannotFree(t *testing.T) {
 	if err != nil || len(infos) != 1 || infos[0].Fence != k.Fence() {
 		t.Fatalf("Inspect(%q) = %+v, %v; want the holder with fence %d", name, infos, err, k.Fence())
 	}
-	if isClosed(k.Done()) {
+	if testkit.IsClosed(k.Done()) {
 		t.Fatal("holder's Done closed after the neighbour's attempts")
 	}
 	if err := k.Refresh(t.Context()); err != nil {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/testkit"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
@@ -59,7 +61,7 @@ func TestKillMinority(t *testing.T) {
 	if err := context.Cause(held.Context()); err != nil {
 		t.Fatalf("held lock lost with 3 of 5 masters up: %v, want held", err)
 	}
-	wantNotAcquired(t, mustNew(t, cs, nil), "held")
+	testkit.WantNotAcquired(t, mustNew(t, cs, nil), "held", "while another owner holds it")
 	if err := held.Release(t.Context()); err != nil {
 		t.Fatalf("Release = %v, want nil", err)
 	}
@@ -119,7 +121,7 @@ func TestRestartMinority(t *testing.T) {
 
 	rs[1].Restart(t)
 	rs[2].Restart(t)
-	wantNotAcquired(t, b, "n") // without the guard: 4 votes of 5
+	testkit.WantNotAcquired(t, b, "n", "while A holds it on two restarted masters") // without the guard: 4 votes of 5
 	if err := context.Cause(ka.Context()); err != nil {
 		t.Fatalf("A lost its lock: %v", err)
 	}
@@ -147,7 +149,7 @@ func TestRestartMinorityRenewed(t *testing.T) {
 	k := mustHold(t, l, "n", dlock.WithTTL(1500*time.Millisecond))
 	rs[0].Restart(t)
 	rs[3].Restart(t)
-	wantNotAcquired(t, mustNew(t, cs, nil), "n")
+	testkit.WantNotAcquired(t, mustNew(t, cs, nil), "n", "while another owner holds it")
 	deadline := time.Now().Add(10 * time.Second)
 	for keysLeft(t, cs, "n") != 5 {
 		if time.Now().After(deadline) {

@@ -133,14 +133,3 @@ func mustHold(t testing.TB, l *dlock.Locker, name string, opts ...dlock.Option) 
 	}
 	return k
 }
-
-func wantNotAcquired(t testing.TB, l *dlock.Locker, name string) {
-	t.Helper()
-	k, err := l.TryAcquire(t.Context(), name)
-	if !errors.Is(err, dlock.ErrNotAcquired) {
-		if k != nil {
-			k.Release(context.Background())
-		}
-		t.Fatalf("TryAcquire(%q) = %v, want ErrNotAcquired", name, err)
-	}
-}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/testkit"
+
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testserver"
@@ -41,8 +43,8 @@ type server interface {
 func testServerPaused(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) {
 	const ttl = 4 * time.Second
 	l := newLocker(t, db, d, nil)
-	name := uniqueName(t)
-	k := mustAcquire(t, l, name, dlock.WithTTL(ttl))
+	name := testkit.UniqueName(t, "sqllock")
+	k := testkit.MustTryAcquire(t, l, name, dlock.WithTTL(ttl))
 
 	s.Pause(t)
 	paused := time.Now()
@@ -69,7 +71,7 @@ func testServerPaused(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) {
 	}
 
 	var r leaseRow
-	eventually(t, 10*time.Second, "read the lease after Resume", func(ctx context.Context) (err error) {
+	testkit.Retry(t, "read the lease after Resume", func(ctx context.Context) (err error) {
 		r, err = readLease(ctx, db, d, name)
 		return err
 	})
@@ -124,8 +126,8 @@ func readLease(ctx context.Context, db *sql.DB, d sqllock.Dialect, name string) 
 // with a larger fencing token than k's.
 func wantWorksAfter(t *testing.T, other *dlock.Locker, what string, k *dlock.Lock, ttl time.Duration) {
 	t.Helper()
-	eventually(t, 10*time.Second, "TryAcquire after "+what, func(ctx context.Context) error {
-		k, err := other.TryAcquire(ctx, uniqueName(t))
+	testkit.Retry(t, "TryAcquire after "+what, func(ctx context.Context) error {
+		k, err := other.TryAcquire(ctx, testkit.UniqueName(t, "sqllock"))
 		if err == nil {
 			k.Release(ctx)
 		}
@@ -150,8 +152,8 @@ func testServerRestarted(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) 
 	const ttl = 2 * time.Second
 	l := newLocker(t, db, d, nil)
 	other := newLocker(t, db, d, nil)
-	name := uniqueName(t)
-	k := mustAcquire(t, l, name, dlock.WithTTL(ttl))
+	name := testkit.UniqueName(t, "sqllock")
+	k := testkit.MustTryAcquire(t, l, name, dlock.WithTTL(ttl))
 	s.Restart(t)
 	select {
 	case <-k.Done():
@@ -159,17 +161,17 @@ func testServerRestarted(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) 
 	case <-time.After(3 * ttl):
 		// Renewed across the restart: still ours, and nobody else's.
 		var h *dlock.LockInfo
-		eventually(t, 10*time.Second, "Inspect after Restart", func(ctx context.Context) (err error) {
+		testkit.Retry(t, "Inspect after Restart", func(ctx context.Context) (err error) {
 			h, err = inspect(ctx, other, name)
 			return err
 		})
-		if isClosed(k.Done()) {
+		if testkit.IsClosed(k.Done()) {
 			break
 		}
 		if h == nil || h.Fence != k.Fence() {
 			t.Fatalf("lock %q open after a restart, but Inspect shows %+v, want token %d", name, h, k.Fence())
 		}
-		wantNotAcquired(t, other, name)
+		testkit.WantNotAcquired(t, other, name, "while another owner holds it")
 		if err := k.Release(t.Context()); err != nil {
 			t.Errorf("Release(%q) after a restart = %v, want nil", name, err)
 		}
@@ -178,23 +180,14 @@ func testServerRestarted(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) 
 	wantWorksAfter(t, other, "Restart", k, ttl)
 }
 
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // testListenerReconnects checks that a waiter that relies on NOTIFY (its
 // fallback is a minute) is still woken by a release after the server
 // restarted under its listening connection.
 func testListenerReconnects(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 	a := newLocker(t, db, sqllock.PostgreSQL, nil)
 	b := newLocker(t, db, sqllock.PostgreSQL, &sqllock.Options{MaxRetryInterval: time.Minute})
-	name := uniqueName(t)
-	k := mustAcquire(t, a, name, dlock.WithTTL(30*time.Second))
+	name := testkit.UniqueName(t, "sqllock")
+	k := testkit.MustTryAcquire(t, a, name, dlock.WithTTL(30*time.Second))
 	got := make(chan *dlock.Lock, 1)
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait)
@@ -215,7 +208,7 @@ func testListenerReconnects(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 	time.Sleep(300 * time.Millisecond) // let b wait
 	p.Restart(t)
 	time.Sleep(500 * time.Millisecond) // let b's listener reconnect
-	eventually(t, 10*time.Second, "Release after Restart", func(ctx context.Context) error { return k.Release(ctx) })
+	testkit.Retry(t, "Release after Restart", func(ctx context.Context) error { return k.Release(ctx) })
 	released := time.Now()
 	select {
 	case k2 := <-got:
@@ -233,11 +226,11 @@ func testListenerReconnects(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 // gets the lock once the lease ends in the database, not before.
 func testKilledHolder(t *testing.T, db *sql.DB, d sqllock.Dialect, store string) {
 	const ttl = 2 * time.Second
-	name := uniqueName(t)
+	name := testkit.UniqueName(t, "sqllock")
 	w, fence := testworker.StartHolder(t, store, name, ttl)
 	w.Kill(t)
 	l := newLocker(t, db, d, nil)
-	wantNotAcquired(t, l, name)
+	testkit.WantNotAcquired(t, l, name, "while another owner holds it")
 	before := time.Now()
 	h := holder(t, db, d, "", name)
 	if h == nil || h.Fence != fence {
@@ -267,7 +260,7 @@ func testKilledHolder(t *testing.T, db *sql.DB, d sqllock.Dialect, store string)
 // may find another inside.
 func testProcesses(t *testing.T, store string) {
 	const procs, iterations = 4, 30
-	name := uniqueName(t)
+	name := testkit.UniqueName(t, "sqllock")
 	counter := filepath.Join(t.TempDir(), "counter")
 	var ws []*testworker.Process
 	for range procs {
@@ -293,8 +286,8 @@ func testProcesses(t *testing.T, store string) {
 func testListenerLostNotification(t *testing.T, db *sql.DB) {
 	a := newLocker(t, db, sqllock.PostgreSQL, nil)
 	b := newLocker(t, db, sqllock.PostgreSQL, &sqllock.Options{MaxRetryInterval: time.Minute})
-	name := uniqueName(t)
-	k := mustAcquire(t, a, name, dlock.WithTTL(30*time.Second))
+	name := testkit.UniqueName(t, "sqllock")
+	k := testkit.MustTryAcquire(t, a, name, dlock.WithTTL(30*time.Second))
 	got := acquireAsync(t, b, name)
 	time.Sleep(300 * time.Millisecond) // let b wait
 	var n int
@@ -345,8 +338,8 @@ func testPoolOfOne(t *testing.T, p *testserver.Postgres) {
 	db.SetMaxOpenConns(1)
 	a := newLocker(t, db, sqllock.PostgreSQL, nil)
 	b := newLocker(t, db, sqllock.PostgreSQL, nil)
-	name := uniqueName(t)
-	k := mustAcquire(t, a, name)
+	name := testkit.UniqueName(t, "sqllock")
+	k := testkit.MustTryAcquire(t, a, name)
 	got := acquireAsync(t, b, name)
 	time.Sleep(300 * time.Millisecond) // let b wait
 	if err := k.Release(t.Context()); err != nil {
@@ -417,7 +410,7 @@ func testListenerDownAtWatch(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 	b := newLocker(t, wdb, sqllock.PostgreSQL, &sqllock.Options{Table: table, MaxRetryInterval: time.Hour})
 	waitListening := func(what string) {
 		t.Helper()
-		eventually(t, 10*time.Second, what, func(ctx context.Context) error {
+		testkit.Retry(t, what, func(ctx context.Context) error {
 			if n := listening(t, db, role); n != 1 {
 				return fmt.Errorf("%d LISTEN backends of %s, want 1", n, role)
 			}
@@ -426,8 +419,8 @@ func testListenerDownAtWatch(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 	}
 
 	// b's listener is up: b waits for a name a holds, then gets it.
-	warm := uniqueName(t) + "/warm"
-	k := mustAcquire(t, a, warm)
+	warm := testkit.UniqueName(t, "sqllock") + "/warm"
+	k := testkit.MustTryAcquire(t, a, warm)
 	got := acquireAsync(t, b, warm)
 	waitListening("LISTEN before the outage")
 	if err := k.Release(t.Context()); err != nil {
@@ -447,7 +440,7 @@ func testListenerDownAtWatch(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 	if err != nil || n != 1 {
 		t.Fatalf("terminate the listening backend: %d terminated, %v; want 1, nil", n, err)
 	}
-	eventually(t, 10*time.Second, "the end of the LISTEN backend", func(ctx context.Context) error {
+	testkit.Retry(t, "the end of the LISTEN backend", func(ctx context.Context) error {
 		if n := listening(t, db, role); n != 0 {
 			return fmt.Errorf("%d LISTEN backends of %s, want 0", n, role)
 		}
@@ -458,11 +451,11 @@ func testListenerDownAtWatch(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 	// on reconnection like the waiters of ListenerLostNotification: this
 	// test would pass without checking what it means to.)
 	time.Sleep(200 * time.Millisecond)
-	missed, notified := uniqueName(t)+"/missed", uniqueName(t)+"/notified"
-	kMissed := mustAcquire(t, a, missed, dlock.WithTTL(time.Minute))
-	kNotified := mustAcquire(t, a, notified, dlock.WithTTL(time.Minute))
+	missed, notified := testkit.UniqueName(t, "sqllock")+"/missed", testkit.UniqueName(t, "sqllock")+"/notified"
+	kMissed := testkit.MustTryAcquire(t, a, missed, dlock.WithTTL(time.Minute))
+	kNotified := testkit.MustTryAcquire(t, a, notified, dlock.WithTTL(time.Minute))
 	gotMissed, gotNotified := acquireAsync(t, b, missed), acquireAsync(t, b, notified)
-	eventually(t, 10*time.Second, "the waiters' first attempts", func(ctx context.Context) error {
+	testkit.Retry(t, "the waiters' first attempts", func(ctx context.Context) error {
 		if attempts(t, db, missed) == 0 || attempts(t, db, notified) == 0 {
 			return errors.New("not yet")
 		}

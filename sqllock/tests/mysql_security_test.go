@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/testkit"
+
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/dlock-go/dlock"
@@ -184,7 +186,7 @@ func TestMariaDBSecurity(t *testing.T) {
 		mysqlUser(t, m, "reader", "read-pw", "",
 			"GRANT SELECT ON dlock.dlock_locks TO user", "GRANT SELECT ON dlock.dlock_locks_holders TO user")
 		holder := mustOpen(t, lockURL)
-		mustAcquire(t, holder, "watched")
+		testkit.MustTryAcquire(t, holder, "watched")
 		l := mustOpen(t, mysqlUserURL(m, "reader", "read-pw", "migrate=false"))
 		if hs, err := l.Inspect(t.Context(), "watched"); err != nil || len(hs) != 1 {
 			t.Errorf(`Inspect("watched") as a reader = %v, %v, want its holder`, hs, err)
@@ -285,15 +287,15 @@ func TestMariaDBNeighbour(t *testing.T) {
 
 	t.Run("ThroughDlock", func(t *testing.T) {
 		holder, n := mustOpen(t, lockURL), mustOpen(t, neighbourURL)
-		k := mustAcquire(t, holder, "mine", dlock.WithTTL(ttl))
-		wantNotAcquired(t, n, "mine")
+		k := testkit.MustTryAcquire(t, holder, "mine", dlock.WithTTL(ttl))
+		testkit.WantNotAcquired(t, n, "mine", "while another owner holds it")
 		// A stale handle: the neighbour held the name, lost it (forced
 		// out), and the holder took it since.
-		stale := mustAcquire(t, n, "taken-over", dlock.WithTTL(ttl))
+		stale := testkit.MustTryAcquire(t, n, "taken-over", dlock.WithTTL(ttl))
 		if held, err := holder.ForceRelease(t.Context(), "taken-over"); !held || err != nil {
 			t.Fatalf(`ForceRelease("taken-over") = %v, %v, want true, nil`, held, err)
 		}
-		k2 := mustAcquire(t, holder, "taken-over", dlock.WithTTL(ttl))
+		k2 := testkit.MustTryAcquire(t, holder, "taken-over", dlock.WithTTL(ttl))
 		if err := stale.Refresh(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
 			t.Errorf("stale Refresh = %v, want ErrNotHeld", err)
 		}
@@ -304,7 +306,7 @@ func TestMariaDBNeighbour(t *testing.T) {
 			if err := k.Refresh(t.Context()); err != nil {
 				t.Errorf("Refresh(%q) by its holder after the neighbour's attempts = %v, want nil", k.Name(), err)
 			}
-			wantNotAcquired(t, n, k.Name())
+			testkit.WantNotAcquired(t, n, k.Name(), "while another owner holds it")
 			wantHolder(t, n, k)
 		}
 		// A forged owner: the statements dlock runs for a release and a
@@ -329,7 +331,7 @@ func TestMariaDBNeighbour(t *testing.T) {
 			{"delete", "DELETE FROM dlock_locks WHERE name = ?"},
 			{"steal", "UPDATE dlock_locks SET owner = 'thief', expires = TIMESTAMPADD(SECOND, 60, UTC_TIMESTAMP(6)) WHERE name = ?"},
 		} {
-			k := mustAcquire(t, holder, tc.name, dlock.WithTTL(ttl))
+			k := testkit.MustTryAcquire(t, holder, tc.name, dlock.WithTTL(ttl))
 			if _, err := raw.ExecContext(t.Context(), tc.stmt, tc.name); err != nil {
 				t.Fatalf("%s: %v", tc.stmt, err)
 			}
@@ -344,11 +346,11 @@ func TestMariaDBNeighbour(t *testing.T) {
 		}
 		// A deleted row's next holder still gets a greater fence (from
 		// the server's clock); a stolen one is the thief's, fence and all.
-		k := mustAcquire(t, holder, "delete-fence", dlock.WithTTL(ttl))
+		k := testkit.MustTryAcquire(t, holder, "delete-fence", dlock.WithTTL(ttl))
 		if _, err := raw.ExecContext(t.Context(), "DELETE FROM dlock_locks WHERE name = ?", "delete-fence"); err != nil {
 			t.Fatal(err)
 		}
-		k2 := mustAcquire(t, mustOpen(t, lockURL), "delete-fence", dlock.WithTTL(ttl))
+		k2 := testkit.MustTryAcquire(t, mustOpen(t, lockURL), "delete-fence", dlock.WithTTL(ttl))
 		if k2.Fence() <= k.Fence() {
 			t.Errorf("Fence after a raw DELETE = %d, want above the lost holder's %d", k2.Fence(), k.Fence())
 		}
@@ -395,7 +397,7 @@ func testNeighbourNamedLocks(t *testing.T, m *testserver.MariaDB, lockURL string
 	// returns how long after the release the waiter got it.
 	handoff := func(name string) time.Duration {
 		t.Helper()
-		k := mustAcquire(t, holder, name)
+		k := testkit.MustTryAcquire(t, holder, name)
 		var releasing atomic.Bool
 		got := make(chan *dlock.Lock, 1)
 		go func() {
@@ -442,7 +444,7 @@ func testNeighbourNamedLocks(t *testing.T, m *testserver.MariaDB, lockURL string
 
 	// The neighbour cannot release the holder's named lock, nor kill its
 	// connection; the lock user's own credentials can kill it.
-	k := mustAcquire(t, holder, "named")
+	k := testkit.MustTryAcquire(t, holder, "named")
 	key := mysqlNamedLock("named")
 	var owner sql.NullInt64
 	deadline := time.Now().Add(time.Minute)
@@ -469,7 +471,7 @@ func testNeighbourNamedLocks(t *testing.T, m *testserver.MariaDB, lockURL string
 	if err := k.Refresh(ctx); err != nil {
 		t.Errorf("Refresh after the named lock's connection was killed = %v, want nil: the row is the lock", err)
 	}
-	wantNotAcquired(t, waiter, "named")
+	testkit.WantNotAcquired(t, waiter, "named", "while another owner holds it")
 	if err := k.Release(ctx); err != nil {
 		t.Errorf("Release after the named lock's connection was killed = %v, want nil", err)
 	}

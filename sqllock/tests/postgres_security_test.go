@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/testkit"
+
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/testserver"
@@ -198,10 +200,10 @@ func testPostgresTLS(t *testing.T, s *pgServer) {
 func testPostgresListenerTLS(t *testing.T, s *pgServer) {
 	store := s.url("dlock_tls", s.ca("tls_ca"))
 	holder, waiter := mustOpen(t, store), mustOpen(t, store)
-	name := uniqueName(t)
-	k := mustAcquire(t, holder, name)
+	name := testkit.UniqueName(t, "sqllock")
+	k := testkit.MustTryAcquire(t, holder, name)
 	got := acquireAsync(t, waiter, name)
-	waitFor(t, "LISTEN backend of dlock_tls", func() bool { return listening(t, s.admin, "dlock_tls") > 0 })
+	testkit.Eventually(t, "LISTEN backend of dlock_tls", func() bool { return listening(t, s.admin, "dlock_tls") > 0 })
 	if err := k.Release(t.Context()); err != nil {
 		t.Fatalf("Release(%q) = %v", name, err)
 	}
@@ -223,7 +225,7 @@ func testPostgresWrongServerName(t *testing.T) {
 	}
 	wantOpenError(t, store("verify-full"), nil, "x509: cannot validate certificate for 127.0.0.1 because it doesn't contain any IP SANs")
 	l := mustOpen(t, store("verify-ca"))
-	mustAcquire(t, l, uniqueName(t))
+	testkit.MustTryAcquire(t, l, testkit.UniqueName(t, "sqllock"))
 }
 
 // selfSigned writes to dir a self-signed certificate for the DNS name
@@ -263,7 +265,7 @@ func testPostgresNoGrant(t *testing.T, s *pgServer) {
 	l := mustOpen(t, s.url("dlock_nogrant", "")) // Open only connects
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	name := uniqueName(t)
+	name := testkit.UniqueName(t, "sqllock")
 	steps := map[string]func() error{
 		"Acquire":       func() error { _, err := l.Acquire(ctx, name); return err },
 		"TryAcquire":    func() error { _, err := l.TryAcquire(ctx, name); return err },
@@ -304,7 +306,7 @@ func testPostgresEachGrant(t *testing.T, s *pgServer) {
 func lockSteps(t *testing.T, l *dlock.Locker) error {
 	ctx := t.Context()
 	for _, opts := range [][]dlock.Option{nil, {dlock.Shared()}} {
-		k, err := l.TryAcquire(ctx, uniqueName(t), opts...)
+		k, err := l.TryAcquire(ctx, testkit.UniqueName(t, "sqllock"), opts...)
 		if err != nil {
 			return err
 		}
@@ -331,7 +333,7 @@ func testPostgresMigrateGrant(t *testing.T, s *pgServer) {
 	}
 	migrating := strings.Replace(s.url("dlock_app", ""), "migrate=false", "migrate=true", 1)
 	l := mustOpen(t, migrating)
-	if _, err := l.TryAcquire(t.Context(), uniqueName(t)); !errors.Is(err, dlock.ErrDenied) || !strings.Contains(err.Error(), "migrate=false") {
+	if _, err := l.TryAcquire(t.Context(), testkit.UniqueName(t, "sqllock")); !errors.Is(err, dlock.ErrDenied) || !strings.Contains(err.Error(), "migrate=false") {
 		t.Errorf("TryAcquire through %q = %v, want an error wrapping ErrDenied that points to migrate=false", migrating, err)
 	}
 	if err := sqllock.Migrate(t.Context(), s.sqlDB(t, "dlock_migrator"), sqllock.PostgreSQL, "other_locks"); err != nil {
@@ -364,13 +366,13 @@ func testPostgresNeighbour(t *testing.T, s *pgServer) {
 
 	// A stale handle: the neighbour's lease ended (an administrator freed
 	// it), and the app took the name.
-	name := uniqueName(t)
-	stale := mustAcquire(t, neighbour, name, dlock.WithoutRenewal())
+	name := testkit.UniqueName(t, "sqllock")
+	stale := testkit.MustTryAcquire(t, neighbour, name, dlock.WithoutRenewal())
 	if held, err := newLocker(t, s.admin, sqllock.PostgreSQL, nil).ForceRelease(ctx, name); !held || err != nil {
 		t.Fatalf("ForceRelease(%q) = %v, %v; want true, nil", name, held, err)
 	}
-	k := mustAcquire(t, app, name, dlock.WithTTL(3*time.Second))
-	wantNotAcquired(t, neighbour, name)
+	k := testkit.MustTryAcquire(t, app, name, dlock.WithTTL(3*time.Second))
+	testkit.WantNotAcquired(t, neighbour, name, "while another owner holds it")
 	if err := stale.Refresh(ctx); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Errorf("stale Refresh(%q) by the neighbour = %v, want ErrNotHeld", name, err)
 	}
@@ -398,7 +400,7 @@ func testPostgresNeighbour(t *testing.T, s *pgServer) {
 	if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrLost) {
 		t.Errorf("Cause of %q after the DELETE = %v, want ErrLost", name, cause)
 	}
-	next := mustAcquire(t, neighbour, name)
+	next := testkit.MustTryAcquire(t, neighbour, name)
 	if next.Fence() <= k.Fence() {
 		t.Errorf("Fence of %q after the DELETE = %d, want more than the lost holder's %d", name, next.Fence(), k.Fence())
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/testkit"
+
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/hook"
 	"github.com/dlock-go/dlock/sqllock"
@@ -56,7 +58,7 @@ func userLockWaits(t *testing.T, db *sql.DB) int {
 // it: it acquires in a few attempts, although it would otherwise retry no
 // sooner than the holder's lease (an hour) or its retry bound (an hour).
 func testWokenByServer(t *testing.T, db *sql.DB) {
-	name := uniqueName(t)
+	name := testkit.UniqueName(t, "sqllock")
 	holder := newLocker(t, db, sqllock.MySQL, nil)
 	waiter := newLocker(t, db, sqllock.MySQL, &sqllock.Options{MaxRetryInterval: time.Hour})
 	attempts := make(chan int, 1)
@@ -78,7 +80,7 @@ func testWokenByServer(t *testing.T, db *sql.DB) {
 		}
 		got <- err
 	}()
-	waitFor(t, "waiter blocked in GET_LOCK", func() bool { return userLockWaits(t, db) > before })
+	testkit.Eventually(t, "waiter blocked in GET_LOCK", func() bool { return userLockWaits(t, db) > before })
 	if err := k.Release(t.Context()); err != nil {
 		t.Fatalf("Release(%q) = %v, want nil", name, err)
 	}
@@ -100,7 +102,7 @@ func testWokenByServer(t *testing.T, db *sql.DB) {
 // testCancelledWatch: a waiter whose context ends returns at once, and
 // leaves no session waiting in GET_LOCK on the server.
 func testCancelledWatch(t *testing.T, db *sql.DB) {
-	name := uniqueName(t)
+	name := testkit.UniqueName(t, "sqllock")
 	holder := newLocker(t, db, sqllock.MySQL, nil)
 	waiter := newLocker(t, db, sqllock.MySQL, nil)
 	before := userLockWaits(t, db)
@@ -115,12 +117,12 @@ func testCancelledWatch(t *testing.T, db *sql.DB) {
 		_, err := waiter.Acquire(ctx, name)
 		got <- err
 	}()
-	waitFor(t, "waiter blocked in GET_LOCK", func() bool { return userLockWaits(t, db) > before })
+	testkit.Eventually(t, "waiter blocked in GET_LOCK", func() bool { return userLockWaits(t, db) > before })
 	cancel()
 	if err := <-got; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Acquire(%q) = %v, want context.Canceled", name, err)
 	}
-	waitFor(t, "end of the cancelled GET_LOCK on the server", func() bool { return userLockWaits(t, db) <= before })
+	testkit.Eventually(t, "end of the cancelled GET_LOCK on the server", func() bool { return userLockWaits(t, db) <= before })
 	// And it does not come back: the watch ended with the wait.
 	for range 5 {
 		time.Sleep(20 * time.Millisecond)
@@ -141,7 +143,7 @@ func testSmallPool(t *testing.T, dsn string) {
 		}
 		defer db.Close()
 		db.SetMaxOpenConns(limit)
-		name := uniqueName(t)
+		name := testkit.UniqueName(t, "sqllock")
 		var ls []*dlock.Locker
 		for range 3 {
 			ls = append(ls, newLocker(t, db, sqllock.MySQL, nil))

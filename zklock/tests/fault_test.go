@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/sessionlock/sessionlocktest"
 	"github.com/dlock-go/dlock/internal/testkit"
 
 	"github.com/go-zookeeper/zk"
@@ -99,15 +100,6 @@ func (c *frozenConn) Write(b []byte) (int, error) {
 		return len(b), nil
 	}
 	return c.Conn.Write(b)
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // connect returns a connection through f once it has a session.
@@ -229,7 +221,7 @@ func TestFaults(t *testing.T) {
 		if hconn.SessionID() != session {
 			t.Fatalf("the session changed across a short disconnection")
 		}
-		if isClosed(kt.Done()) {
+		if testkit.IsClosed(kt.Done()) {
 			t.Fatalf("Done with SuspendTimeout 3s closed after a short disconnection (%v)", context.Cause(kt.Context()))
 		}
 		if err := kt.Refresh(t.Context()); err != nil {
@@ -239,7 +231,7 @@ func TestFaults(t *testing.T) {
 			t.Errorf("Release = %v", err)
 		}
 		// The lost lock's child is deleted once the connection is back.
-		waitQueued(t, conn, name+"-strict", 0)
+		sessionlocktest.WaitEntries(t, queueOn(nil, conn), name+"-strict", 0)
 	})
 
 	// A holder process killed with SIGKILL keeps its lock until the server
@@ -285,9 +277,9 @@ func TestFaults(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
 		got1 := testkit.AcquireAsync(ctx, lockers[1], name)
-		waitQueued(t, conn, name, 2)
+		sessionlocktest.WaitEntries(t, queueOn(nil, conn), name, 2)
 		got2 := testkit.AcquireAsync(ctx, lockers[2], name)
-		waitQueued(t, conn, name, 3)
+		sessionlocktest.WaitEntries(t, queueOn(nil, conn), name, 3)
 
 		z.Kill(t)
 		killed := time.Now()
