@@ -193,6 +193,7 @@ func testListenerReconnects(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 	t.Cleanup(wg.Wait)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
+	starts := testkit.WatchStarts(b)
 	wg.Go(func() {
 		for ctx.Err() == nil {
 			// An attempt that meets a connection broken by the restart
@@ -205,9 +206,10 @@ func testListenerReconnects(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 		}
 		close(got)
 	})
-	time.Sleep(300 * time.Millisecond) // let b wait
+	starts.WaitInAcquire(t, name, 1)
+	testkit.Eventually(t, "b listening", func() bool { return tableListeners(t, db) >= 1 })
 	p.Restart(t)
-	time.Sleep(500 * time.Millisecond) // let b's listener reconnect
+	testkit.Eventually(t, "b's listener reconnected", func() bool { return tableListeners(t, db) >= 1 })
 	testkit.Retry(t, "Release after Restart", func(ctx context.Context) error { return k.Release(ctx) })
 	released := time.Now()
 	select {
@@ -288,8 +290,10 @@ func testListenerLostNotification(t *testing.T, db *sql.DB) {
 	b := newLocker(t, db, sqllock.PostgreSQL, &sqllock.Options{MaxRetryInterval: time.Minute})
 	name := testkit.UniqueName(t, "sqllock")
 	k := testkit.MustTryAcquire(t, a, name, dlock.WithTTL(30*time.Second))
-	got := acquireAsync(t, b, name)
-	time.Sleep(300 * time.Millisecond) // let b wait
+	starts := testkit.WatchStarts(b)
+	got := testkit.AcquireAsync(t.Context(), b, name)
+	starts.WaitInAcquire(t, name, 1)
+	testkit.Eventually(t, "b listening", func() bool { return tableListeners(t, db) == 1 })
 	var n int
 	err := db.QueryRowContext(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		WHERE query = 'LISTEN "`+sqllock.DefaultTable+`"' AND pid <> pg_backend_pid()`).Scan(&n)
@@ -302,32 +306,14 @@ func testListenerLostNotification(t *testing.T, db *sql.DB) {
 	released := time.Now()
 	select {
 	case r := <-got:
-		if r.err != nil {
-			t.Fatalf("waiting Acquire(%q) = %v, want a lock", name, r.err)
+		if r.Err != nil {
+			t.Fatalf("waiting Acquire(%q) = %v, want a lock", name, r.Err)
 		}
 		t.Logf("woken %v after Release", time.Since(released))
-		r.k.Release(t.Context())
+		r.Lock.Release(t.Context())
 	case <-time.After(10 * time.Second):
 		t.Fatalf("waiter on %q not woken 10s after a Release its listener missed", name)
 	}
-}
-
-type acquired struct {
-	k   *dlock.Lock
-	err error
-}
-
-func acquireAsync(t *testing.T, l *dlock.Locker, name string) <-chan acquired {
-	ch := make(chan acquired, 1)
-	var wg sync.WaitGroup
-	t.Cleanup(wg.Wait)
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	wg.Go(func() {
-		defer cancel()
-		k, err := l.Acquire(ctx, name)
-		ch <- acquired{k, err}
-	})
-	return ch
 }
 
 // testPoolOfOne checks that waiting does not take a connection from the
@@ -340,17 +326,19 @@ func testPoolOfOne(t *testing.T, p *testserver.Postgres) {
 	b := newLocker(t, db, sqllock.PostgreSQL, nil)
 	name := testkit.UniqueName(t, "sqllock")
 	k := testkit.MustTryAcquire(t, a, name)
-	got := acquireAsync(t, b, name)
-	time.Sleep(300 * time.Millisecond) // let b wait
+	// Not a LISTEN count: a query would need the pool's one connection.
+	starts := testkit.WatchStarts(b)
+	got := testkit.AcquireAsync(t.Context(), b, name)
+	starts.WaitInAcquire(t, name, 1)
 	if err := k.Release(t.Context()); err != nil {
 		t.Fatalf("Release(%q) = %v", name, err)
 	}
 	select {
 	case r := <-got:
-		if r.err != nil {
-			t.Fatalf("waiting Acquire(%q) = %v, want a lock", name, r.err)
+		if r.Err != nil {
+			t.Fatalf("waiting Acquire(%q) = %v, want a lock", name, r.Err)
 		}
-		r.k.Release(t.Context())
+		r.Lock.Release(t.Context())
 	case <-time.After(10 * time.Second):
 		t.Fatalf("waiter on %q not woken 10s after Release", name)
 	}
@@ -421,16 +409,12 @@ func testListenerDownAtWatch(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 	// b's listener is up: b waits for a name a holds, then gets it.
 	warm := testkit.UniqueName(t, "sqllock") + "/warm"
 	k := testkit.MustTryAcquire(t, a, warm)
-	got := acquireAsync(t, b, warm)
+	got := testkit.AcquireAsync(t.Context(), b, warm)
 	waitListening("LISTEN before the outage")
 	if err := k.Release(t.Context()); err != nil {
 		t.Fatalf("Release(%q) = %v", warm, err)
 	}
-	if r := <-got; r.err != nil {
-		t.Fatalf("waiting Acquire(%q) = %v, want a lock", warm, r.err)
-	} else {
-		r.k.Release(t.Context())
-	}
+	testkit.MustRelease(t, testkit.WantAcquired(t, got, warm, testkit.Patience).Lock)
 
 	// b's listening connection ends and cannot be opened again.
 	mustExec(t, db, `ALTER ROLE `+role+` NOLOGIN`)
@@ -454,7 +438,7 @@ func testListenerDownAtWatch(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 	missed, notified := testkit.UniqueName(t, "sqllock")+"/missed", testkit.UniqueName(t, "sqllock")+"/notified"
 	kMissed := testkit.MustTryAcquire(t, a, missed, dlock.WithTTL(time.Minute))
 	kNotified := testkit.MustTryAcquire(t, a, notified, dlock.WithTTL(time.Minute))
-	gotMissed, gotNotified := acquireAsync(t, b, missed), acquireAsync(t, b, notified)
+	gotMissed, gotNotified := testkit.AcquireAsync(t.Context(), b, missed), testkit.AcquireAsync(t.Context(), b, notified)
 	testkit.Retry(t, "the waiters' first attempts", func(ctx context.Context) error {
 		if attempts(t, db, missed) == 0 || attempts(t, db, notified) == 0 {
 			return errors.New("not yet")
@@ -467,15 +451,15 @@ func testListenerDownAtWatch(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 	}
 	mustExec(t, db, `ALTER ROLE `+role+` LOGIN`)
 	back := time.Now()
-	wantAcquired := func(name string, got <-chan acquired, since time.Time, what string) {
+	wantAcquired := func(name string, got <-chan testkit.Acquired, since time.Time, what string) {
 		t.Helper()
 		select {
 		case r := <-got:
-			if r.err != nil {
-				t.Fatalf("waiting Acquire(%q) = %v, want a lock", name, r.err)
+			if r.Err != nil {
+				t.Fatalf("waiting Acquire(%q) = %v, want a lock", name, r.Err)
 			}
 			took := time.Since(since)
-			r.k.Release(t.Context())
+			r.Lock.Release(t.Context())
 			n := attempts(t, db, name)
 			t.Logf("%q acquired %v after %s, in %d attempts", name, took, what, n)
 			// The first attempt, one after Watch, one when woken on
@@ -503,6 +487,19 @@ func listening(t *testing.T, db *sql.DB, role string) int {
 	err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE usename = $1 AND query LIKE 'LISTEN%'`, role).Scan(&n)
 	if err != nil {
 		t.Fatalf("count LISTEN backends: %v", err)
+	}
+	return n
+}
+
+// tableListeners counts the backends listening for releases on
+// sqllock.DefaultTable, or -1 while the server does not answer.
+func tableListeners(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var n int
+	err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity
+		WHERE query = 'LISTEN "`+sqllock.DefaultTable+`"' AND pid <> pg_backend_pid()`).Scan(&n)
+	if err != nil {
+		return -1
 	}
 	return n
 }

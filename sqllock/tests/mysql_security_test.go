@@ -392,6 +392,7 @@ func testNeighbourNamedLocks(t *testing.T, m *testserver.MariaDB, lockURL string
 	}
 	defer conn.Close()
 	holder, waiter := mustOpen(t, lockURL), mustOpen(t, lockURL)
+	starts := testkit.WatchStarts(waiter)
 
 	// handoff has waiter wait for name while holder holds it, and
 	// returns how long after the release the waiter got it.
@@ -407,7 +408,7 @@ func testNeighbourNamedLocks(t *testing.T, m *testserver.MariaDB, lockURL string
 			}
 			got <- w
 		}()
-		time.Sleep(300 * time.Millisecond) // let the waiter block; only the latency depends on it
+		starts.WaitInAcquire(t, name, 1) // only the logged latency depends on how far it got
 		releasing.Store(true)
 		at := time.Now()
 		if err := k.Release(ctx); err != nil {

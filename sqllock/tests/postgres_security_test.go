@@ -202,14 +202,12 @@ func testPostgresListenerTLS(t *testing.T, s *pgServer) {
 	holder, waiter := mustOpen(t, store), mustOpen(t, store)
 	name := testkit.UniqueName(t, "sqllock")
 	k := testkit.MustTryAcquire(t, holder, name)
-	got := acquireAsync(t, waiter, name)
+	got := testkit.AcquireAsync(t.Context(), waiter, name)
 	testkit.Eventually(t, "LISTEN backend of dlock_tls", func() bool { return listening(t, s.admin, "dlock_tls") > 0 })
 	if err := k.Release(t.Context()); err != nil {
 		t.Fatalf("Release(%q) = %v", name, err)
 	}
-	if a := <-got; a.err != nil {
-		t.Fatalf("Acquire(%q) by the waiter = %v, want a lock", name, a.err)
-	}
+	testkit.WantAcquired(t, got, name, testkit.Patience)
 }
 
 // testPostgresWrongServerName checks that sslmode=verify-full refuses a

@@ -153,7 +153,9 @@ func testSmallPool(t *testing.T, dsn string) {
 			t.Fatalf("pool of %d: Acquire(%q) = %v, want a lock", limit, name, err)
 		}
 		got := make(chan error, len(ls)-1)
+		var starts []*testkit.Starts
 		for _, l := range ls[1:] {
+			starts = append(starts, testkit.WatchStarts(l))
 			go func() {
 				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 				defer cancel()
@@ -164,7 +166,9 @@ func testSmallPool(t *testing.T, dsn string) {
 				got <- err
 			}()
 		}
-		time.Sleep(100 * time.Millisecond) // let the waiters wait
+		for _, s := range starts {
+			s.WaitInAcquire(t, name, 1)
+		}
 		if err := k.Release(t.Context()); err != nil {
 			t.Fatalf("pool of %d: Release(%q) = %v, want nil", limit, name, err)
 		}
