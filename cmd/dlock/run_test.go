@@ -165,14 +165,18 @@ func TestRunStopsCommandWhenLockLost(t *testing.T) {
 
 func TestRunSignalWhileWaiting(t *testing.T) {
 	store := redisStore(t)
-	k, err := openLocker(t, store).TryAcquire(t.Context(), "held")
+	l := openLocker(t, store)
+	k, err := l.TryAcquire(t.Context(), "held")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer k.Release(context.Background())
 	c := dlockCmd(t, "run", "--store", store, "held", "--", "true")
 	done := start(t, c)
-	time.Sleep(500 * time.Millisecond) // let it wait
+	testkit.Eventually(t, "dlock run queued for held", func() bool {
+		n, err := l.Waiters(t.Context(), "held")
+		return err == nil && n == 1
+	})
 	signalled := time.Now()
 	if err := c.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
