@@ -21,6 +21,11 @@
 // The package's Example is the same, compiled, on memlock.
 //
 // Every failure message starts with the one-line property that broke.
+//
+// Besides Run, the package has what else a backend author needs:
+// RunBenchmarks, the suite's benchmarks on the same Harness, and
+// CheckRoundTrip, the property a fuzz target checks of names and metadata
+// on the backend's store.
 package dlocktest
 
 import (
