@@ -25,17 +25,6 @@ func tryShared(l *dlock.Locker, ctx context.Context, name string, opts ...dlock.
 	return l.TryAcquire(ctx, name, append(opts, dlock.Shared())...)
 }
 
-func wantInvalid(t *testing.T, l *dlock.Locker, ctx context.Context, name, what string, opts ...dlock.Option) {
-	t.Helper()
-	k, err := l.TryAcquire(ctx, name, opts...)
-	if !errors.Is(err, dlock.ErrInvalid) {
-		if k != nil {
-			k.Release(t.Context())
-		}
-		t.Fatalf("TryAcquire(%q) %s = %v, want an error wrapping ErrInvalid", name, what, err)
-	}
-}
-
 // inspectHolders returns name's holders by owner, failing the test if the
 // backend cannot inspect.
 func inspectHolders(t *testing.T, l *dlock.Locker, name string) map[string]dlock.LockInfo {
@@ -129,19 +118,19 @@ func testModeMisuse(t *testing.T, h Harness) {
 	a, b := newLocker(t, h), newLocker(t, h)
 	ctx := t.Context()
 	mutex, sem := uniqueName(t, "-mutex"), uniqueName(t, "-sem")
-	wantInvalid(t, a, ctx, mutex, "with Shared and WithLimit", dlock.Shared(), dlock.WithLimit(2))
-	wantInvalid(t, a, ctx, mutex, "with WithLimit(0)", dlock.WithLimit(0))
+	testkit.WantInvalid(t, ctx, a, mutex, "with Shared and WithLimit", dlock.Shared(), dlock.WithLimit(2))
+	testkit.WantInvalid(t, ctx, a, mutex, "with WithLimit(0)", dlock.WithLimit(0))
 
 	k := testkit.MustTryAcquire(t, a, mutex)
-	wantInvalid(t, b, ctx, mutex, "as a semaphore while held as a lock", dlock.WithLimit(2))
-	wantInvalid(t, a, k.Context(), mutex, "as a semaphore inside its exclusive hold", dlock.WithLimit(2))
+	testkit.WantInvalid(t, ctx, b, mutex, "as a semaphore while held as a lock", dlock.WithLimit(2))
+	testkit.WantInvalid(t, k.Context(), a, mutex, "as a semaphore inside its exclusive hold", dlock.WithLimit(2))
 	testkit.MustRelease(t, k)
 
 	p := testkit.MustTryAcquire(t, a, sem, dlock.WithLimit(2))
-	wantInvalid(t, b, ctx, sem, "with another limit", dlock.WithLimit(3))
-	wantInvalid(t, b, ctx, sem, "exclusively while held as a semaphore")
-	wantInvalid(t, b, ctx, sem, "shared while held as a semaphore", dlock.Shared())
-	wantInvalid(t, a, p.Context(), sem, "with another limit inside its permit", dlock.WithLimit(3))
+	testkit.WantInvalid(t, ctx, b, sem, "with another limit", dlock.WithLimit(3))
+	testkit.WantInvalid(t, ctx, b, sem, "exclusively while held as a semaphore")
+	testkit.WantInvalid(t, ctx, b, sem, "shared while held as a semaphore", dlock.Shared())
+	testkit.WantInvalid(t, p.Context(), a, sem, "with another limit inside its permit", dlock.WithLimit(3))
 	// A waiting Acquire gets the same error at once, rather than a wait.
 	wctx, cancel := context.WithTimeout(ctx, settle)
 	defer cancel()
@@ -156,7 +145,7 @@ func testModeMisuse(t *testing.T, h Harness) {
 	testkit.MustRelease(t, p)
 
 	r := testkit.MustTryAcquire(t, a, mutex, dlock.Shared())
-	wantInvalid(t, a, r.Context(), mutex, "exclusively inside a shared hold (an upgrade)")
+	testkit.WantInvalid(t, r.Context(), a, mutex, "exclusively inside a shared hold (an upgrade)")
 	// The refused upgrade left the reader's hold as it was.
 	if err := r.Refresh(ctx); err != nil {
 		t.Fatalf("Refresh of the shared hold after a refused upgrade = %v", err)

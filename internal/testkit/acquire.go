@@ -99,3 +99,18 @@ func WantNotAcquired(t testing.TB, l *dlock.Locker, name, what string, opts ...d
 		t.Fatalf("TryAcquire(%q) %s = %v, want ErrNotAcquired", name, what, err)
 	}
 }
+
+// WantInvalid fails the test unless TryAcquire of name on l with ctx (a
+// held lock's Context to test a re-entry) fails with an error wrapping
+// dlock.ErrInvalid; what says how it was asked, for the failure message
+// ("with another limit"). A lock it takes by mistake is released.
+func WantInvalid(t testing.TB, ctx context.Context, l *dlock.Locker, name, what string, opts ...dlock.Option) {
+	t.Helper()
+	k, err := l.TryAcquire(ctx, name, opts...)
+	if !errors.Is(err, dlock.ErrInvalid) {
+		if k != nil {
+			k.Release(context.Background())
+		}
+		t.Fatalf("TryAcquire(%q) %s = %v, want an error wrapping ErrInvalid", name, what, err)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/memlock"
 )
@@ -38,7 +37,7 @@ func TestPoll(t *testing.T) {
 // then; the adversary is a waiter that has not yet called Acquire.
 func TestWaitInAcquire(t *testing.T) {
 	store := memlock.NewStore()
-	holder, waiter := newLocker(t, store), newLocker(t, store)
+	holder, waiter := testkit.MemLocker(t, store), testkit.MemLocker(t, store)
 	k := testkit.MustTryAcquire(t, holder, "held")
 	starts := testkit.WatchStarts(waiter)
 	got := testkit.AcquireAsync(t.Context(), waiter, "held")
@@ -50,14 +49,4 @@ func TestWaitInAcquire(t *testing.T) {
 	}
 	testkit.MustRelease(t, k)
 	testkit.MustRelease(t, testkit.WantAcquired(t, got, "held", testkit.Patience).Lock)
-}
-
-func newLocker(t *testing.T, store *memlock.Store) *dlock.Locker {
-	t.Helper()
-	l, err := memlock.New(store)
-	if err != nil {
-		t.Fatalf("memlock.New = %v", err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
 }

@@ -27,7 +27,7 @@ import (
 // cycle takes and releases name, and returns the token it got.
 func cycle(t *testing.T, l *dlock.Locker, name string) uint64 {
 	t.Helper()
-	k := mustHold(t, l, name, dlock.WithTTL(5*time.Second))
+	k := testkit.MustTryAcquire(t, l, name, dlock.WithTTL(5*time.Second))
 	if err := k.Release(t.Context()); err != nil {
 		t.Fatalf("Release(%q) = %v, want nil", name, err)
 	}
@@ -48,7 +48,7 @@ func TestKillMinority(t *testing.T) {
 	cs := clients(t, addrs(rs))
 	l := mustNew(t, cs, nil)
 	prev := cycle(t, l, "n")
-	held := mustHold(t, l, "held", dlock.WithTTL(time.Second))
+	held := testkit.MustTryAcquire(t, l, "held", dlock.WithTTL(time.Second))
 	rs[1].Kill(t)
 	rs[3].Kill(t)
 	for i := range 5 {
@@ -74,7 +74,7 @@ func TestKillMajority(t *testing.T) {
 	cs := clients(t, addrs(rs))
 	l := mustNew(t, cs, &redlock.Options{NodeTimeout: 300 * time.Millisecond})
 	const ttl = 3 * time.Second
-	held := mustHold(t, l, "held", dlock.WithTTL(ttl))
+	held := testkit.MustTryAcquire(t, l, "held", dlock.WithTTL(ttl))
 	killed := time.Now()
 	for _, i := range []int{0, 2, 4} {
 		rs[i].Kill(t)
@@ -113,7 +113,7 @@ func TestRestartMinority(t *testing.T) {
 	reach := addrs(rs)
 	reach[3], reach[4] = "127.0.0.1:1", "127.0.0.1:1" // A cannot reach them
 	a := mustNew(t, clients(t, reach), opts)
-	ka := mustHold(t, a, "n", dlock.WithTTL(dlock.DefaultTTL), dlock.WithoutRenewal())
+	ka := testkit.MustTryAcquire(t, a, "n", dlock.WithTTL(dlock.DefaultTTL), dlock.WithoutRenewal())
 	wantAbove(t, "of A", ka.Fence(), prev)
 	if n := keysLeft(t, cs, "n"); n != 3 {
 		t.Fatalf("A's key is on %d masters, want 3", n)
@@ -131,7 +131,7 @@ func TestRestartMinority(t *testing.T) {
 	if err := ka.Release(t.Context()); err == nil {
 		t.Fatalf("A's Release = nil, want an error (2 masters unreachable, 2 forgot the key)")
 	}
-	kb := mustHold(t, b, "n", dlock.WithTTL(5*time.Second))
+	kb := testkit.MustTryAcquire(t, b, "n", dlock.WithTTL(5*time.Second))
 	wantAbove(t, "of B after A", kb.Fence(), ka.Fence())
 	if n := keysLeft(t, cs, "n"); n != 5 {
 		t.Errorf("B's key is on %d masters, want 5 (restarted ones get the key, they only do not vote)", n)
@@ -146,7 +146,7 @@ func TestRestartMinorityRenewed(t *testing.T) {
 	rs := startMasters(t, 5)
 	cs := clients(t, addrs(rs))
 	l := mustNew(t, cs, &redlock.Options{NodeTimeout: 500 * time.Millisecond})
-	k := mustHold(t, l, "n", dlock.WithTTL(1500*time.Millisecond))
+	k := testkit.MustTryAcquire(t, l, "n", dlock.WithTTL(1500*time.Millisecond))
 	rs[0].Restart(t)
 	rs[3].Restart(t)
 	testkit.WantNotAcquired(t, mustNew(t, cs, nil), "n", "while another owner holds it")
@@ -207,7 +207,7 @@ func TestPausedAcquire(t *testing.T) {
 	time.Sleep(ttl + 100*time.Millisecond)
 	w.Signal(t, syscall.SIGCONT)
 	// The keys have expired: another client can take the name meanwhile.
-	other := mustHold(t, mustNew(t, cs, nil), "n", dlock.WithTTL(5*time.Second))
+	other := testkit.MustTryAcquire(t, mustNew(t, cs, nil), "n", dlock.WithTTL(5*time.Second))
 	w.Signal(t, syscall.SIGUSR1)
 	if got := w.Expect(t, "outcome", 30*time.Second); got != "false <nil>" {
 		t.Fatalf("paused Acquire outcome = %q, want \"false <nil>\" (not acquired)", got)
@@ -230,7 +230,7 @@ func TestDroppedReply(t *testing.T) {
 	l := mustNew(t, clients(t, via), &redlock.Options{NodeTimeout: 300 * time.Millisecond})
 	cycle(t, l, "n") // a connection whose handshake got through, and the scripts loaded
 	proxy.DropReplies(t)
-	k := mustHold(t, l, "n", dlock.WithTTL(30*time.Second))
+	k := testkit.MustTryAcquire(t, l, "n", dlock.WithTTL(30*time.Second))
 	if n := keysLeft(t, direct, "n"); n != 5 {
 		t.Fatalf("key on %d masters after Acquire, want 5 (the one whose reply was dropped too)", n)
 	}

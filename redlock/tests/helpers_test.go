@@ -123,13 +123,3 @@ func keysLeft(t testing.TB, cs []redis.UniversalClient, name string) int {
 	}
 	return n
 }
-
-// mustHold takes name with TTL ttl and no renewal, or fails the test.
-func mustHold(t testing.TB, l *dlock.Locker, name string, opts ...dlock.Option) *dlock.Lock {
-	t.Helper()
-	k, err := l.TryAcquire(t.Context(), name, opts...)
-	if err != nil {
-		t.Fatalf("TryAcquire(%q) = %v, want a lock", name, err)
-	}
-	return k
-}

@@ -109,30 +109,19 @@ func holderRows(t *testing.T, db *sql.DB, d sqllock.Dialect, name string) map[st
 	return m
 }
 
-func wantInvalidMode(t *testing.T, l *dlock.Locker, name, what string, opts ...dlock.Option) {
-	t.Helper()
-	k, err := l.TryAcquire(t.Context(), name, opts...)
-	if !errors.Is(err, dlock.ErrInvalid) {
-		if k != nil {
-			k.Release(t.Context())
-		}
-		t.Fatalf("TryAcquire(%q) %s = %v, want an error wrapping ErrInvalid", name, what, err)
-	}
-}
-
 // testModeMismatch: a lock is refused as a semaphore and the reverse, by
 // the exclusive statement and by the transaction alike.
 func testModeMismatch(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	a, b := newLocker(t, db, d, nil), newLocker(t, db, d, nil)
 	sem, mutex, shared := testkit.UniqueName(t, "sqllock")+"/sem", testkit.UniqueName(t, "sqllock")+"/mutex", testkit.UniqueName(t, "sqllock")+"/shared"
 	p := testkit.MustTryAcquire(t, a, sem, dlock.WithLimit(2))
-	wantInvalidMode(t, b, sem, "exclusively while a permit is held")
-	wantInvalidMode(t, b, sem, "shared while a permit is held", dlock.Shared())
-	wantInvalidMode(t, b, sem, "with another limit", dlock.WithLimit(3))
+	testkit.WantInvalid(t, t.Context(), b, sem, "exclusively while a permit is held")
+	testkit.WantInvalid(t, t.Context(), b, sem, "shared while a permit is held", dlock.Shared())
+	testkit.WantInvalid(t, t.Context(), b, sem, "with another limit", dlock.WithLimit(3))
 	k := testkit.MustTryAcquire(t, a, mutex)
-	wantInvalidMode(t, b, mutex, "as a semaphore while held exclusively", dlock.WithLimit(2))
+	testkit.WantInvalid(t, t.Context(), b, mutex, "as a semaphore while held exclusively", dlock.WithLimit(2))
 	r := testkit.MustTryAcquire(t, a, shared, dlock.Shared())
-	wantInvalidMode(t, b, shared, "as a semaphore while held shared", dlock.WithLimit(2))
+	testkit.WantInvalid(t, t.Context(), b, shared, "as a semaphore while held shared", dlock.WithLimit(2))
 	for _, k := range []*dlock.Lock{p, k, r} {
 		if err := k.Release(t.Context()); err != nil {
 			t.Fatalf("Release(%q) = %v", k.Name(), err)

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/testkit"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -28,7 +30,7 @@ func TestContendedAcquisition(t *testing.T) {
 func testContendedAcquisition(t *testing.T) {
 	tm := newTelemetry(t)
 	store := memlock.NewStore()
-	la, lb := memLocker(t, store), memLocker(t, store)
+	la, lb := testkit.MemLocker(t, store), testkit.MemLocker(t, store)
 
 	// A's probe runs after the hook has counted A's release; B's
 	// AcquireDone waits for it, so the held gauge is seen at 0 between.
@@ -164,7 +166,7 @@ func testContendedAcquisition(t *testing.T) {
 // trace, spanning the store call; Close makes one marked closed.
 func TestRelease(t *testing.T) {
 	tm := newTelemetry(t)
-	l := memLocker(t, nil)
+	l := testkit.MemLocker(t, nil)
 	l.AddHook(tm.hook)
 	var events []hook.Release
 	l.AddHook(hook.Hook{Released: func(_ context.Context, e hook.Release) { events = append(events, e) }})
@@ -238,7 +240,7 @@ func TestLockName(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			tm := newTelemetry(t, tc.opts...)
-			l := memLocker(t, nil)
+			l := testkit.MemLocker(t, nil)
 			l.AddHook(tm.hook)
 			ctx := t.Context()
 			for _, name := range []string{"jobs/a", "jobs/b"} {

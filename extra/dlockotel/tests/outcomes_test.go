@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/testkit"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -21,7 +23,7 @@ func TestOutcomes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tm := newTelemetry(t)
 		store := memlock.NewStore()
-		l, other := memLocker(t, store), memLocker(t, store)
+		l, other := testkit.MemLocker(t, store), testkit.MemLocker(t, store)
 		l.AddHook(tm.hook)
 		ctx := t.Context()
 
