@@ -9,10 +9,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/testkit"
-
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // stampDriver is a store whose clock says the holder's lease ran out less

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/testkit"
-
 	"github.com/creack/pty"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // terminal runs dlock with args on a new pseudo-terminal, as a user's

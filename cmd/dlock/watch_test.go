@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/testkit"
-
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // nextSnapshot returns the lines of the next table status --watch
@@ -54,7 +53,7 @@ func waitSnapshot(t *testing.T, lines <-chan string, name, what string, match fu
 
 func TestStatusWatch(t *testing.T) {
 	store := redisStore(t)
-	l := openLocker(t, store)
+	l := testkit.MustOpen(t, store)
 	lines, signal, done := startObserve(t, "status", "--watch", "--interval", "0.2", "--store", store, "report")
 
 	// Columns: NAME FENCE LEASE-LEFT OWNER MODE WAITERS HOLDER.
@@ -72,7 +71,7 @@ func TestStatusWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	waiter := make(chan error, 1)
 	go func() { // exits when the Acquire returns (cancel ends it)
-		k, err := openLocker(t, store).Acquire(ctx, "report")
+		k, err := testkit.MustOpen(t, store).Acquire(ctx, "report")
 		if err == nil {
 			k.Release(t.Context())
 		}
@@ -91,7 +90,7 @@ func TestStatusWatch(t *testing.T) {
 func TestStatusWatchAll(t *testing.T) {
 	// Every held name, polled; SQLite cannot count waiters.
 	store := sqliteStore(t)
-	l := openLocker(t, store)
+	l := testkit.MustOpen(t, store)
 	lines, signal, done := startObserve(t, "status", "--watch", "--interval", "0.2", "--store", store)
 	k, err := l.TryAcquire(t.Context(), "nightly")
 	if err != nil {

@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/testkit"
-
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -129,7 +128,7 @@ func TestCompactEveryLeastPrivilege(t *testing.T) {
 	e, p, root := secureEtcd(t)
 	u := userURL(e, p, "locker", lockerPassword)
 	u = strings.Replace(u, "?", "?compact_every=200ms&", 1)
-	l := mustOpen(t, u)
+	l := testkit.MustOpen(t, u)
 	churn(t, l, 50)
 	end := revision(t, root)
 	t.Logf("history compacted to %d", waitCompacted(t, root, end))

@@ -8,16 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/testkit"
-
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/etcdlock"
 	"github.com/dlock-go/dlock/etcdlock/internal/testhook"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -43,26 +43,6 @@ func storeURL(e *testserver.Etcd, scheme string, user *url.Userinfo, q url.Value
 	return u.String()
 }
 
-// mustOpen opens rawURL and closes the Locker when the test ends.
-func mustOpen(t *testing.T, rawURL string) *dlock.Locker {
-	t.Helper()
-	l, err := dlock.Open(t.Context(), rawURL)
-	if err != nil {
-		t.Fatalf("Open(%q) = %v, want a Locker", redact(rawURL), err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
-}
-
-// redact returns rawURL without its password, for messages.
-func redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
-
 // openRefused opens rawURL, which the server or the client refuses, and
 // returns the error; the refusal must end Open, not its context.
 func openRefused(t *testing.T, rawURL string) error {
@@ -73,11 +53,11 @@ func openRefused(t *testing.T, rawURL string) error {
 	l, err := dlock.Open(ctx, rawURL)
 	if err == nil {
 		l.Close()
-		t.Fatalf("Open(%q) = a Locker, want an error", redact(rawURL))
+		t.Fatalf("Open(%q) = a Locker, want an error", backend.RedactURL(rawURL))
 	}
-	t.Logf("Open(%q) failed after %v: %v", redact(rawURL), time.Since(start).Round(time.Millisecond), err)
+	t.Logf("Open(%q) failed after %v: %v", backend.RedactURL(rawURL), time.Since(start).Round(time.Millisecond), err)
 	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		t.Fatalf("Open(%q) = %v, want the refusal to end it, not a timeout", redact(rawURL), err)
+		t.Fatalf("Open(%q) = %v, want the refusal to end it, not a timeout", backend.RedactURL(rawURL), err)
 	}
 	return err
 }
@@ -92,7 +72,7 @@ func TestOpenTLS(t *testing.T) {
 	root := e.Client(t)
 	lock := func(t *testing.T, rawURL string) {
 		t.Helper()
-		l := mustOpen(t, rawURL)
+		l := testkit.MustOpen(t, rawURL)
 		k := testkit.MustTryAcquire(t, l, "n")
 		resp, err := root.Get(t.Context(), etcdlock.Key("locks/", "n"), clientv3.WithPrefix())
 		if err != nil || resp.Count != 1 {
@@ -206,7 +186,7 @@ func TestSecurity(t *testing.T) {
 				t.Helper()
 				l, err := dlock.Open(t.Context(), lockerURL)
 				if err != nil {
-					t.Fatalf("Open(%q) = %v", redact(lockerURL), err)
+					t.Fatalf("Open(%q) = %v", backend.RedactURL(lockerURL), err)
 				}
 				return l
 			},
@@ -228,7 +208,7 @@ func TestSecurity(t *testing.T) {
 	// The client certificate's common name is the user, without a
 	// password.
 	t.Run("CommonNameUser", func(t *testing.T) {
-		l := mustOpen(t, storeURL(e, "etcds", nil, tlsQuery(p, p.ClientCert, p.ClientKey)))
+		l := testkit.MustOpen(t, storeURL(e, "etcds", nil, tlsQuery(p, p.ClientCert, p.ClientKey)))
 		testkit.MustRelease(t, testkit.MustTryAcquire(t, l, "cn"))
 	})
 
@@ -249,7 +229,7 @@ func TestSecurity(t *testing.T) {
 	// A user without the grant on the prefix can open (a lease needs no
 	// key permission) but every step on a lock is refused at once.
 	t.Run("NoPermission", func(t *testing.T) {
-		l := mustOpen(t, userURL(e, p, "outsider", outsiderPassword))
+		l := testkit.MustOpen(t, userURL(e, p, "outsider", outsiderPassword))
 		ctx, cancel := context.WithTimeout(t.Context(), refusalLimit)
 		defer cancel()
 		_, err := l.TryAcquire(ctx, "n")
@@ -268,7 +248,7 @@ func TestSecurity(t *testing.T) {
 		}
 		// Revoking a lease checks write permission on its keys: the
 		// outsider cannot revoke a holder's session.
-		holder := mustOpen(t, userURL(e, p, "locker", lockerPassword))
+		holder := testkit.MustOpen(t, userURL(e, p, "locker", lockerPassword))
 		k := testkit.MustTryAcquire(t, holder, "revoke")
 		resp, err := root.Get(ctx, etcdlock.Key("locks/", "revoke"), clientv3.WithPrefix())
 		if err != nil || len(resp.Kvs) != 1 {
@@ -282,7 +262,7 @@ func TestSecurity(t *testing.T) {
 			t.Errorf("holder's Refresh after the outsider's Revoke = %v, want nil", err)
 		}
 		// The same user where its role allows it.
-		other := mustOpen(t, strings.Replace(userURL(e, p, "outsider", outsiderPassword), "/locks?", "/other?", 1))
+		other := testkit.MustOpen(t, strings.Replace(userURL(e, p, "outsider", outsiderPassword), "/locks?", "/other?", 1))
 		testkit.MustRelease(t, testkit.MustTryAcquire(t, other, "n"))
 	})
 
@@ -290,7 +270,7 @@ func TestSecurity(t *testing.T) {
 	// step on a lock.
 	t.Run("UnknownCommonName", func(t *testing.T) {
 		cert, key := p.Issue(t, "stranger", "stranger")
-		l := mustOpen(t, storeURL(e, "etcds", nil, tlsQuery(p, cert, key)))
+		l := testkit.MustOpen(t, storeURL(e, "etcds", nil, tlsQuery(p, cert, key)))
 		if _, err := l.TryAcquire(t.Context(), "n"); !errors.Is(err, dlock.ErrDenied) {
 			t.Errorf("TryAcquire(n) as an unknown common name = %v, want ErrDenied", err)
 		}
@@ -305,8 +285,8 @@ func TestSecurity(t *testing.T) {
 // it, and the holder learns at its next renewal.
 func testNeighbour(t *testing.T, e *testserver.Etcd, p *testserver.PKI, root *clientv3.Client) {
 	const name = "neighbour"
-	holder := mustOpen(t, userURL(e, p, "locker", lockerPassword))
-	neighbour := mustOpen(t, userURL(e, p, "neighbour", neighbourPassword))
+	holder := testkit.MustOpen(t, userURL(e, p, "locker", lockerPassword))
+	neighbour := testkit.MustOpen(t, userURL(e, p, "neighbour", neighbourPassword))
 	neighbourCli := e.ClientAs(t, "neighbour", neighbourPassword)
 
 	// The neighbour's own handle, gone stale: it held the name, its

@@ -114,3 +114,12 @@ func WantInvalid(t testing.TB, ctx context.Context, l *dlock.Locker, name, what 
 		t.Fatalf("TryAcquire(%q) %s = %v, want an error wrapping ErrInvalid", name, what, err)
 	}
 }
+
+// Cycle takes name on l with TryAcquire and releases it at once, or fails
+// the test, and returns the fencing token the hold had.
+func Cycle(t testing.TB, l *dlock.Locker, name string, opts ...dlock.Option) uint64 {
+	t.Helper()
+	k := MustTryAcquire(t, l, name, opts...)
+	MustRelease(t, k)
+	return k.Fence()
+}

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 )
 
 // Patience is how long Eventually and Retry wait for a condition before
@@ -99,4 +102,17 @@ func UniqueName(t testing.TB, prefix string) string {
 		name = name[i+1:]
 	}
 	return prefix + "/" + name + "/" + hex.EncodeToString(b[:])
+}
+
+// MustOpen opens a Locker on the store url names, with the backend the
+// test package imports, or fails the test (the message redacts url's
+// password); the Locker is closed when the test ends.
+func MustOpen(t testing.TB, url string) *dlock.Locker {
+	t.Helper()
+	l, err := dlock.Open(t.Context(), url)
+	if err != nil {
+		t.Fatalf("Open(%q) = %v, want a Locker", backend.RedactURL(url), err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
 }

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/testkit"
-
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 const (

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlock-go/dlock/internal/testkit"
-
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // SentinelMaster is the master name a RedisSentinel monitors.

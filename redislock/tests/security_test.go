@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/testkit"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/redislock"
 )
@@ -55,18 +54,6 @@ func without(c string) []string {
 		}
 	}
 	return cs
-}
-
-// openURL returns a Locker made by dlock.Open(url), closed when the test
-// ends.
-func openURL(t testing.TB, url string) *dlock.Locker {
-	t.Helper()
-	l, err := dlock.Open(t.Context(), url)
-	if err != nil {
-		t.Fatalf("Open(%q) = %v, want a Locker", url, err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
 }
 
 // TestConformanceLeastPrivilege runs the conformance suite through
@@ -163,7 +150,7 @@ func deniedStep(ctx context.Context, t *testing.T, u, step string) error {
 		}
 		return err
 	}
-	waiter := openURL(t, u)
+	waiter := testkit.MustOpen(t, u)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	got := testkit.AcquireAsync(wctx, waiter, name)
@@ -188,7 +175,7 @@ func deniedStep(ctx context.Context, t *testing.T, u, step string) error {
 // dlock.ErrDenied that does not contain the password.
 func TestRequirePass(t *testing.T) {
 	r := testserver.StartRedisWith(t, testserver.RedisOptions{Password: "s3cret-pass"})
-	a, b := openURL(t, "redis://:s3cret-pass@"+r.Addr()), openURL(t, "redis://:s3cret-pass@"+r.Addr())
+	a, b := testkit.MustOpen(t, "redis://:s3cret-pass@"+r.Addr()), testkit.MustOpen(t, "redis://:s3cret-pass@"+r.Addr())
 	k, err := a.TryAcquire(t.Context(), "n")
 	if err != nil {
 		t.Fatalf("TryAcquire(%q) = %v, want a lock", "n", err)
@@ -282,7 +269,7 @@ func TestOpenTLS(t *testing.T) {
 func TestNeighbourCannotFree(t *testing.T) {
 	r := testserver.StartRedisWith(t, testserver.RedisOptions{Users: []string{"locker on >pw " + lockACL("", lockCommands)}})
 	u := r.URL("locker", "pw")
-	holder, neighbour := openURL(t, u), openURL(t, u)
+	holder, neighbour := testkit.MustOpen(t, u), testkit.MustOpen(t, u)
 	const name = "shared-name"
 
 	stale, err := neighbour.Acquire(t.Context(), name, dlock.WithTTL(time.Second), dlock.WithoutRenewal())

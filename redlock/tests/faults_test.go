@@ -12,27 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/testkit"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
 	"github.com/dlock-go/dlock/redlock"
 	"github.com/dlock-go/dlock/redlock/internal/testhook"
 )
-
-// cycle takes and releases name, and returns the token it got.
-func cycle(t *testing.T, l *dlock.Locker, name string) uint64 {
-	t.Helper()
-	k := testkit.MustTryAcquire(t, l, name, dlock.WithTTL(5*time.Second))
-	if err := k.Release(t.Context()); err != nil {
-		t.Fatalf("Release(%q) = %v, want nil", name, err)
-	}
-	return k.Fence()
-}
 
 func wantAbove(t *testing.T, what string, got, prev uint64) {
 	t.Helper()
@@ -47,12 +36,12 @@ func TestKillMinority(t *testing.T) {
 	rs := startMasters(t, 5)
 	cs := clients(t, addrs(rs))
 	l := mustNew(t, cs, nil)
-	prev := cycle(t, l, "n")
+	prev := testkit.Cycle(t, l, "n", dlock.WithTTL(5*time.Second))
 	held := testkit.MustTryAcquire(t, l, "held", dlock.WithTTL(time.Second))
 	rs[1].Kill(t)
 	rs[3].Kill(t)
 	for i := range 5 {
-		f := cycle(t, l, "n")
+		f := testkit.Cycle(t, l, "n", dlock.WithTTL(5*time.Second))
 		wantAbove(t, fmt.Sprintf("of cycle %d after the kill", i), f, prev)
 		prev = f
 	}
@@ -107,8 +96,8 @@ func TestRestartMinority(t *testing.T) {
 	cs := clients(t, addrs(rs))
 	opts := &redlock.Options{MaxTTL: dlock.DefaultTTL}
 	b := mustNew(t, cs, opts)
-	prev := cycle(t, b, "n")            // every master's epoch starts here
-	time.Sleep(1500 * time.Millisecond) // more than the epoch slack (1 s)
+	prev := testkit.Cycle(t, b, "n", dlock.WithTTL(5*time.Second)) // every master's epoch starts here
+	time.Sleep(1500 * time.Millisecond)                            // more than the epoch slack (1 s)
 
 	reach := addrs(rs)
 	reach[3], reach[4] = "127.0.0.1:1", "127.0.0.1:1" // A cannot reach them
@@ -162,7 +151,7 @@ func TestRestartMinorityRenewed(t *testing.T) {
 	}
 	f := k.Fence()
 	k.Release(t.Context())
-	wantAbove(t, "after the restarts", cycle(t, l, "n"), f)
+	wantAbove(t, "after the restarts", testkit.Cycle(t, l, "n", dlock.WithTTL(5*time.Second)), f)
 }
 
 // pauseWorker takes args[1] on the masters args[0] (comma-separated) with
@@ -228,7 +217,7 @@ func TestDroppedReply(t *testing.T) {
 	via := addrs(rs)
 	via[0] = proxy.Addr()
 	l := mustNew(t, clients(t, via), &redlock.Options{NodeTimeout: 300 * time.Millisecond})
-	cycle(t, l, "n") // a connection whose handshake got through, and the scripts loaded
+	testkit.Cycle(t, l, "n", dlock.WithTTL(5*time.Second)) // a connection whose handshake got through, and the scripts loaded
 	proxy.DropReplies(t)
 	k := testkit.MustTryAcquire(t, l, "n", dlock.WithTTL(30*time.Second))
 	if n := keysLeft(t, direct, "n"); n != 5 {
@@ -282,7 +271,7 @@ func TestTokensAboveMajorityMark(t *testing.T) {
 	rs := startMasters(t, 5)
 	cs := clients(t, addrs(rs))
 	l := mustNew(t, cs, nil)
-	f := cycle(t, l, "n")
+	f := testkit.Cycle(t, l, "n", dlock.WithTTL(5*time.Second))
 	marks := 0
 	for _, c := range cs {
 		if v, _ := c.Get(t.Context(), "redlock:f:n").Uint64(); v == f {
@@ -300,7 +289,7 @@ func TestTokensAboveMajorityMark(t *testing.T) {
 	}
 	rs[1].Kill(t)
 	rs[2].Kill(t)
-	wantAbove(t, "after the mark's majority lost two masters", cycle(t, l, "n"), high)
+	wantAbove(t, "after the mark's majority lost two masters", testkit.Cycle(t, l, "n", dlock.WithTTL(5*time.Second)), high)
 }
 
 // TestPauseMinority: with 2 of 5 masters stopped (SIGSTOP), locks still

@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/testkit"
-
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/sqllock"
 	"github.com/dlock-go/dlock/sqllock/internal/testhook"

@@ -13,12 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/testkit"
-
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/sqllock"
 	"github.com/dlock-go/dlock/sqllock/internal/testhook"
@@ -101,18 +100,6 @@ func mysqlURLHarness(t *testing.T, store string) dlocktest.Harness {
 	return withDriver(h)
 }
 
-// mustOpen opens store with dlock.Open; the Locker is closed when the test
-// ends.
-func mustOpen(t testing.TB, store string) *dlock.Locker {
-	t.Helper()
-	l, err := dlock.Open(t.Context(), store)
-	if err != nil {
-		t.Fatalf("Open(%q) = %v, want a Locker", store, err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
-}
-
 // wantDenied checks that err wraps dlock.ErrDenied and carries neither
 // the password nor the context's end, so it came from the server at once.
 func wantDenied(t *testing.T, call string, err error, password string) {
@@ -173,7 +160,7 @@ func TestMariaDBSecurity(t *testing.T) {
 
 	t.Run("MigratingWithoutCreate", func(t *testing.T) {
 		// The default migrate=true needs CREATE: the error says so.
-		l := mustOpen(t, mysqlUserURL(m, "locker", "lock-pw", ""))
+		l := testkit.MustOpen(t, mysqlUserURL(m, "locker", "lock-pw", ""))
 		_, err := l.TryAcquire(t.Context(), "needs-create")
 		wantDenied(t, `TryAcquire("needs-create")`, err, "lock-pw")
 		if err != nil && !strings.Contains(err.Error(), "migrate=false") {
@@ -185,9 +172,9 @@ func TestMariaDBSecurity(t *testing.T) {
 		// SELECT alone is enough for dlock status, not for locking.
 		mysqlUser(t, m, "reader", "read-pw", "",
 			"GRANT SELECT ON dlock.dlock_locks TO user", "GRANT SELECT ON dlock.dlock_locks_holders TO user")
-		holder := mustOpen(t, lockURL)
+		holder := testkit.MustOpen(t, lockURL)
 		testkit.MustTryAcquire(t, holder, "watched")
-		l := mustOpen(t, mysqlUserURL(m, "reader", "read-pw", "migrate=false"))
+		l := testkit.MustOpen(t, mysqlUserURL(m, "reader", "read-pw", "migrate=false"))
 		if hs, err := l.Inspect(t.Context(), "watched"); err != nil || len(hs) != 1 {
 			t.Errorf(`Inspect("watched") as a reader = %v, %v, want its holder`, hs, err)
 		}
@@ -216,7 +203,7 @@ func TestMariaDBSecurity(t *testing.T) {
 	t.Run("TLS", func(t *testing.T) {
 		ca := "tls_ca=" + url.QueryEscape(pki.CAFile)
 		cert := "tls_cert=" + url.QueryEscape(pki.ClientCert) + "&tls_key=" + url.QueryEscape(pki.ClientKey)
-		other := mustOpen(t, lockURL)
+		other := testkit.MustOpen(t, lockURL)
 		for _, tc := range []struct{ name, user, pass, query string }{
 			{"VerifiedCA", "tlsuser", "tls-pw", ca},
 			{"TLSTrueWithCA", "tlsuser", "tls-pw", "tls=true&" + ca},
@@ -286,7 +273,7 @@ func TestMariaDBNeighbour(t *testing.T) {
 	const ttl = 2 * time.Second
 
 	t.Run("ThroughDlock", func(t *testing.T) {
-		holder, n := mustOpen(t, lockURL), mustOpen(t, neighbourURL)
+		holder, n := testkit.MustOpen(t, lockURL), testkit.MustOpen(t, neighbourURL)
 		k := testkit.MustTryAcquire(t, holder, "mine", dlock.WithTTL(ttl))
 		testkit.WantNotAcquired(t, n, "mine", "while another owner holds it")
 		// A stale handle: the neighbour held the name, lost it (forced
@@ -326,7 +313,7 @@ func TestMariaDBNeighbour(t *testing.T) {
 	t.Run("RawWrites", func(t *testing.T) {
 		// The grants let the neighbour delete or overwrite the row: the
 		// holder's Done closes at its next renewal.
-		holder := mustOpen(t, lockURL)
+		holder := testkit.MustOpen(t, lockURL)
 		for _, tc := range []struct{ name, stmt string }{
 			{"delete", "DELETE FROM dlock_locks WHERE name = ?"},
 			{"steal", "UPDATE dlock_locks SET owner = 'thief', expires = TIMESTAMPADD(SECOND, 60, UTC_TIMESTAMP(6)) WHERE name = ?"},
@@ -350,7 +337,7 @@ func TestMariaDBNeighbour(t *testing.T) {
 		if _, err := raw.ExecContext(t.Context(), "DELETE FROM dlock_locks WHERE name = ?", "delete-fence"); err != nil {
 			t.Fatal(err)
 		}
-		k2 := testkit.MustTryAcquire(t, mustOpen(t, lockURL), "delete-fence", dlock.WithTTL(ttl))
+		k2 := testkit.MustTryAcquire(t, testkit.MustOpen(t, lockURL), "delete-fence", dlock.WithTTL(ttl))
 		if k2.Fence() <= k.Fence() {
 			t.Errorf("Fence after a raw DELETE = %d, want above the lost holder's %d", k2.Fence(), k.Fence())
 		}
@@ -391,7 +378,7 @@ func testNeighbourNamedLocks(t *testing.T, m *testserver.MariaDB, lockURL string
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	holder, waiter := mustOpen(t, lockURL), mustOpen(t, lockURL)
+	holder, waiter := testkit.MustOpen(t, lockURL), testkit.MustOpen(t, lockURL)
 	starts := testkit.WatchStarts(waiter)
 
 	// handoff has waiter wait for name while holder holds it, and

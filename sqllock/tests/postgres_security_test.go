@@ -18,10 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/testkit"
-
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/sqllock"
 )
@@ -199,7 +198,7 @@ func testPostgresTLS(t *testing.T, s *pgServer) {
 // role dlock_tls cannot do without.
 func testPostgresListenerTLS(t *testing.T, s *pgServer) {
 	store := s.url("dlock_tls", s.ca("tls_ca"))
-	holder, waiter := mustOpen(t, store), mustOpen(t, store)
+	holder, waiter := testkit.MustOpen(t, store), testkit.MustOpen(t, store)
 	name := testkit.UniqueName(t, "sqllock")
 	k := testkit.MustTryAcquire(t, holder, name)
 	got := testkit.AcquireAsync(t.Context(), waiter, name)
@@ -222,7 +221,7 @@ func testPostgresWrongServerName(t *testing.T) {
 		return "postgres://dlock_app:" + pgPassword + "@" + p.Addr() + "/postgres?sslmode=" + mode + "&sslrootcert=" + url.QueryEscape(certFile)
 	}
 	wantOpenError(t, store("verify-full"), nil, "x509: cannot validate certificate for 127.0.0.1 because it doesn't contain any IP SANs")
-	l := mustOpen(t, store("verify-ca"))
+	l := testkit.MustOpen(t, store("verify-ca"))
 	testkit.MustTryAcquire(t, l, testkit.UniqueName(t, "sqllock"))
 }
 
@@ -260,7 +259,7 @@ func selfSigned(t *testing.T, dir, host string) (certFile, keyFile string) {
 // wrapping dlock.ErrDenied from every step that touches the table, at
 // once: not a wait until the context ends, nor a silent "not acquired".
 func testPostgresNoGrant(t *testing.T, s *pgServer) {
-	l := mustOpen(t, s.url("dlock_nogrant", "")) // Open only connects
+	l := testkit.MustOpen(t, s.url("dlock_nogrant", "")) // Open only connects
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	name := testkit.UniqueName(t, "sqllock")
@@ -290,7 +289,7 @@ func testPostgresEachGrant(t *testing.T, s *pgServer) {
 			mustExec(t, s.admin, `CREATE ROLE `+role+` LOGIN PASSWORD '`+pgPassword+`'`)
 			mustExec(t, s.admin, strings.ReplaceAll(pgLockGrant, "%s", role))
 			mustExec(t, s.admin, `REVOKE `+priv+` ON `+table+` FROM `+role)
-			err := lockSteps(t, mustOpen(t, s.url(role, "")))
+			err := lockSteps(t, testkit.MustOpen(t, s.url(role, "")))
 			cleanupOnly := table == "dlock_locks" && priv == "DELETE"
 			if cleanupOnly && err != nil || !cleanupOnly && !errors.Is(err, dlock.ErrDenied) {
 				t.Errorf("lock steps without %s on %s = %v, want %s", priv, table, err, map[bool]string{true: "nil (only cleanup deletes)", false: "an error wrapping ErrDenied"}[cleanupOnly])
@@ -330,7 +329,7 @@ func testPostgresMigrateGrant(t *testing.T, s *pgServer) {
 		t.Errorf("Migrate as a lock user = %v, want an error wrapping ErrDenied", err)
 	}
 	migrating := strings.Replace(s.url("dlock_app", ""), "migrate=false", "migrate=true", 1)
-	l := mustOpen(t, migrating)
+	l := testkit.MustOpen(t, migrating)
 	if _, err := l.TryAcquire(t.Context(), testkit.UniqueName(t, "sqllock")); !errors.Is(err, dlock.ErrDenied) || !strings.Contains(err.Error(), "migrate=false") {
 		t.Errorf("TryAcquire through %q = %v, want an error wrapping ErrDenied that points to migrate=false", migrating, err)
 	}
@@ -360,7 +359,7 @@ func (s *pgServer) sqlDB(t *testing.T, user string) *sql.DB {
 // holder's fencing token is larger.
 func testPostgresNeighbour(t *testing.T, s *pgServer) {
 	ctx := t.Context()
-	app, neighbour := mustOpen(t, s.url("dlock_app", "")), mustOpen(t, s.url("dlock_neighbour", ""))
+	app, neighbour := testkit.MustOpen(t, s.url("dlock_app", "")), testkit.MustOpen(t, s.url("dlock_neighbour", ""))
 
 	// A stale handle: the neighbour's lease ended (an administrator freed
 	// it), and the app took the name.

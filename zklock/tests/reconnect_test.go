@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/testkit"
-
 	"github.com/go-zookeeper/zk"
 
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 

@@ -7,10 +7,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/testkit"
-
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/extra/dlockgocron"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 func newElector(t *testing.T, ctx context.Context, l *dlock.Locker, name string) *dlockgocron.Elector {

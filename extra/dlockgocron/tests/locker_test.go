@@ -7,12 +7,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/testkit"
-
 	"github.com/go-co-op/gocron/v2"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/extra/dlockgocron"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/memlock"
 )
 

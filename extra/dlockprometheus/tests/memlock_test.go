@@ -8,11 +8,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/testkit"
-
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/extra/dlockprometheus"
 	"github.com/dlock-go/dlock/hook"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/memlock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
