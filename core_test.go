@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/memlock"
 )
 
@@ -133,7 +134,7 @@ func TestRenewalCadence(t *testing.T) {
 			t.Fatalf("Acquire = %v", err)
 		}
 		time.Sleep(10 * ttl)
-		if isClosed(k.Done()) {
+		if testkit.IsClosed(k.Done()) {
 			t.Fatalf("lock lost while renewed: %v", context.Cause(k.Context()))
 		}
 		d.mu.Lock()
@@ -206,7 +207,7 @@ func TestTransientRenewalErrorIsRetried(t *testing.T) {
 		const ttl = 3 * time.Second
 		k, _ := l.Acquire(t.Context(), "a", dlock.WithTTL(ttl))
 		time.Sleep(5 * ttl)
-		if isClosed(k.Done()) {
+		if testkit.IsClosed(k.Done()) {
 			t.Fatalf("lock lost after two transient errors: %v", context.Cause(k.Context()))
 		}
 		k.Release(t.Context())
@@ -325,15 +326,6 @@ func TestAbandonedAcquireIsReleased(t *testing.T) {
 			t.Fatalf("lock held by %s after its acquirer gave up, want released", owner)
 		}
 	})
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // lockerOver returns a Locker with default options over d.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/memlock"
 )
 
@@ -63,7 +64,7 @@ func TestRefreshReportsLossDuringCall(t *testing.T) {
 		d.refreshDelay = ttl // the reply arrives after the loss deadline (0.9 TTL)
 		d.mu.Unlock()
 		err = k.Refresh(t.Context())
-		if !isClosed(k.Done()) {
+		if !testkit.IsClosed(k.Done()) {
 			t.Fatalf("Done still open after the loss deadline passed during Refresh")
 		}
 		if !errors.Is(err, dlock.ErrNotHeld) || !errors.Is(err, dlock.ErrLost) {
@@ -238,7 +239,7 @@ func TestLockContextKeepsValues(t *testing.T) {
 	if got := k.Context().Value(traceKey{}); got != "trace-1" {
 		t.Errorf("Lock.Context().Value(traceKey) = %v, want %q", got, "trace-1")
 	}
-	if isClosed(k.Done()) {
+	if testkit.IsClosed(k.Done()) {
 		t.Errorf("Lock.Done closed when Acquire's ctx was cancelled, want it open while held")
 	}
 	child, stopChild := context.WithCancel(k.Context())
@@ -260,7 +261,7 @@ func TestLockContextKeepsValues(t *testing.T) {
 		t.Errorf("re-entered Lock.Context().Value(traceKey) = %v, want %q", got, "trace-1")
 	}
 	k2.Release(t.Context())
-	if isClosed(k.Done()) {
+	if testkit.IsClosed(k.Done()) {
 		t.Errorf("first handle's Done closed by the re-entered handle's Release, want it open")
 	}
 	if cause := context.Cause(k2.Context()); cause != dlock.ErrReleased {
@@ -294,11 +295,11 @@ func TestNoHandleHandedOutExpired(t *testing.T) {
 					t.Fatalf("try=%v: Acquire with a slow reply = %v, want a lock (the lease is still ours)", try, err)
 				}
 				synctest.Wait()
-				if isClosed(k.Done()) {
+				if testkit.IsClosed(k.Done()) {
 					t.Fatalf("try=%v: Acquire handed out a lock whose Done closed at once: %v", try, context.Cause(k.Context()))
 				}
 				time.Sleep(ttl / 2) // and it has real time left
-				if isClosed(k.Done()) {
+				if testkit.IsClosed(k.Done()) {
 					t.Fatalf("try=%v: lock lost %v after it was handed out: %v", try, ttl/2, context.Cause(k.Context()))
 				}
 				k.Release(t.Context())
@@ -335,7 +336,7 @@ func TestNoHandleHandedOutExpired(t *testing.T) {
 				t.Fatalf("Acquire returned after %v, before the other owner (who took the expired lease) released at %v", waited, ttl+3*time.Second/2)
 			}
 			synctest.Wait()
-			if isClosed(k.Done()) {
+			if testkit.IsClosed(k.Done()) {
 				t.Fatalf("Acquire handed out a lock whose Done closed at once: %v", context.Cause(k.Context()))
 			}
 		})
@@ -364,7 +365,7 @@ func TestReenterKeepsFirstOptions(t *testing.T) {
 			t.Errorf("re-entering with a bad TTL = %v, want ErrInvalid", err)
 		}
 		time.Sleep(ttl) // past the first TTL, not the re-entering one
-		if !isClosed(k2.Done()) {
+		if !testkit.IsClosed(k2.Done()) {
 			t.Errorf("re-entered handle still open after the first acquisition's %v lease (WithoutRenewal), want the re-entering options ignored", ttl)
 		}
 	})
@@ -388,14 +389,14 @@ func TestDriverLosses(t *testing.T) {
 		}
 		d.losses <- driver.Loss{Owner: d.owner("b"), Err: errors.New("node deleted")}
 		synctest.Wait()
-		if isClosed(ks[0].Done()) || !isClosed(ks[1].Done()) || isClosed(ks[2].Done()) {
-			t.Fatalf("after a loss of b: Done closed = %v %v %v, want false true false", isClosed(ks[0].Done()), isClosed(ks[1].Done()), isClosed(ks[2].Done()))
+		if testkit.IsClosed(ks[0].Done()) || !testkit.IsClosed(ks[1].Done()) || testkit.IsClosed(ks[2].Done()) {
+			t.Fatalf("after a loss of b: Done closed = %v %v %v, want false true false", testkit.IsClosed(ks[0].Done()), testkit.IsClosed(ks[1].Done()), testkit.IsClosed(ks[2].Done()))
 		}
 		d.losses <- driver.Loss{Err: errors.New("session expired")}
 		synctest.Wait()
 		for i, k := range ks {
-			if !isClosed(k.Done()) || !errors.Is(context.Cause(k.Context()), dlock.ErrLost) {
-				t.Errorf("lock %d after a session-wide loss: Done closed %v, cause %v; want closed with ErrLost", i, isClosed(k.Done()), context.Cause(k.Context()))
+			if !testkit.IsClosed(k.Done()) || !errors.Is(context.Cause(k.Context()), dlock.ErrLost) {
+				t.Errorf("lock %d after a session-wide loss: Done closed %v, cause %v; want closed with ErrLost", i, testkit.IsClosed(k.Done()), context.Cause(k.Context()))
 			}
 		}
 	})
@@ -440,7 +441,7 @@ func TestHandlesReleasedInAnyOrder(t *testing.T) {
 			t.Errorf("Cause(handle %d) = %v after its Release, want ErrReleased", i, cause)
 		}
 		for _, j := range []int{1, 3} {
-			if isClosed(ks[j].Done()) {
+			if testkit.IsClosed(ks[j].Done()) {
 				t.Fatalf("handle %d's Done closed by the Release of handle %d, want open", j, i)
 			}
 		}

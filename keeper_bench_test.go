@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/memlock"
 )
 
@@ -52,7 +53,7 @@ func benchmarkKeeper(b *testing.B, ttlOf func(i int) time.Duration) {
 		b.ReportMetric(float64(cpu)/float64(time.Millisecond)/wall.Seconds(), "cpu-ms/s")
 	}
 	for i, k := range locks {
-		if isClosed(k.Done()) {
+		if testkit.IsClosed(k.Done()) {
 			b.Fatalf("lock %d of %d lost while held: %v", i, n, context.Cause(k.Context()))
 		}
 	}

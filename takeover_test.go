@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // stampDriver is a store whose clock says the holder's lease ran out less
@@ -314,7 +315,7 @@ func TestWallClockStepAndTakeover(t *testing.T) {
 			go func() {
 				k2, err := waiter.Acquire(ctx, "a", dlock.WithTTL(ttl))
 				if err == nil {
-					if !isClosed(k.Done()) {
+					if !testkit.IsClosed(k.Done()) {
 						t.Errorf("the waiter got the name (Fence %d) while the holder's Done was open", k2.Fence())
 					}
 					k2.Release(context.Background())
@@ -324,7 +325,7 @@ func TestWallClockStepAndTakeover(t *testing.T) {
 			time.Sleep(ttl / 2)
 			s.step(5 * time.Second) // the store's lease ends at once, by its clock
 			time.Sleep(20 * time.Second)
-			if isClosed(k.Done()) {
+			if testkit.IsClosed(k.Done()) {
 				t.Fatalf("holder lost the lock after a +5s step of the store's clock: %v", context.Cause(k.Context()))
 			}
 			k.Release(t.Context())

@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 func testInspect(t *testing.T, h Harness) {
 	a, b := newLocker(t, h), newLocker(t, h)
 	name, free := uniqueName(t, "/{held} ü"), uniqueName(t, "-free")
-	k := mustAcquire(t, a, t.Context(), name, dlock.WithTTL(10*time.Second), dlock.WithMetadata("host=test pid=1"))
+	k := testkit.MustTryAcquire(t, a, name, dlock.WithTTL(10*time.Second), dlock.WithMetadata("host=test pid=1"))
 	infos, err := b.Inspect(t.Context(), name, free)
 	if h.NoAdmin {
 		wantUnsupported(t, "Inspect", err)
@@ -41,7 +42,7 @@ func testInspect(t *testing.T, h Harness) {
 	if !found {
 		t.Errorf("Inspect() of all names lacks %q", name)
 	}
-	mustRelease(t, k)
+	testkit.MustRelease(t, k)
 	if infos, err := b.Inspect(t.Context(), name); err != nil || len(infos) != 0 {
 		t.Errorf("Inspect(%q) after Release = %+v, %v; want no holder", name, infos, err)
 	}
@@ -50,14 +51,14 @@ func testInspect(t *testing.T, h Harness) {
 func testForceRelease(t *testing.T, h Harness) {
 	a, b, admin := newLocker(t, h), newLocker(t, h), newLocker(t, h)
 	name := uniqueName(t, "")
-	k := mustAcquire(t, a, t.Context(), name, dlock.WithTTL(h.ttl()))
-	got := AcquireAsync(t.Context(), b, name)
+	k := testkit.MustTryAcquire(t, a, name, dlock.WithTTL(h.ttl()))
+	got := testkit.AcquireAsync(t.Context(), b, name)
 	held, err := admin.ForceRelease(t.Context(), name)
 	if h.NoAdmin {
 		wantUnsupported(t, "ForceRelease", err)
-		mustRelease(t, k)
+		testkit.MustRelease(t, k)
 		if r := <-got; r.Err == nil {
-			mustRelease(t, r.Lock)
+			testkit.MustRelease(t, r.Lock)
 		}
 		return
 	}
@@ -73,7 +74,7 @@ func testForceRelease(t *testing.T, h Harness) {
 		if r.Lock.Fence() <= k.Fence() {
 			t.Errorf("Fence after ForceRelease = %d, want > %d", r.Lock.Fence(), k.Fence())
 		}
-		mustRelease(t, r.Lock)
+		testkit.MustRelease(t, r.Lock)
 	case <-time.After(h.ttl() + slack):
 		t.Fatalf("waiter not woken %v after ForceRelease", h.ttl()+slack)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // RunBenchmarks measures the store h describes:
@@ -235,7 +236,7 @@ func benchHandoff(b *testing.B, h Harness) {
 		if err != nil {
 			b.Fatalf("Acquire(%q) = %v", name, err)
 		}
-		got := AcquireAsync(ctx, waiter, name)
+		got := testkit.AcquireAsync(ctx, waiter, name)
 		// Let the waiter fail its first attempt and start waiting.
 		time.Sleep(2 * time.Millisecond)
 		releasing := time.Now()

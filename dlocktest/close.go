@@ -8,31 +8,33 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 func testClose(t *testing.T, h Harness) {
 	other := newLocker(t, h)
 	name, waited := uniqueName(t, ""), uniqueName(t, "-waited")
-	blocker := mustAcquire(t, other, t.Context(), waited)
+	blocker := testkit.MustTryAcquire(t, other, waited)
 	defer blocker.Release(t.Context())
 
 	// Goroutines that exist now (servers, clients, other tests) are not
 	// the Locker's; everything it starts must be gone after Close.
 	before, _ := snapshot()
 	l := h.NewLocker(t)
-	k := mustAcquire(t, l, t.Context(), name, dlock.WithTTL(h.ttl()))
+	k := testkit.MustTryAcquire(t, l, name, dlock.WithTTL(h.ttl()))
 	inner, err := l.Acquire(k.Context(), name)
 	if err != nil {
 		t.Fatalf("re-entering Acquire(%q) = %v, want a lock", name, err)
 	}
-	got := AcquireAsync(t.Context(), l, waited)
+	starts := testkit.WatchStarts(l)
+	got := testkit.AcquireAsync(t.Context(), l, waited)
 	// A context that cannot end: only Close stops this wait.
-	gotBackground := AcquireAsync(context.Background(), l, waited)
-	time.Sleep(100 * time.Millisecond) // let the waiters subscribe
+	gotBackground := testkit.AcquireAsync(context.Background(), l, waited)
+	starts.WaitInAcquire(t, waited, 2)
 	if err := l.Close(); err != nil {
 		t.Fatalf("Close() = %v, want nil", err)
 	}
-	for _, got := range []<-chan Acquired{got, gotBackground} {
+	for _, got := range []<-chan testkit.Acquired{got, gotBackground} {
 		select {
 		case r := <-got:
 			if !errors.Is(r.Err, dlock.ErrClosed) {
@@ -43,7 +45,7 @@ func testClose(t *testing.T, h Harness) {
 		}
 	}
 	for _, h := range []*dlock.Lock{k, inner} {
-		if !isClosed(h.Done()) {
+		if !testkit.IsClosed(h.Done()) {
 			t.Fatalf("Done of a lock held across Close is open, want closed")
 		}
 		if cause := context.Cause(h.Context()); !errors.Is(cause, dlock.ErrClosed) {
@@ -53,7 +55,10 @@ func testClose(t *testing.T, h Harness) {
 	// Close released the lock on the server. (other is called with a
 	// context that cannot end, so it runs the driver in this goroutine and
 	// starts no guard goroutine that the check below would count as l's.)
-	k2 := mustAcquire(t, other, context.Background(), name)
+	k2, err := other.TryAcquire(context.Background(), name)
+	if err != nil {
+		t.Fatalf("TryAcquire(%q) after Close = %v, want a lock (Close released it)", name, err)
+	}
 	if err := k2.Release(context.Background()); err != nil {
 		t.Fatalf("Release(%q) = %v, want nil", name, err)
 	}

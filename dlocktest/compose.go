@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // composeTimeout bounds the properties below, which must not deadlock.
@@ -18,7 +19,7 @@ func testReleaseEndedContext(t *testing.T, h Harness) {
 	a, b := newLocker(t, h), newLocker(t, h)
 	name := uniqueName(t, "")
 	ctx, cancel := context.WithCancel(t.Context())
-	k := mustAcquire(t, a, ctx, name)
+	k := testkit.MustTryAcquire(t, a, name)
 	cancel()
 	if err := k.Release(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("Release(%q) with an ended ctx = %v, want nil or an error wrapping context.Canceled", name, err)
@@ -31,7 +32,7 @@ func testReleaseEndedContext(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("Acquire(%q) after a Release with an ended ctx = %v, want the name freed", name, err)
 	}
-	mustRelease(t, k2)
+	testkit.MustRelease(t, k2)
 }
 
 func testDoAndAcquireAll(t *testing.T, h Harness) {
@@ -43,13 +44,13 @@ func testDoAndAcquireAll(t *testing.T, h Harness) {
 	ran := false
 	err := a.Do(ctx, x, func(ctx context.Context) error {
 		ran = true
-		wantNotAcquired(t, b, x)
+		testkit.WantNotAcquired(t, b, x, "while another owner holds it")
 		return nil
 	})
 	if err != nil || !ran {
 		t.Fatalf("Do(%q) = %v (fn ran: %v), want nil after running fn", x, err, ran)
 	}
-	mustRelease(t, mustAcquire(t, b, ctx, x)) // Do released it
+	testkit.MustRelease(t, testkit.MustTryAcquire(t, b, x)) // Do released it
 
 	// Two Lockers take both names in opposite orders: no deadlock.
 	var wg sync.WaitGroup
@@ -65,7 +66,7 @@ func testDoAndAcquireAll(t *testing.T, h Harness) {
 					return
 				}
 				for _, k := range ks {
-					mustRelease(t, k)
+					testkit.MustRelease(t, k)
 				}
 			}
 		})

@@ -21,18 +21,21 @@
 // The package's Example is the same, compiled, on memlock.
 //
 // Every failure message starts with the one-line property that broke.
+//
+// Besides Run, the package has what else a backend author needs:
+// RunBenchmarks, the suite's benchmarks on the same Harness, and
+// CheckRoundTrip, the property a fuzz target checks of names and metadata
+// on the backend's store.
 package dlocktest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // Harness describes the store under test. Fields are funcs so that adding
@@ -179,41 +182,7 @@ func newLocker(t testing.TB, h Harness) *dlock.Locker {
 // uniqueName returns a lock name no other test run uses, so suites can
 // share a server.
 func uniqueName(t testing.TB, suffix string) string {
-	var b [6]byte
-	rand.Read(b[:])
-	name := t.Name()
-	if i := strings.LastIndexByte(name, '/'); i >= 0 {
-		name = name[i+1:]
-	}
-	return "dlocktest/" + name + "/" + hex.EncodeToString(b[:]) + suffix
-}
-
-func mustAcquire(t *testing.T, l *dlock.Locker, ctx context.Context, name string, opts ...dlock.Option) *dlock.Lock {
-	t.Helper()
-	k, err := l.TryAcquire(ctx, name, opts...)
-	if err != nil {
-		t.Fatalf("TryAcquire(%q) = %v, want a lock", name, err)
-	}
-	return k
-}
-
-func mustRelease(t *testing.T, k *dlock.Lock) {
-	t.Helper()
-	MustRelease(t, k)
-}
-
-func wantNotAcquired(t *testing.T, l *dlock.Locker, name string) {
-	t.Helper()
-	wantNotAcquiredWith(t, l, name, "while another owner holds it")
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
+	return testkit.UniqueName(t, "dlocktest") + suffix
 }
 
 // waitClosed waits up to limit for ch to close and returns how long it

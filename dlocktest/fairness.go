@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 func testFairness(t *testing.T, h Harness) {
@@ -12,7 +14,7 @@ func testFairness(t *testing.T, h Harness) {
 	}
 	const waiters = 6
 	name := uniqueName(t, "")
-	k := mustAcquire(t, newLocker(t, h), t.Context(), name)
+	k := testkit.MustTryAcquire(t, newLocker(t, h), name)
 	var (
 		mu    sync.Mutex
 		order []int
@@ -35,7 +37,7 @@ func testFairness(t *testing.T, h Harness) {
 		})
 		waitQueued(t, h, name, i+1) // waiter i is in line before waiter i+1 starts
 	}
-	mustRelease(t, k)
+	testkit.MustRelease(t, k)
 	wg.Wait()
 	if want := []int{0, 1, 2, 3, 4, 5}; !slices.Equal(order, want) {
 		t.Errorf("waiters Acquired in order %v, want arrival order %v", order, want)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 func testBadInput(t *testing.T, h Harness) {
@@ -42,7 +43,7 @@ func testBadInput(t *testing.T, h Harness) {
 	if _, err := a.TryAcquire(ctx, name, nil); err != nil {
 		t.Errorf("TryAcquire with a nil Option = %v, want it ignored", err)
 	} else {
-		wantNotAcquired(t, b, name)
+		testkit.WantNotAcquired(t, b, name, "while another owner holds it")
 	}
 
 	// Odd but valid names work and stay distinct.
@@ -58,9 +59,9 @@ func testBadInput(t *testing.T, h Harness) {
 			t.Errorf("TryAcquire(%q) = %v, want a lock", n, err)
 			continue
 		}
-		wantNotAcquired(t, b, n)
-		mustRelease(t, k)
-		k2 := mustAcquire(t, b, ctx, n)
-		mustRelease(t, k2)
+		testkit.WantNotAcquired(t, b, n, "while another owner holds it")
+		testkit.MustRelease(t, k)
+		k2 := testkit.MustTryAcquire(t, b, n)
+		testkit.MustRelease(t, k2)
 	}
 }

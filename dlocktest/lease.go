@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // slack is the generous allowance for scheduling and round trips in
@@ -17,9 +18,9 @@ func testLeaseExpires(t *testing.T, h Harness) {
 	a, b := newLocker(t, h), newLocker(t, h)
 	name, ttl := uniqueName(t, ""), h.ttl()
 	start := time.Now()
-	k := mustAcquire(t, a, t.Context(), name, dlock.WithTTL(ttl), dlock.WithoutRenewal())
-	wantNotAcquired(t, b, name)
-	got := AcquireAsync(t.Context(), b, name)
+	k := testkit.MustTryAcquire(t, a, name, dlock.WithTTL(ttl), dlock.WithoutRenewal())
+	testkit.WantNotAcquired(t, b, name, "while another owner holds it")
+	got := testkit.AcquireAsync(t.Context(), b, name)
 	waitClosed(t, k.Done(), ttl+slack, "Done of a WithoutRenewal lock")
 	lostAt := time.Now()
 	if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrLost) {
@@ -38,7 +39,7 @@ func testLeaseExpires(t *testing.T, h Harness) {
 		if d := r.At.Sub(start); d < ttl-5*time.Millisecond {
 			t.Fatalf("another owner acquired %v after the acquisition, before the %v lease ended", d, ttl)
 		}
-		mustRelease(t, r.Lock)
+		testkit.MustRelease(t, r.Lock)
 	case <-time.After(ttl + slack):
 		t.Fatalf("Acquire(%q) still waiting %v after the lease ended", name, ttl+slack)
 	}
@@ -50,8 +51,8 @@ func testLeaseExpires(t *testing.T, h Harness) {
 func testRenewal(t *testing.T, h Harness) {
 	a, b := newLocker(t, h), newLocker(t, h)
 	name, ttl := uniqueName(t, ""), h.ttl()
-	k := mustAcquire(t, a, t.Context(), name, dlock.WithTTL(ttl))
-	got := AcquireAsync(t.Context(), b, name)
+	k := testkit.MustTryAcquire(t, a, name, dlock.WithTTL(ttl))
+	got := testkit.AcquireAsync(t.Context(), b, name)
 	select {
 	case <-k.Done():
 		t.Fatalf("Done of an auto-renewed lock closed (%v), want held", context.Cause(k.Context()))
@@ -59,13 +60,13 @@ func testRenewal(t *testing.T, h Harness) {
 		t.Fatalf("Acquire(%q) by another owner returned (%v) while the lock was renewed", name, r.Err)
 	case <-time.After(3 * ttl):
 	}
-	mustRelease(t, k)
+	testkit.MustRelease(t, k)
 	select {
 	case r := <-got:
 		if r.Err != nil {
 			t.Fatalf("Acquire(%q) = %v, want a lock", name, r.Err)
 		}
-		mustRelease(t, r.Lock)
+		testkit.MustRelease(t, r.Lock)
 	case <-time.After(promptly):
 		t.Fatalf("Acquire(%q) still waiting %v after Release", name, promptly)
 	}
@@ -74,7 +75,7 @@ func testRenewal(t *testing.T, h Harness) {
 func testRefresh(t *testing.T, h Harness) {
 	a, b := newLocker(t, h), newLocker(t, h)
 	name, ttl := uniqueName(t, ""), h.ttl()
-	k := mustAcquire(t, a, t.Context(), name, dlock.WithTTL(ttl), dlock.WithoutRenewal())
+	k := testkit.MustTryAcquire(t, a, name, dlock.WithTTL(ttl), dlock.WithoutRenewal())
 	end := time.Now().Add(2 * ttl)
 	for time.Now().Before(end) {
 		time.Sleep(ttl / 4)
@@ -82,28 +83,28 @@ func testRefresh(t *testing.T, h Harness) {
 			t.Fatalf("Refresh(%q) = %v, want nil", name, err)
 		}
 	}
-	if isClosed(k.Done()) {
+	if testkit.IsClosed(k.Done()) {
 		t.Fatalf("Done of a refreshed lock closed (%v), want open", context.Cause(k.Context()))
 	}
-	wantNotAcquired(t, b, name)
-	mustRelease(t, k)
+	testkit.WantNotAcquired(t, b, name, "while another owner holds it")
+	testkit.MustRelease(t, k)
 }
 
 func testExpireClosesDone(t *testing.T, h Harness) {
 	a, b := newLocker(t, h), newLocker(t, h)
 	name, ttl := uniqueName(t, ""), h.ttl()
-	k := mustAcquire(t, a, t.Context(), name, dlock.WithTTL(ttl))
+	k := testkit.MustTryAcquire(t, a, name, dlock.WithTTL(ttl))
 	h.Expire(t, name)
 	waitClosed(t, k.Done(), ttl+slack, "Done after the lock was deleted behind its holder")
 	if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrLost) {
 		t.Fatalf("context.Cause = %v, want ErrLost", cause)
 	}
-	k2 := mustAcquire(t, b, t.Context(), name)
+	k2 := testkit.MustTryAcquire(t, b, name)
 	if err := k.Release(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Fatalf("Release(%q) of the lost lock = %v, want ErrNotHeld", name, err)
 	}
-	wantNotAcquired(t, a, name)
-	mustRelease(t, k2)
+	testkit.WantNotAcquired(t, a, name, "while another owner holds it")
+	testkit.MustRelease(t, k2)
 }
 
 func testLateRelease(t *testing.T, h Harness) {
@@ -111,18 +112,18 @@ func testLateRelease(t *testing.T, h Harness) {
 	name := uniqueName(t, "")
 	// The holder's lock is deleted and taken over before the holder
 	// notices: its Release must not free the new owner's lock.
-	k := mustAcquire(t, a, t.Context(), name)
+	k := testkit.MustTryAcquire(t, a, name)
 	h.Expire(t, name)
-	k2 := mustAcquire(t, b, t.Context(), name)
+	k2 := testkit.MustTryAcquire(t, b, name)
 	if err := k.Release(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Fatalf("late Release(%q) = %v, want ErrNotHeld", name, err)
 	}
-	wantNotAcquired(t, c, name)
+	testkit.WantNotAcquired(t, c, name, "while another owner holds it")
 	if err := k2.Refresh(t.Context()); err != nil {
 		t.Fatalf("new owner's Refresh(%q) after a late Release = %v, want nil", name, err)
 	}
-	if isClosed(k2.Done()) {
+	if testkit.IsClosed(k2.Done()) {
 		t.Fatalf("new owner's Done closed by another owner's late Release")
 	}
-	mustRelease(t, k2)
+	testkit.MustRelease(t, k2)
 }

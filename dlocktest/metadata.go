@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // trickyMetadata are metadata values that break naive encodings: the
@@ -41,7 +42,7 @@ func testMetadataRoundTrip(t *testing.T, h Harness) {
 		}
 		infos, err := b.Inspect(t.Context(), name)
 		if errors.Is(err, dlock.ErrUnsupported) {
-			mustRelease(t, k)
+			testkit.MustRelease(t, k)
 			t.Skipf("Inspect: %v", err)
 		}
 		if err != nil || len(infos) != 1 {
@@ -50,14 +51,14 @@ func testMetadataRoundTrip(t *testing.T, h Harness) {
 		if got := infos[0].Metadata; got != meta {
 			t.Errorf("Got(Inspect(%q).Metadata) = %.60q (%d bytes), want %.60q (%d bytes)", name, got, len(got), meta, len(meta))
 		}
-		mustRelease(t, k)
+		testkit.MustRelease(t, k)
 	}
 	for _, bad := range []string{"nul\x00byte", "\xff\xfe not UTF-8", strings.Repeat("m", dlock.MaxMetadataLen+1)} {
 		name := uniqueName(t, "")
 		k, err := a.TryAcquire(t.Context(), name, dlock.WithMetadata(bad))
 		if !errors.Is(err, dlock.ErrInvalid) {
 			if k != nil {
-				mustRelease(t, k)
+				testkit.MustRelease(t, k)
 			}
 			t.Errorf("Got(TryAcquire with metadata %.40q) = %v, want ErrInvalid", bad, err)
 			continue

@@ -3,12 +3,14 @@ package dlocktest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // The properties of shared holds and semaphores (dlock.Shared,
@@ -21,28 +23,6 @@ const settle = 10 * time.Second
 // tryShared is TryAcquire in shared mode.
 func tryShared(l *dlock.Locker, ctx context.Context, name string, opts ...dlock.Option) (*dlock.Lock, error) {
 	return l.TryAcquire(ctx, name, append(opts, dlock.Shared())...)
-}
-
-func wantNotAcquiredWith(t *testing.T, l *dlock.Locker, name, what string, opts ...dlock.Option) {
-	t.Helper()
-	k, err := l.TryAcquire(t.Context(), name, opts...)
-	if !errors.Is(err, dlock.ErrNotAcquired) {
-		if k != nil {
-			k.Release(t.Context())
-		}
-		t.Fatalf("TryAcquire(%q) %s = %v, want ErrNotAcquired", name, what, err)
-	}
-}
-
-func wantInvalid(t *testing.T, l *dlock.Locker, ctx context.Context, name, what string, opts ...dlock.Option) {
-	t.Helper()
-	k, err := l.TryAcquire(ctx, name, opts...)
-	if !errors.Is(err, dlock.ErrInvalid) {
-		if k != nil {
-			k.Release(t.Context())
-		}
-		t.Fatalf("TryAcquire(%q) %s = %v, want an error wrapping ErrInvalid", name, what, err)
-	}
 }
 
 // inspectHolders returns name's holders by owner, failing the test if the
@@ -71,7 +51,7 @@ func testSharedHolds(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("second TryAcquire(%q, Shared) by another owner = %v, want a lock held together", name, err)
 	}
-	wantNotAcquiredWith(t, w, name, "exclusive while two readers hold it")
+	testkit.WantNotAcquired(t, w, name, "exclusive while two readers hold it")
 	holders := inspectHolders(t, w, name)
 	if len(holders) != 2 {
 		t.Fatalf("Inspect(%q) lists %d holders, want the 2 readers: %+v", name, len(holders), holders)
@@ -85,16 +65,16 @@ func testSharedHolds(t *testing.T, h Harness) {
 	if in := holders[rb.Owner()]; in.Metadata != "reader b" {
 		t.Errorf("Inspect(%q) metadata of reader b = %q, want %q", name, in.Metadata, "reader b")
 	}
-	mustRelease(t, ra)
-	wantNotAcquiredWith(t, w, name, "exclusive while one reader holds it")
-	mustRelease(t, rb)
-	kw := mustAcquire(t, w, t.Context(), name)
-	wantNotAcquiredWith(t, a, name, "shared while a writer holds it", dlock.Shared())
+	testkit.MustRelease(t, ra)
+	testkit.WantNotAcquired(t, w, name, "exclusive while one reader holds it")
+	testkit.MustRelease(t, rb)
+	kw := testkit.MustTryAcquire(t, w, name)
+	testkit.WantNotAcquired(t, a, name, "shared while a writer holds it", dlock.Shared())
 	if holders := inspectHolders(t, a, name); len(holders) != 1 || holders[kw.Owner()].Shared {
 		t.Errorf("Inspect(%q) while a writer holds it = %+v, want one exclusive holder", name, holders)
 	}
-	mustRelease(t, kw)
-	mustRelease(t, mustAcquire(t, a, t.Context(), name, dlock.Shared()))
+	testkit.MustRelease(t, kw)
+	testkit.MustRelease(t, testkit.MustTryAcquire(t, a, name, dlock.Shared()))
 }
 
 func testSemaphore(t *testing.T, h Harness) {
@@ -106,12 +86,12 @@ func testSemaphore(t *testing.T, h Harness) {
 	}
 	ks := make([]*dlock.Lock, n)
 	for i := range n {
-		ks[i] = mustAcquire(t, ls[i], t.Context(), name, dlock.WithLimit(n))
+		ks[i] = testkit.MustTryAcquire(t, ls[i], name, dlock.WithLimit(n))
 		if i > 0 && ks[i].Fence() <= ks[i-1].Fence() {
 			t.Errorf("permit %d has fence %d, want above permit %d's %d", i, ks[i].Fence(), i-1, ks[i-1].Fence())
 		}
 	}
-	wantNotAcquiredWith(t, ls[n], name, "for a 4th permit of 3", dlock.WithLimit(n))
+	testkit.WantNotAcquired(t, ls[n], name, "for a 4th permit of 3", dlock.WithLimit(n))
 	holders := inspectHolders(t, ls[n], name)
 	if len(holders) != n {
 		t.Fatalf("Inspect(%q) lists %d holders, want %d permits: %+v", name, len(holders), n, holders)
@@ -121,36 +101,36 @@ func testSemaphore(t *testing.T, h Harness) {
 			t.Errorf("Inspect(%q) shows permit %s as %+v, want limit %d, fence %d", name, k.Owner(), in, n, k.Fence())
 		}
 	}
-	mustRelease(t, ks[1])
-	k := mustAcquire(t, ls[n], t.Context(), name, dlock.WithLimit(n))
+	testkit.MustRelease(t, ks[1])
+	k := testkit.MustTryAcquire(t, ls[n], name, dlock.WithLimit(n))
 	if k.Fence() <= ks[2].Fence() {
 		t.Errorf("permit taken after a release has fence %d, want above every earlier permit's (%d)", k.Fence(), ks[2].Fence())
 	}
-	wantNotAcquiredWith(t, ls[1], name, "for a 4th permit of 3", dlock.WithLimit(n))
+	testkit.WantNotAcquired(t, ls[1], name, "for a 4th permit of 3", dlock.WithLimit(n))
 	for _, k := range []*dlock.Lock{ks[0], ks[2], k} {
-		mustRelease(t, k)
+		testkit.MustRelease(t, k)
 	}
 	// Once every permit is back, the name is free for any mode.
-	mustRelease(t, mustAcquire(t, ls[0], t.Context(), name))
+	testkit.MustRelease(t, testkit.MustTryAcquire(t, ls[0], name))
 }
 
 func testModeMisuse(t *testing.T, h Harness) {
 	a, b := newLocker(t, h), newLocker(t, h)
 	ctx := t.Context()
 	mutex, sem := uniqueName(t, "-mutex"), uniqueName(t, "-sem")
-	wantInvalid(t, a, ctx, mutex, "with Shared and WithLimit", dlock.Shared(), dlock.WithLimit(2))
-	wantInvalid(t, a, ctx, mutex, "with WithLimit(0)", dlock.WithLimit(0))
+	testkit.WantInvalid(t, ctx, a, mutex, "with Shared and WithLimit", dlock.Shared(), dlock.WithLimit(2))
+	testkit.WantInvalid(t, ctx, a, mutex, "with WithLimit(0)", dlock.WithLimit(0))
 
-	k := mustAcquire(t, a, ctx, mutex)
-	wantInvalid(t, b, ctx, mutex, "as a semaphore while held as a lock", dlock.WithLimit(2))
-	wantInvalid(t, a, k.Context(), mutex, "as a semaphore inside its exclusive hold", dlock.WithLimit(2))
-	mustRelease(t, k)
+	k := testkit.MustTryAcquire(t, a, mutex)
+	testkit.WantInvalid(t, ctx, b, mutex, "as a semaphore while held as a lock", dlock.WithLimit(2))
+	testkit.WantInvalid(t, k.Context(), a, mutex, "as a semaphore inside its exclusive hold", dlock.WithLimit(2))
+	testkit.MustRelease(t, k)
 
-	p := mustAcquire(t, a, ctx, sem, dlock.WithLimit(2))
-	wantInvalid(t, b, ctx, sem, "with another limit", dlock.WithLimit(3))
-	wantInvalid(t, b, ctx, sem, "exclusively while held as a semaphore")
-	wantInvalid(t, b, ctx, sem, "shared while held as a semaphore", dlock.Shared())
-	wantInvalid(t, a, p.Context(), sem, "with another limit inside its permit", dlock.WithLimit(3))
+	p := testkit.MustTryAcquire(t, a, sem, dlock.WithLimit(2))
+	testkit.WantInvalid(t, ctx, b, sem, "with another limit", dlock.WithLimit(3))
+	testkit.WantInvalid(t, ctx, b, sem, "exclusively while held as a semaphore")
+	testkit.WantInvalid(t, ctx, b, sem, "shared while held as a semaphore", dlock.Shared())
+	testkit.WantInvalid(t, p.Context(), a, sem, "with another limit inside its permit", dlock.WithLimit(3))
 	// A waiting Acquire gets the same error at once, rather than a wait.
 	wctx, cancel := context.WithTimeout(ctx, settle)
 	defer cancel()
@@ -161,49 +141,58 @@ func testModeMisuse(t *testing.T, h Harness) {
 		t.Fatalf("Acquire(%q) with another limit = %v, want an error wrapping ErrInvalid", sem, err)
 	}
 	// None of that took anything: the second permit is still free.
-	mustRelease(t, mustAcquire(t, b, ctx, sem, dlock.WithLimit(2)))
-	mustRelease(t, p)
+	testkit.MustRelease(t, testkit.MustTryAcquire(t, b, sem, dlock.WithLimit(2)))
+	testkit.MustRelease(t, p)
 
-	r := mustAcquire(t, a, ctx, mutex, dlock.Shared())
-	wantInvalid(t, a, r.Context(), mutex, "exclusively inside a shared hold (an upgrade)")
+	r := testkit.MustTryAcquire(t, a, mutex, dlock.Shared())
+	testkit.WantInvalid(t, r.Context(), a, mutex, "exclusively inside a shared hold (an upgrade)")
 	// The refused upgrade left the reader's hold as it was.
 	if err := r.Refresh(ctx); err != nil {
 		t.Fatalf("Refresh of the shared hold after a refused upgrade = %v", err)
 	}
-	mustRelease(t, mustAcquire(t, b, ctx, mutex, dlock.Shared()))
-	mustRelease(t, r)
+	testkit.MustRelease(t, testkit.MustTryAcquire(t, b, mutex, dlock.Shared()))
+	testkit.MustRelease(t, r)
 }
 
 func testSharedReentrancy(t *testing.T, h Harness) {
 	a, b := newLocker(t, h), newLocker(t, h)
 	name, sem := uniqueName(t, ""), uniqueName(t, "-sem")
-	r := mustAcquire(t, a, t.Context(), name, dlock.Shared())
-	r2 := mustAcquire(t, a, r.Context(), name, dlock.Shared())
+	r := testkit.MustTryAcquire(t, a, name, dlock.Shared())
+	r2, err := a.TryAcquire(r.Context(), name, dlock.Shared())
+	if err != nil {
+		t.Fatalf("re-entering TryAcquire(%q) = %v, want a lock", name, err)
+	}
 	if r2.Fence() != r.Fence() || r2.Owner() != r.Owner() {
 		t.Errorf("shared re-entry has fence %d owner %s, want the hold's %d %s", r2.Fence(), r2.Owner(), r.Fence(), r.Owner())
 	}
-	mustRelease(t, r)
-	wantNotAcquired(t, b, name) // the re-entered shared hold still keeps writers out
-	mustRelease(t, r2)
+	testkit.MustRelease(t, r)
+	testkit.WantNotAcquired(t, b, name, "while another owner holds it") // the re-entered shared hold still keeps writers out
+	testkit.MustRelease(t, r2)
 
-	w := mustAcquire(t, a, t.Context(), name)
-	w2 := mustAcquire(t, a, w.Context(), name, dlock.Shared())
+	w := testkit.MustTryAcquire(t, a, name)
+	w2, err := a.TryAcquire(w.Context(), name, dlock.Shared())
+	if err != nil {
+		t.Fatalf("re-entering TryAcquire(%q) = %v, want a lock", name, err)
+	}
 	if w2.Fence() != w.Fence() {
 		t.Errorf("Shared inside an exclusive hold has fence %d, want the exclusive hold's %d (re-entry)", w2.Fence(), w.Fence())
 	}
-	mustRelease(t, w)
-	wantNotAcquiredWith(t, b, name, "shared while a re-entered exclusive hold is open", dlock.Shared())
-	mustRelease(t, w2)
+	testkit.MustRelease(t, w)
+	testkit.WantNotAcquired(t, b, name, "shared while a re-entered exclusive hold is open", dlock.Shared())
+	testkit.MustRelease(t, w2)
 
-	p := mustAcquire(t, a, t.Context(), sem, dlock.WithLimit(1))
-	p2 := mustAcquire(t, a, p.Context(), sem, dlock.WithLimit(1))
+	p := testkit.MustTryAcquire(t, a, sem, dlock.WithLimit(1))
+	p2, err := a.TryAcquire(p.Context(), sem, dlock.WithLimit(1))
+	if err != nil {
+		t.Fatalf("re-entering TryAcquire(%q) = %v, want a lock", sem, err)
+	}
 	if p2.Fence() != p.Fence() {
 		t.Errorf("permit re-entry has fence %d, want %d", p2.Fence(), p.Fence())
 	}
-	mustRelease(t, p2)
-	wantNotAcquiredWith(t, b, sem, "for the only permit while a re-entered one is open", dlock.WithLimit(1))
-	mustRelease(t, p)
-	mustRelease(t, mustAcquire(t, b, t.Context(), sem, dlock.WithLimit(1)))
+	testkit.MustRelease(t, p2)
+	testkit.WantNotAcquired(t, b, sem, "for the only permit while a re-entered one is open", dlock.WithLimit(1))
+	testkit.MustRelease(t, p)
+	testkit.MustRelease(t, testkit.MustTryAcquire(t, b, sem, dlock.WithLimit(1)))
 }
 
 func testSharedFencing(t *testing.T, h Harness) {
@@ -220,16 +209,16 @@ func testSharedFencing(t *testing.T, h Harness) {
 	for round := range 3 {
 		var rs []*dlock.Lock
 		for _, l := range ls {
-			r := mustAcquire(t, l, t.Context(), name, dlock.Shared())
+			r := testkit.MustTryAcquire(t, l, name, dlock.Shared())
 			next(r, "a shared hold")
 			rs = append(rs, r)
 		}
 		for _, r := range rs {
-			mustRelease(t, r)
+			testkit.MustRelease(t, r)
 		}
-		w := mustAcquire(t, ls[round], t.Context(), name)
+		w := testkit.MustTryAcquire(t, ls[round], name)
 		next(w, "a writer after readers")
-		mustRelease(t, w)
+		testkit.MustRelease(t, w)
 	}
 }
 
@@ -251,7 +240,7 @@ func waitWriterQueued(t *testing.T, h Harness, probe *dlock.Locker, name string,
 			t.Fatalf("TryAcquire(%q, Shared) = %v", name, err)
 		}
 		// The writer had not tried yet: this reader came before it.
-		mustRelease(t, k)
+		testkit.MustRelease(t, k)
 		if time.Now().After(deadline) {
 			t.Fatalf("shared acquisitions still overtake an exclusive Acquire(%q) that has waited %v behind a reader", name, settle)
 		}
@@ -264,48 +253,42 @@ func testWriterNotStarved(t *testing.T, h Harness) {
 	name := uniqueName(t, "")
 	ctx, cancel := context.WithTimeout(t.Context(), composeTimeout)
 	defer cancel()
-	k1 := mustAcquire(t, r1, ctx, name, dlock.Shared())
-	gotW := AcquireAsync(ctx, w, name, dlock.WithTTL(h.ttl()))
+	k1 := testkit.MustTryAcquire(t, r1, name, dlock.Shared())
+	gotW := testkit.AcquireAsync(ctx, w, name, dlock.WithTTL(h.ttl()))
 	waitWriterQueued(t, h, probe, name, 1)
-	gotR := AcquireAsync(ctx, r2, name, dlock.Shared())
+	gotR := testkit.AcquireAsync(ctx, r2, name, dlock.Shared())
 	if h.Queued != nil {
 		waitQueued(t, h, name, 2)
 	}
-	WantWaiting(t, gotR, name)
-	mustRelease(t, k1)
-	kw := WantAcquired(t, gotW, name, settle).Lock
+	testkit.WantWaiting(t, gotR, name)
+	testkit.MustRelease(t, k1)
+	kw := testkit.WantAcquired(t, gotW, name, settle).Lock
 	if kw.Fence() <= k1.Fence() {
 		t.Errorf("writer's fence %d, want above the earlier reader's %d", kw.Fence(), k1.Fence())
 	}
-	WantWaiting(t, gotR, name) // the later reader waits for the writer
-	mustRelease(t, kw)
-	kr := WantAcquired(t, gotR, name, settle).Lock
+	testkit.WantWaiting(t, gotR, name) // the later reader waits for the writer
+	testkit.MustRelease(t, kw)
+	kr := testkit.WantAcquired(t, gotR, name, settle).Lock
 	if kr.Fence() <= kw.Fence() {
 		t.Errorf("later reader's fence %d, want above the writer's %d", kr.Fence(), kw.Fence())
 	}
-	mustRelease(t, kr)
+	testkit.MustRelease(t, kr)
 }
 
 // waitQueued waits until n owners queue for name on a store that queues.
 func waitQueued(t *testing.T, h Harness, name string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(settle)
-	for h.Queued(t, name) != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("Queued(%q) = %d after %v, want %d", name, h.Queued(t, name), settle, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, fmt.Sprintf("Queued(%q) = %d", name, n), func() bool { return h.Queued(t, name) == n })
 }
 
 func testSharedCancelledWait(t *testing.T, h Harness) {
 	r, w, probe := newLocker(t, h), newLocker(t, h), newLocker(t, h)
 	name := uniqueName(t, "")
-	k := mustAcquire(t, r, t.Context(), name, dlock.Shared())
+	k := testkit.MustTryAcquire(t, r, name, dlock.Shared())
 	ctx, cancel := context.WithCancel(t.Context())
 	// A long TTL: a writer's intent that outlives the wait cannot lapse
 	// during the test.
-	got := AcquireAsync(ctx, w, name, dlock.WithTTL(time.Hour))
+	got := testkit.AcquireAsync(ctx, w, name, dlock.WithTTL(time.Hour))
 	waitWriterQueued(t, h, probe, name, 1)
 	cancel()
 	select {
@@ -325,7 +308,7 @@ func testSharedCancelledWait(t *testing.T, h Harness) {
 	for {
 		k2, err := tryShared(probe, t.Context(), name)
 		if err == nil {
-			mustRelease(t, k2)
+			testkit.MustRelease(t, k2)
 			break
 		}
 		if !errors.Is(err, dlock.ErrNotAcquired) || time.Now().After(deadline) {
@@ -336,7 +319,7 @@ func testSharedCancelledWait(t *testing.T, h Harness) {
 	if h.Queued != nil {
 		waitQueued(t, h, name, 0)
 	}
-	mustRelease(t, k)
+	testkit.MustRelease(t, k)
 }
 
 func testSemaphoreWaiting(t *testing.T, h Harness) {
@@ -345,8 +328,8 @@ func testSemaphoreWaiting(t *testing.T, h Harness) {
 	ctx, cancel := context.WithTimeout(t.Context(), composeTimeout)
 	defer cancel()
 	holders := []*dlock.Lock{
-		mustAcquire(t, newLocker(t, h), ctx, name, dlock.WithLimit(n)),
-		mustAcquire(t, newLocker(t, h), ctx, name, dlock.WithLimit(n)),
+		testkit.MustTryAcquire(t, newLocker(t, h), name, dlock.WithLimit(n)),
+		testkit.MustTryAcquire(t, newLocker(t, h), name, dlock.WithLimit(n)),
 	}
 	var (
 		mu      sync.Mutex
@@ -386,7 +369,7 @@ func testSemaphoreWaiting(t *testing.T, h Harness) {
 	}
 	// Freeing one permit wakes a waiter, long before any lease or the
 	// holder's second permit could let it in.
-	mustRelease(t, holders[0])
+	testkit.MustRelease(t, holders[0])
 	deadline := time.After(settle)
 	for {
 		mu.Lock()
@@ -401,7 +384,7 @@ func testSemaphoreWaiting(t *testing.T, h Harness) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	mustRelease(t, holders[1])
+	testkit.MustRelease(t, holders[1])
 	wg.Wait()
 	if len(order) != waiters {
 		t.Fatalf("%d of %d waiters got a permit", len(order), waiters)
@@ -423,17 +406,17 @@ func testSemaphoreWaiting(t *testing.T, h Harness) {
 func testSharedRenewalAndLoss(t *testing.T, h Harness) {
 	a, b, c, w := newLocker(t, h), newLocker(t, h), newLocker(t, h), newLocker(t, h)
 	name, sem, ttl := uniqueName(t, ""), uniqueName(t, "-sem"), h.ttl()
-	ra := mustAcquire(t, a, t.Context(), name, dlock.Shared(), dlock.WithTTL(ttl))
-	rb := mustAcquire(t, b, t.Context(), name, dlock.Shared(), dlock.WithTTL(ttl))
-	p := mustAcquire(t, c, t.Context(), sem, dlock.WithLimit(1), dlock.WithTTL(ttl))
+	ra := testkit.MustTryAcquire(t, a, name, dlock.Shared(), dlock.WithTTL(ttl))
+	rb := testkit.MustTryAcquire(t, b, name, dlock.Shared(), dlock.WithTTL(ttl))
+	p := testkit.MustTryAcquire(t, c, sem, dlock.WithLimit(1), dlock.WithTTL(ttl))
 	time.Sleep(3 * ttl) // renewed every TTL/3
 	for _, k := range []*dlock.Lock{ra, rb, p} {
-		if isClosed(k.Done()) {
+		if testkit.IsClosed(k.Done()) {
 			t.Fatalf("Done of renewed %s closed (%v), want open", k.Name(), context.Cause(k.Context()))
 		}
 	}
-	wantNotAcquired(t, w, name)
-	wantNotAcquiredWith(t, w, sem, "for the only permit", dlock.WithLimit(1))
+	testkit.WantNotAcquired(t, w, name, "while another owner holds it")
+	testkit.WantNotAcquired(t, w, sem, "for the only permit", dlock.WithLimit(1))
 
 	h.Expire(t, name)
 	h.Expire(t, sem)
@@ -443,22 +426,22 @@ func testSharedRenewalAndLoss(t *testing.T, h Harness) {
 			t.Fatalf("context.Cause = %v, want ErrLost", cause)
 		}
 	}
-	kw := mustAcquire(t, w, t.Context(), name)
+	kw := testkit.MustTryAcquire(t, w, name)
 	if kw.Fence() <= rb.Fence() {
 		t.Errorf("writer's fence %d after the readers were lost, want above theirs (%d)", kw.Fence(), rb.Fence())
 	}
-	mustRelease(t, kw)
+	testkit.MustRelease(t, kw)
 
 	// ForceRelease frees every holder of a shared name.
-	ra = mustAcquire(t, a, t.Context(), name, dlock.Shared(), dlock.WithTTL(ttl))
-	rb = mustAcquire(t, b, t.Context(), name, dlock.Shared(), dlock.WithTTL(ttl))
+	ra = testkit.MustTryAcquire(t, a, name, dlock.Shared(), dlock.WithTTL(ttl))
+	rb = testkit.MustTryAcquire(t, b, name, dlock.Shared(), dlock.WithTTL(ttl))
 	if held, err := w.ForceRelease(t.Context(), name); err != nil || !held {
 		t.Fatalf("ForceRelease(%q) of a name two readers hold = %v, %v; want true, nil", name, held, err)
 	}
 	for _, k := range []*dlock.Lock{ra, rb} {
 		waitClosed(t, k.Done(), ttl+slack, "reader's Done after ForceRelease")
 	}
-	mustRelease(t, mustAcquire(t, w, t.Context(), name))
+	testkit.MustRelease(t, testkit.MustTryAcquire(t, w, name))
 }
 
 // testNoModes replaces the properties of shared locks and semaphores on a
@@ -475,7 +458,7 @@ func testNoModes(t *testing.T, h Harness) {
 			t.Fatalf("TryAcquire(%q) in a shared or semaphore mode on a backend without them (Harness.NoModes) = %v, want ErrUnsupported", name, err)
 		}
 	}
-	mustRelease(t, mustAcquire(t, b, t.Context(), name))
+	testkit.MustRelease(t, testkit.MustTryAcquire(t, b, name))
 }
 
 func testObserve(t *testing.T, h Harness) {
@@ -514,22 +497,22 @@ func testObserve(t *testing.T, h Harness) {
 	}
 	want("at first, while free")
 	if h.NoModes {
-		ka := mustAcquire(t, a, t.Context(), name)
+		ka := testkit.MustTryAcquire(t, a, name)
 		want("after an acquisition", ka)
-		mustRelease(t, ka)
+		testkit.MustRelease(t, ka)
 		want("after the name was freed")
-		kb := mustAcquire(t, b, t.Context(), name)
+		kb := testkit.MustTryAcquire(t, b, name)
 		want("after another owner took it", kb)
-		mustRelease(t, kb)
+		testkit.MustRelease(t, kb)
 		want("after it was freed again")
 	} else {
-		ka := mustAcquire(t, a, t.Context(), name, dlock.Shared())
+		ka := testkit.MustTryAcquire(t, a, name, dlock.Shared())
 		want("after a shared acquisition", ka)
-		kb := mustAcquire(t, b, t.Context(), name, dlock.Shared())
+		kb := testkit.MustTryAcquire(t, b, name, dlock.Shared())
 		want("after a second reader joined", ka, kb)
-		mustRelease(t, ka)
+		testkit.MustRelease(t, ka)
 		want("after the first reader left", kb)
-		mustRelease(t, kb)
+		testkit.MustRelease(t, kb)
 		want("after the name was freed")
 	}
 	cancel()

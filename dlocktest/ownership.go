@@ -8,50 +8,51 @@ import (
 	"testing"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 func testTryAcquireExcludes(t *testing.T, h Harness) {
 	a, b := newLocker(t, h), newLocker(t, h)
 	name := uniqueName(t, "")
-	k := mustAcquire(t, a, t.Context(), name)
-	wantNotAcquired(t, b, name)
+	k := testkit.MustTryAcquire(t, a, name)
+	testkit.WantNotAcquired(t, b, name, "while another owner holds it")
 	// A fresh context is a different owner, even on the same Locker.
-	wantNotAcquired(t, a, name)
-	if isClosed(k.Done()) {
+	testkit.WantNotAcquired(t, a, name, "while another owner holds it")
+	if testkit.IsClosed(k.Done()) {
 		t.Fatalf("Done of %q closed while held", name)
 	}
-	mustRelease(t, k)
+	testkit.MustRelease(t, k)
 }
 
 func testReleaseFrees(t *testing.T, h Harness) {
 	a, b := newLocker(t, h), newLocker(t, h)
 	name := uniqueName(t, "")
-	k := mustAcquire(t, a, t.Context(), name)
-	mustRelease(t, k)
-	if !isClosed(k.Done()) {
+	k := testkit.MustTryAcquire(t, a, name)
+	testkit.MustRelease(t, k)
+	if !testkit.IsClosed(k.Done()) {
 		t.Fatalf("Done of %q open after Release, want closed", name)
 	}
 	if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrReleased) {
 		t.Fatalf("context.Cause after Release = %v, want ErrReleased", cause)
 	}
-	k2 := mustAcquire(t, b, t.Context(), name)
-	mustRelease(t, k2)
+	k2 := testkit.MustTryAcquire(t, b, name)
+	testkit.MustRelease(t, k2)
 }
 
 func testReleaseTwice(t *testing.T, h Harness) {
 	a, b := newLocker(t, h), newLocker(t, h)
 	name := uniqueName(t, "")
-	k := mustAcquire(t, a, t.Context(), name)
-	mustRelease(t, k)
-	k2 := mustAcquire(t, b, t.Context(), name)
+	k := testkit.MustTryAcquire(t, a, name)
+	testkit.MustRelease(t, k)
+	k2 := testkit.MustTryAcquire(t, b, name)
 	if err := k.Release(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Fatalf("second Release(%q) = %v, want ErrNotHeld", name, err)
 	}
 	if err := k.Refresh(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Fatalf("Refresh(%q) after Release = %v, want ErrNotHeld", name, err)
 	}
-	wantNotAcquired(t, a, name) // b's lock survived the late Release
-	mustRelease(t, k2)
+	testkit.WantNotAcquired(t, a, name, "while another owner holds it") // b's lock survived the late Release
+	testkit.MustRelease(t, k2)
 }
 
 func testMutualExclusion(t *testing.T, h Harness) {
@@ -107,31 +108,31 @@ func testNamesIndependent(t *testing.T, h Harness) {
 	names := []string{base, base + "/x", "{" + base + "}", base + "{x}", base + " x", base + "/ü", base + "%7B"}
 	held := make([]*dlock.Lock, len(names))
 	for i, n := range names {
-		held[i] = mustAcquire(t, a, t.Context(), n)
+		held[i] = testkit.MustTryAcquire(t, a, n)
 	}
 	for _, n := range names {
-		wantNotAcquired(t, b, n)
+		testkit.WantNotAcquired(t, b, n, "while another owner holds it")
 	}
-	other := mustAcquire(t, b, t.Context(), base+"-other")
-	mustRelease(t, other)
+	other := testkit.MustTryAcquire(t, b, base+"-other")
+	testkit.MustRelease(t, other)
 	for i, k := range held {
-		if isClosed(k.Done()) {
+		if testkit.IsClosed(k.Done()) {
 			t.Fatalf("Done of %q closed by activity on other names", names[i])
 		}
-		mustRelease(t, k)
+		testkit.MustRelease(t, k)
 		// Only this name became free.
-		k2 := mustAcquire(t, b, t.Context(), names[i])
+		k2 := testkit.MustTryAcquire(t, b, names[i])
 		for _, n := range names[i+1:] {
-			wantNotAcquired(t, b, n)
+			testkit.WantNotAcquired(t, b, n, "while another owner holds it")
 		}
-		mustRelease(t, k2)
+		testkit.MustRelease(t, k2)
 	}
 }
 
 func testReentrancy(t *testing.T, h Harness) {
 	a, b := newLocker(t, h), newLocker(t, h)
 	name, other := uniqueName(t, ""), uniqueName(t, "-other")
-	outer := mustAcquire(t, a, t.Context(), name)
+	outer := testkit.MustTryAcquire(t, a, name)
 	inner, err := a.Acquire(outer.Context(), name)
 	if err != nil {
 		t.Fatalf("Acquire(outer.Context(), %q) = %v, want re-entry", name, err)
@@ -144,24 +145,27 @@ func testReentrancy(t *testing.T, h Harness) {
 		t.Fatalf("TryAcquire(inner.Context(), %q) = %v, want re-entry", name, err)
 	}
 	// Nesting through another name keeps the owner.
-	side := mustAcquire(t, a, innermost.Context(), other)
+	side, err := a.TryAcquire(innermost.Context(), other)
+	if err != nil {
+		t.Fatalf("TryAcquire(innermost.Context(), %q) = %v, want a lock", other, err)
+	}
 	again, err := a.TryAcquire(side.Context(), name)
 	if err != nil {
 		t.Fatalf("TryAcquire(side.Context(), %q) = %v, want re-entry through another name's context", name, err)
 	}
 	for _, k := range []*dlock.Lock{again, innermost, inner} {
-		mustRelease(t, k)
-		if !isClosed(k.Done()) {
+		testkit.MustRelease(t, k)
+		if !testkit.IsClosed(k.Done()) {
 			t.Fatalf("Done of a released re-entered handle is open, want closed")
 		}
-		if isClosed(outer.Done()) {
+		if testkit.IsClosed(outer.Done()) {
 			t.Fatalf("outer Done closed by an inner Release, want open")
 		}
-		wantNotAcquired(t, b, name)
+		testkit.WantNotAcquired(t, b, name, "while another owner holds it")
 	}
-	mustRelease(t, side)
-	mustRelease(t, outer)
-	k := mustAcquire(t, b, t.Context(), name)
+	testkit.MustRelease(t, side)
+	testkit.MustRelease(t, outer)
+	k := testkit.MustTryAcquire(t, b, name)
 	if k.Fence() <= outer.Fence() {
 		t.Fatalf("next holder's Fence = %d, want > %d", k.Fence(), outer.Fence())
 	}
@@ -169,7 +173,7 @@ func testReentrancy(t *testing.T, h Harness) {
 	if _, err := a.TryAcquire(k.Context(), name); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire with another Locker's lock context = %v, want ErrNotAcquired", err)
 	}
-	mustRelease(t, k)
+	testkit.MustRelease(t, k)
 }
 
 func testFencing(t *testing.T, h Harness) {
@@ -177,16 +181,16 @@ func testFencing(t *testing.T, h Harness) {
 	name := uniqueName(t, "")
 	var last uint64
 	for i := range 10 {
-		k := mustAcquire(t, lockers[i%2], t.Context(), name)
+		k := testkit.MustTryAcquire(t, lockers[i%2], name)
 		if k.Fence() <= last {
 			t.Fatalf("holder %d: Fence = %d, want > %d", i, k.Fence(), last)
 		}
 		last = k.Fence()
-		mustRelease(t, k)
+		testkit.MustRelease(t, k)
 	}
 	// After a lease expires rather than being released.
 	ttl := h.ttl()
-	k := mustAcquire(t, lockers[0], t.Context(), name, dlock.WithTTL(ttl), dlock.WithoutRenewal())
+	k := testkit.MustTryAcquire(t, lockers[0], name, dlock.WithTTL(ttl), dlock.WithoutRenewal())
 	if k.Fence() <= last {
 		t.Fatalf("Fence = %d, want > %d", k.Fence(), last)
 	}
@@ -197,5 +201,5 @@ func testFencing(t *testing.T, h Harness) {
 	if next.Fence() <= k.Fence() {
 		t.Fatalf("Fence after expiry = %d, want > %d", next.Fence(), k.Fence())
 	}
-	mustRelease(t, next)
+	testkit.MustRelease(t, next)
 }

@@ -3,17 +3,14 @@ package dlocktest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/hook"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
-
-// queueDeadline bounds how long the suite waits for waiters to join or
-// leave the store's queue: they do so asynchronously.
-const queueDeadline = 10 * time.Second
 
 // doneRecorder is a Hook that keeps the AcquireDone events of a Locker.
 type doneRecorder struct {
@@ -46,20 +43,13 @@ func (r *doneRecorder) last(t *testing.T, what string) hook.AcquireDone {
 // waitWaiters waits until l.Waiters(name) reports want.
 func waitWaiters(t *testing.T, l *dlock.Locker, name string, want int) {
 	t.Helper()
-	deadline := time.Now().Add(queueDeadline)
-	for {
+	testkit.Eventually(t, fmt.Sprintf("Waiters(%q) = %d", name, want), func() bool {
 		n, err := l.Waiters(t.Context(), name)
 		if err != nil {
 			t.Fatalf("Waiters(%q) = %v, want %d", name, err, want)
 		}
-		if n == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Waiters(%q) = %d after %v, want %d", name, n, queueDeadline, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n == want
+	})
 }
 
 func testQueueFacts(t *testing.T, h Harness) {
@@ -91,7 +81,7 @@ func testQueueFacts(t *testing.T, h Harness) {
 	// TryAcquire on a held name: contended, and it joins no queue.
 	tryer := newLocker(t, h)
 	rt := recordDone(tryer)
-	wantNotAcquired(t, tryer, name)
+	testkit.WantNotAcquired(t, tryer, name, "while another owner holds it")
 	if e := rt.last(t, "TryAcquire"); e.Outcome != hook.NotAcquired || !e.Contended || e.Ahead != -1 {
 		t.Errorf("TryAcquire(%q) on a held name: AcquireDone Outcome, Contended, Ahead = %v, %v, %d, want not_acquired, true, -1",
 			name, e.Outcome, e.Contended, e.Ahead)
@@ -102,13 +92,13 @@ func testQueueFacts(t *testing.T, h Harness) {
 		// nobody.
 		ctx, cancel := context.WithCancel(t.Context())
 		var recs []*doneRecorder
-		var got []<-chan Acquired
+		var got []<-chan testkit.Acquired
 		var ws []*dlock.Locker
 		for i := range 2 {
 			w := newLocker(t, h)
 			ws = append(ws, w)
 			recs = append(recs, recordDone(w))
-			got = append(got, AcquireAsync(ctx, w, name))
+			got = append(got, testkit.AcquireAsync(ctx, w, name))
 			waitWaiters(t, holder, name, i+1)
 		}
 		cancel()
@@ -137,15 +127,15 @@ func testQueueFacts(t *testing.T, h Harness) {
 	// A waiter queued behind the one holder gets the name from it.
 	w := newLocker(t, h)
 	rw := recordDone(w)
-	got := AcquireAsync(t.Context(), w, name)
+	got := testkit.AcquireAsync(t.Context(), w, name)
 	if queues {
 		waitWaiters(t, holder, name, 1)
 	} else {
-		WantWaiting(t, got, name)
+		testkit.WantWaiting(t, got, name)
 	}
-	mustRelease(t, k)
-	r := WantAcquired(t, got, name, promptly)
-	defer mustRelease(t, r.Lock)
+	testkit.MustRelease(t, k)
+	r := testkit.WantAcquired(t, got, name, promptly)
+	defer testkit.MustRelease(t, r.Lock)
 	e := rw.last(t, "waiting Acquire")
 	if e.Outcome != hook.Acquired || e.Ahead != wantAhead(1) {
 		t.Errorf("Acquire(%q) behind one holder: AcquireDone Outcome, Ahead = %v, %d, want acquired, %d", name, e.Outcome, e.Ahead, wantAhead(1))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // testRefreshChecksToken checks driver.Lease.Fence on Refresh: the core
@@ -20,7 +21,7 @@ func testRefreshChecksToken(t *testing.T, h Harness) {
 	t.Cleanup(func() { l.Close() })
 	other := newLocker(t, h)
 	name, ttl := uniqueName(t, ""), h.ttl()
-	k := mustAcquire(t, l, t.Context(), name, dlock.WithTTL(ttl))
+	k := testkit.MustTryAcquire(t, l, name, dlock.WithTTL(ttl))
 	lease := driver.Lease{Name: name, Owner: k.Owner(), TTL: ttl}
 	for _, fence := range []uint64{k.Fence() + 1, k.Fence() - 1} {
 		if fence == 0 {
@@ -31,15 +32,15 @@ func testRefreshChecksToken(t *testing.T, h Harness) {
 			t.Errorf("Refresh(%q, Fence %d) of a lease held with token %d = %v, want [ErrNotHeld]", name, fence, k.Fence(), errs)
 		}
 	}
-	if isClosed(k.Done()) {
+	if testkit.IsClosed(k.Done()) {
 		t.Fatalf("Done closed after a refused refresh (%v), want the lock still held", k.Context().Err())
 	}
-	wantNotAcquiredWith(t, other, name, "after a refresh with another token was refused")
+	testkit.WantNotAcquired(t, other, name, "after a refresh with another token was refused")
 	for _, fence := range []uint64{k.Fence(), 0} {
 		lease.Fence = fence
 		if errs := d.Refresh(t.Context(), []driver.Lease{lease}); len(errs) != 1 || errs[0] != nil {
 			t.Errorf("Refresh(%q, Fence %d) of a lease held with token %d = %v, want [nil]", name, fence, k.Fence(), errs)
 		}
 	}
-	mustRelease(t, k)
+	testkit.MustRelease(t, k)
 }

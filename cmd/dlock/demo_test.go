@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 func testDemo(t *testing.T, store []string) {
@@ -79,7 +81,7 @@ func TestDemoCleansUpOnSignal(t *testing.T) {
 			c.Env = append(c.Env, "TMPDIR="+tmp)
 			done := start(t, c)
 			var workers []int
-			if !waitFor(30*time.Second, func() bool { workers = childrenOf(c.Process.Pid); return len(workers) == 3 }) {
+			if !testkit.Poll(30*time.Second, func() bool { workers = childrenOf(c.Process.Pid); return len(workers) == 3 }) {
 				t.Fatalf("demo started workers %v, want 3", workers)
 			}
 			time.Sleep(200 * time.Millisecond) // let them work
@@ -87,7 +89,7 @@ func TestDemoCleansUpOnSignal(t *testing.T) {
 			r := <-done
 			wantCode(t, r, 128+int(sig), "demo stopped by "+sig.String())
 			for _, w := range workers {
-				if !waitFor(time.Second, func() bool { return gone(w) }) {
+				if !testkit.Poll(time.Second, func() bool { return gone(w) }) {
 					t.Errorf("worker %d still running after demo exited", w)
 					syscall.Kill(w, syscall.SIGKILL)
 				}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // sqliteStore returns the URL of a SQLite store in a temporary directory:
@@ -37,19 +39,6 @@ func procState(pid int) (byte, bool) {
 func gone(pid int) bool {
 	st, ok := procState(pid)
 	return !ok || st == 'Z' || st == 'X'
-}
-
-// waitFor polls cond until it holds or timeout passes, and reports
-// whether it held.
-func waitFor(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
 }
 
 // readPid waits for a pid written to path.
@@ -115,7 +104,7 @@ func killDlock(t *testing.T, c *exec.Cmd, dir, what string) {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	if !waitFor(time.Second, func() bool { return gone(pid) }) {
+	if !testkit.Poll(time.Second, func() bool { return gone(pid) }) {
 		st, _ := procState(pid)
 		t.Fatalf("%s (pid %d) still running %v after kill -9 of dlock (state %c), want it killed with dlock", what, pid, time.Since(killed), st)
 	}
@@ -141,7 +130,7 @@ func waitStopped(t *testing.T, pid int, what string) {
 	t.Helper()
 	// Generous: a process in uninterruptible sleep (D) stops only when it
 	// leaves it, which on a machine busy with I/O can take seconds.
-	if !waitFor(15*time.Second, func() bool { st, _ := procState(pid); return st == 'T' }) {
+	if !testkit.Poll(15*time.Second, func() bool { st, _ := procState(pid); return st == 'T' }) {
 		st, _ := procState(pid)
 		t.Fatalf("%s (pid %d) state %c, want stopped (T)", what, pid, st)
 	}
@@ -181,7 +170,7 @@ func TestRunStopsCommandWithItself(t *testing.T) {
 			t.Errorf("the stopped command wrote %d bytes", now-size)
 		}
 		c.Process.Signal(syscall.SIGCONT)
-		if !waitFor(10*time.Second, func() bool { return fileSize(filepath.Join(dir, "log")) > size }) {
+		if !testkit.Poll(10*time.Second, func() bool { return fileSize(filepath.Join(dir, "log")) > size }) {
 			t.Fatalf("the command did not go on after SIGCONT to dlock")
 		}
 		r := run(t, dlockCmd(t, "run", "--try", "--store", store, "job", "--", "true"))
@@ -199,7 +188,7 @@ func TestRunStopsCommandWithItself(t *testing.T) {
 		if !strings.Contains(r.stderr, "may have run out") {
 			t.Errorf("stderr = %q, want it to say the lease may have run out", r.stderr)
 		}
-		if !waitFor(time.Second, func() bool { return gone(pid) }) {
+		if !testkit.Poll(time.Second, func() bool { return gone(pid) }) {
 			t.Fatalf("command still running after dlock exited 69")
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -222,7 +211,7 @@ func TestRunSIGSTOPed(t *testing.T) {
 	time.Sleep(2 * time.Second) // longer than the 1s lease
 	c.Process.Signal(syscall.SIGCONT)
 	continued := time.Now()
-	if !waitFor(time.Second, func() bool { return gone(pid) }) {
+	if !testkit.Poll(time.Second, func() bool { return gone(pid) }) {
 		t.Fatalf("command still running %v after SIGCONT of a dlock stopped past its lease", time.Since(continued))
 	}
 	t.Logf("command gone %v after SIGCONT", time.Since(continued))

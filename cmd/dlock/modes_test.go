@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // holdUntilGo is a command that creates dir/ID, then runs until dir/go
@@ -33,7 +35,7 @@ func startHolders(t *testing.T, store, dir, name string, flags []string, ids ...
 // waitExists waits until path exists.
 func waitExists(t *testing.T, path string) {
 	t.Helper()
-	if !waitFor(30*time.Second, func() bool { _, err := os.Stat(path); return err == nil }) {
+	if !testkit.Poll(30*time.Second, func() bool { _, err := os.Stat(path); return err == nil }) {
 		t.Fatalf("%s never appeared", path)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -65,7 +66,7 @@ func holderText(k *dlock.Lock, meta string) string {
 
 func TestObserve(t *testing.T) {
 	store := sqliteStore(t)
-	l := openLocker(t, store) // creates the store's table
+	l := testkit.MustOpen(t, store) // creates the store's table
 	text, signalText, textDone := startObserve(t, "observe", "--store", store, "report")
 	js, signalJSON, jsonDone := startObserve(t, "observe", "--store", store, "--json", "report")
 
@@ -119,7 +120,7 @@ func TestObserve(t *testing.T) {
 	}
 	wantText("one reader", holderText(k1, "reader 1"))
 	wantJSON("one reader", k1.Fence())
-	k2, err := openLocker(t, store).TryAcquire(t.Context(), "report", dlock.Shared(), dlock.WithMetadata("reader 2"))
+	k2, err := testkit.MustOpen(t, store).TryAcquire(t.Context(), "report", dlock.Shared(), dlock.WithMetadata("reader 2"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func waitExit(t *testing.T, done <-chan result, what string) result {
 func TestObserveStoreStops(t *testing.T) {
 	pg := testserver.StartPostgres(t)
 	store := "postgres://" + strings.TrimPrefix(pg.DSN(), "postgres://")
-	openLocker(t, store) // creates the store's table
+	testkit.MustOpen(t, store) // creates the store's table
 	lines, _, done := startObserve(t, "observe", "--store", store, "--connect-timeout", "1", "job")
 	nextLine(t, lines, "the free name")
 	pg.Pause(t) // the store stops answering

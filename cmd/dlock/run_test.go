@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -19,16 +20,6 @@ import (
 func redisStore(t *testing.T) string {
 	t.Helper()
 	return "redis://" + testserver.StartRedis(t).Addr()
-}
-
-func openLocker(t *testing.T, store string) *dlock.Locker {
-	t.Helper()
-	l, err := dlock.Open(t.Context(), store)
-	if err != nil {
-		t.Fatalf("Open(%q) = %v", store, err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
 }
 
 func TestRunNeverOverlaps(t *testing.T) {
@@ -88,7 +79,7 @@ func TestRunOnDefaultStore(t *testing.T) {
 
 func TestRunTryWhileHeld(t *testing.T) {
 	store := redisStore(t)
-	l := openLocker(t, store)
+	l := testkit.MustOpen(t, store)
 	k, err := l.TryAcquire(t.Context(), "busy", dlock.WithMetadata("host=elsewhere pid=1"))
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +112,7 @@ func TestRunPassesStatusAndEnvironment(t *testing.T) {
 	r = run(t, dlockCmd(t, "run", "--store", store, "job", "--", "/nonexistent/cmd"))
 	wantCode(t, r, 127, "run of a missing command")
 	// The lock was released after each run.
-	k, err := openLocker(t, store).TryAcquire(t.Context(), "job")
+	k, err := testkit.MustOpen(t, store).TryAcquire(t.Context(), "job")
 	if err != nil {
 		t.Fatalf("TryAcquire after run = %v, want the lock released", err)
 	}
@@ -163,14 +154,18 @@ func TestRunStopsCommandWhenLockLost(t *testing.T) {
 
 func TestRunSignalWhileWaiting(t *testing.T) {
 	store := redisStore(t)
-	k, err := openLocker(t, store).TryAcquire(t.Context(), "held")
+	l := testkit.MustOpen(t, store)
+	k, err := l.TryAcquire(t.Context(), "held")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer k.Release(context.Background())
 	c := dlockCmd(t, "run", "--store", store, "held", "--", "true")
 	done := start(t, c)
-	time.Sleep(500 * time.Millisecond) // let it wait
+	testkit.Eventually(t, "dlock run queued for held", func() bool {
+		n, err := l.Waiters(t.Context(), "held")
+		return err == nil && n == 1
+	})
 	signalled := time.Now()
 	if err := c.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -188,7 +183,7 @@ func TestRunSignalWhileWaiting(t *testing.T) {
 
 func TestStatus(t *testing.T) {
 	store := redisStore(t)
-	k, err := openLocker(t, store).TryAcquire(t.Context(), "inspected", dlock.WithMetadata("host=h1 pid=42"))
+	k, err := testkit.MustOpen(t, store).TryAcquire(t.Context(), "inspected", dlock.WithMetadata("host=h1 pid=42"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,17 +205,10 @@ func TestStatus(t *testing.T) {
 // waitFile waits until path contains want.
 func waitFile(t *testing.T, path, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.Eventually(t, fmt.Sprintf("%s contains %q", path, want), func() bool {
 		data, _ := os.ReadFile(path)
-		if strings.Contains(string(data), want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never contained %q", path, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return strings.Contains(string(data), want)
+	})
 }
 
 func TestRunForwardsSignals(t *testing.T) {
@@ -243,7 +231,7 @@ func TestRunForwardsSignals(t *testing.T) {
 	}
 	waitFile(t, log, "term")
 	// The lock was released when the command exited.
-	k, err := openLocker(t, store).TryAcquire(t.Context(), "forwarded")
+	k, err := testkit.MustOpen(t, store).TryAcquire(t.Context(), "forwarded")
 	if err != nil {
 		t.Fatalf("TryAcquire after run = %v, want the lock released", err)
 	}

@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
 func TestStatusSortedAndComplete(t *testing.T) {
 	store := redisStore(t)
-	l := openLocker(t, store)
+	l := testkit.MustOpen(t, store)
 	for _, n := range []string{"b", "c", "a"} {
 		k, err := l.TryAcquire(t.Context(), n, dlock.WithMetadata("host=h"))
 		if err != nil {
@@ -56,7 +57,7 @@ func TestStatusLeaseUnknown(t *testing.T) {
 	// ZooKeeper cannot tell the lease left: its locks live as long as
 	// their session.
 	store := "zk://" + testserver.StartZooKeeper(t).Addr()
-	k, err := openLocker(t, store).TryAcquire(t.Context(), "z")
+	k, err := testkit.MustOpen(t, store).TryAcquire(t.Context(), "z")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // closedPort returns a loopback port nothing listens on.
@@ -145,7 +147,7 @@ func TestRunFlags(t *testing.T) {
 		t.Errorf("command printed %q, want \"-x --y\"", r.stdout)
 	}
 
-	k, err := openLocker(t, store).TryAcquire(t.Context(), "busy")
+	k, err := testkit.MustOpen(t, store).TryAcquire(t.Context(), "busy")
 	if err != nil {
 		t.Fatal(err)
 	}

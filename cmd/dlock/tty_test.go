@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // terminal runs dlock with args on a new pseudo-terminal, as a user's
@@ -62,7 +64,7 @@ func (term *terminal) output() string {
 // expect waits for the terminal to show want.
 func (term *terminal) expect(t *testing.T, want string) {
 	t.Helper()
-	if !waitFor(30*time.Second, func() bool { return strings.Contains(term.output(), want) }) {
+	if !testkit.Poll(30*time.Second, func() bool { return strings.Contains(term.output(), want) }) {
 		t.Fatalf("terminal never showed %q; it showed:\n%s", want, term.output())
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // nextSnapshot returns the lines of the next table status --watch
@@ -53,7 +53,7 @@ func waitSnapshot(t *testing.T, lines <-chan string, name, what string, match fu
 
 func TestStatusWatch(t *testing.T) {
 	store := redisStore(t)
-	l := openLocker(t, store)
+	l := testkit.MustOpen(t, store)
 	lines, signal, done := startObserve(t, "status", "--watch", "--interval", "0.2", "--store", store, "report")
 
 	// Columns: NAME FENCE LEASE-LEFT OWNER MODE WAITERS HOLDER.
@@ -71,7 +71,7 @@ func TestStatusWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	waiter := make(chan error, 1)
 	go func() { // exits when the Acquire returns (cancel ends it)
-		k, err := openLocker(t, store).Acquire(ctx, "report")
+		k, err := testkit.MustOpen(t, store).Acquire(ctx, "report")
 		if err == nil {
 			k.Release(t.Context())
 		}
@@ -81,7 +81,7 @@ func TestStatusWatch(t *testing.T) {
 	cancel()
 	<-waiter
 
-	dlocktest.MustRelease(t, k)
+	testkit.MustRelease(t, k)
 	waitSnapshot(t, lines, "report", "the name free again", func(row []string) bool { return row[3] == "(free)" && row[5] == "0" })
 	signal(syscall.SIGINT)
 	wantCode(t, waitExit(t, done, "status --watch after SIGINT"), 0, "status --watch after SIGINT")
@@ -90,7 +90,7 @@ func TestStatusWatch(t *testing.T) {
 func TestStatusWatchAll(t *testing.T) {
 	// Every held name, polled; SQLite cannot count waiters.
 	store := sqliteStore(t)
-	l := openLocker(t, store)
+	l := testkit.MustOpen(t, store)
 	lines, signal, done := startObserve(t, "status", "--watch", "--interval", "0.2", "--store", store)
 	k, err := l.TryAcquire(t.Context(), "nightly")
 	if err != nil {
@@ -100,7 +100,7 @@ func TestStatusWatchAll(t *testing.T) {
 	if row[5] != "-" {
 		t.Errorf("status --watch row %q on SQLite, want WAITERS -", row)
 	}
-	dlocktest.MustRelease(t, k)
+	testkit.MustRelease(t, k)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		snap := nextSnapshot(t, lines, "no lock held")

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -31,7 +32,7 @@ func compactRevision(t *testing.T, cli *clientv3.Client) int64 {
 func churn(t *testing.T, l *dlock.Locker, n int) {
 	t.Helper()
 	for i := range n {
-		mustRelease(t, mustAcquire(t, l, fmt.Sprintf("churn/%d", i%50)))
+		testkit.MustRelease(t, testkit.MustAcquire(t, l, fmt.Sprintf("churn/%d", i%50)))
 	}
 }
 
@@ -127,7 +128,7 @@ func TestCompactEveryLeastPrivilege(t *testing.T) {
 	e, p, root := secureEtcd(t)
 	u := userURL(e, p, "locker", lockerPassword)
 	u = strings.Replace(u, "?", "?compact_every=200ms&", 1)
-	l := mustOpen(t, u)
+	l := testkit.MustOpen(t, u)
 	churn(t, l, 50)
 	end := revision(t, root)
 	t.Logf("history compacted to %d", waitCompacted(t, root, end))

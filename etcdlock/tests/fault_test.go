@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/sessionlock/sessionlocktest"
+	"github.com/dlock-go/dlock/internal/testkit"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/etcdlock"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
@@ -54,12 +56,12 @@ func TestFaults(t *testing.T) {
 		if err != nil {
 			t.Fatalf("TryAcquire(%q) = %v", name, err)
 		}
-		got := dlocktest.AcquireAsync(t.Context(), waiter, name)
-		dlocktest.WantWaiting(t, got, name)
+		got := testkit.AcquireAsync(t.Context(), waiter, name)
+		testkit.WantWaiting(t, got, name)
 		if _, err := cli.Revoke(t.Context(), holderLease(t, cli, name)); err != nil {
 			t.Fatalf("Revoke = %v", err)
 		}
-		r := dlocktest.WantAcquired(t, got, name, 5*time.Second)
+		r := testkit.WantAcquired(t, got, name, 5*time.Second)
 		if r.Lock.Fence() <= k.Fence() {
 			t.Errorf("waiter's Fence = %d, want > %d", r.Lock.Fence(), k.Fence())
 		}
@@ -86,11 +88,11 @@ func TestFaults(t *testing.T) {
 		name := "killed/" + t.Name()
 		cmd, fence := startHolder(t, e.Addr(), name, session)
 		waiter := newLocker(t, cli, nil)
-		got := dlocktest.AcquireAsync(t.Context(), waiter, name)
-		dlocktest.WantWaiting(t, got, name)
+		got := testkit.AcquireAsync(t.Context(), waiter, name)
+		testkit.WantWaiting(t, got, name)
 		cmd.Kill(t)
 		killed := time.Now()
-		r := dlocktest.WantAcquired(t, got, name, 2*session+5*time.Second)
+		r := testkit.WantAcquired(t, got, name, 2*session+5*time.Second)
 		d := r.At.Sub(killed)
 		t.Logf("the waiter acquired %v after the holder was killed (lease TTL %v)", d, session)
 		// The holder renewed its lease at most a third of its TTL before
@@ -116,7 +118,7 @@ func TestFaults(t *testing.T) {
 		e.Kill(t)
 		time.Sleep(500 * time.Millisecond)
 		e.Restart(t)
-		dlocktest.WantWaiting(t, w1, name)
+		testkit.WantWaiting(t, w1, name)
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			err := k.Refresh(t.Context())
@@ -143,7 +145,7 @@ func TestFaults(t *testing.T) {
 		k, w1, w2 := queue(t, cli, holder, name)
 		e.Kill(t)
 		waitDone(t, k, session+2*time.Second, "server down")
-		dlocktest.WantWaiting(t, w1, name)
+		testkit.WantWaiting(t, w1, name)
 		e.Restart(t)
 		handOn(t, name, k, w1, w2)
 		if err := k.Release(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
@@ -153,7 +155,7 @@ func TestFaults(t *testing.T) {
 }
 
 // queue takes name with holder and queues two waiters on new Lockers.
-func queue(t *testing.T, cli *clientv3.Client, holder *dlock.Locker, name string) (*dlock.Lock, <-chan dlocktest.Acquired, <-chan dlocktest.Acquired) {
+func queue(t *testing.T, cli *clientv3.Client, holder *dlock.Locker, name string) (*dlock.Lock, <-chan testkit.Acquired, <-chan testkit.Acquired) {
 	t.Helper()
 	k, err := holder.TryAcquire(t.Context(), name)
 	if err != nil {
@@ -161,26 +163,26 @@ func queue(t *testing.T, cli *clientv3.Client, holder *dlock.Locker, name string
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	t.Cleanup(cancel)
-	w1 := dlocktest.AcquireAsync(ctx, newLocker(t, cli, nil), name)
-	waitQueued(t, cli, name, 2)
-	w2 := dlocktest.AcquireAsync(ctx, newLocker(t, cli, nil), name)
-	waitQueued(t, cli, name, 3)
+	w1 := testkit.AcquireAsync(ctx, newLocker(t, cli, nil), name)
+	sessionlocktest.WaitEntries(t, queueOn(nil, cli), name, 2)
+	w2 := testkit.AcquireAsync(ctx, newLocker(t, cli, nil), name)
+	sessionlocktest.WaitEntries(t, queueOn(nil, cli), name, 3)
 	return k, w1, w2
 }
 
 // handOn checks that the first waiter gets name (with a higher token than
 // k), then the second one, once the first releases.
-func handOn(t *testing.T, name string, k *dlock.Lock, w1, w2 <-chan dlocktest.Acquired) {
+func handOn(t *testing.T, name string, k *dlock.Lock, w1, w2 <-chan testkit.Acquired) {
 	t.Helper()
-	r1 := dlocktest.WantAcquired(t, w1, name, 20*time.Second)
+	r1 := testkit.WantAcquired(t, w1, name, 20*time.Second)
 	if r1.Lock.Fence() <= k.Fence() {
 		t.Errorf("first waiter's Fence = %d, want > %d", r1.Lock.Fence(), k.Fence())
 	}
-	dlocktest.WantWaiting(t, w2, name)
+	testkit.WantWaiting(t, w2, name)
 	if err := r1.Lock.Release(t.Context()); err != nil {
 		t.Errorf("first waiter's Release = %v", err)
 	}
-	r2 := dlocktest.WantAcquired(t, w2, name, 5*time.Second)
+	r2 := testkit.WantAcquired(t, w2, name, 5*time.Second)
 	if r2.Lock.Fence() <= r1.Lock.Fence() {
 		t.Errorf("second waiter's Fence = %d, want > %d", r2.Lock.Fence(), r1.Lock.Fence())
 	}

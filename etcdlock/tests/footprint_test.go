@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -38,11 +39,11 @@ func TestNothingStaysPerName(t *testing.T) {
 	cli := e.Client(t)
 	l, other := newLocker(t, cli, nil), newLocker(t, cli, nil)
 	for i := range 100 {
-		mustRelease(t, mustAcquire(t, l, fmt.Sprintf("x/%d", i)))
-		mustRelease(t, mustAcquire(t, l, fmt.Sprintf("s/%d", i), dlock.Shared()))
-		mustRelease(t, mustAcquire(t, l, fmt.Sprintf("p/%d", i), dlock.WithLimit(3)))
+		testkit.MustRelease(t, testkit.MustAcquire(t, l, fmt.Sprintf("x/%d", i)))
+		testkit.MustRelease(t, testkit.MustAcquire(t, l, fmt.Sprintf("s/%d", i), dlock.Shared()))
+		testkit.MustRelease(t, testkit.MustAcquire(t, l, fmt.Sprintf("p/%d", i), dlock.WithLimit(3)))
 	}
-	k := mustAcquire(t, other, "busy")
+	k := testkit.MustAcquire(t, other, "busy")
 	for range 20 {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Millisecond)
 		if _, err := l.Acquire(ctx, "busy"); err == nil {
@@ -50,11 +51,11 @@ func TestNothingStaysPerName(t *testing.T) {
 		}
 		cancel()
 	}
-	mustRelease(t, k)
+	testkit.MustRelease(t, k)
 	if keys, leases := serverState(t, cli); keys != 0 || leases != 2 {
 		t.Errorf("after 300 names used and released: %d keys, %d leases; want 0 keys, 2 leases (the sessions)", keys, leases)
 	}
-	mustAcquire(t, l, "held at Close")
+	testkit.MustAcquire(t, l, "held at Close")
 	l.Close()
 	other.Close()
 	if keys, leases := serverState(t, cli); keys != 0 || leases != 0 {

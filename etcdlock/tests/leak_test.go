@@ -15,6 +15,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/etcdlock/internal/testhook"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -32,7 +33,7 @@ func TestNoWatchOutlivesItsWait(t *testing.T) {
 	var lockers []*dlock.Locker
 	for range 3 {
 		l := newLocker(t, e.Client(t), nil)
-		mustRelease(t, mustAcquire(t, l, "warm-up")) // grants the session
+		testkit.MustRelease(t, testkit.MustAcquire(t, l, "warm-up")) // grants the session
 		lockers = append(lockers, l)
 	}
 	baseStacks, _ := goroutineStacks()

@@ -33,13 +33,6 @@ func queueOn(e *testserver.Etcd, cli *clientv3.Client) sessionlocktest.Queue {
 	}
 }
 
-// waitQueued waits until the lock on name has n keys (holder and
-// waiters).
-func waitQueued(t *testing.T, cli *clientv3.Client, name string, n int) {
-	t.Helper()
-	sessionlocktest.WaitEntries(t, queueOn(nil, cli), name, n)
-}
-
 func TestMain(m *testing.M) { sessionlocktest.Main(m) }
 
 func TestQueue(t *testing.T) {

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/sessionlock/sessionlocktest"
+	"github.com/dlock-go/dlock/internal/testkit"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock"
@@ -46,7 +49,7 @@ func TestRevisionsPerAcquire(t *testing.T) {
 	l := newLocker(t, cli, &etcdlock.Options{SessionTTL: 4 * time.Second})
 	other := newLocker(t, cli, nil)
 	for _, lk := range []*dlock.Locker{l, other} { // grant the sessions
-		mustRelease(t, mustAcquire(t, lk, "warm-up"))
+		testkit.MustRelease(t, testkit.MustAcquire(t, lk, "warm-up"))
 	}
 	var renewed *dlock.Lock
 	for _, c := range []struct {
@@ -55,20 +58,20 @@ func TestRevisionsPerAcquire(t *testing.T) {
 		before func(t *testing.T) // unmeasured
 		f      func(t *testing.T)
 	}{
-		{"exclusive acquire+release", 2, nil, func(t *testing.T) { mustRelease(t, mustAcquire(t, l, "x")) }},
-		{"shared acquire+release", 2, nil, func(t *testing.T) { mustRelease(t, mustAcquire(t, l, "s", dlock.Shared())) }},
-		{"permit acquire+release", 2, nil, func(t *testing.T) { mustRelease(t, mustAcquire(t, l, "p", dlock.WithLimit(3))) }},
+		{"exclusive acquire+release", 2, nil, func(t *testing.T) { testkit.MustRelease(t, testkit.MustAcquire(t, l, "x")) }},
+		{"shared acquire+release", 2, nil, func(t *testing.T) { testkit.MustRelease(t, testkit.MustAcquire(t, l, "s", dlock.Shared())) }},
+		{"permit acquire+release", 2, nil, func(t *testing.T) { testkit.MustRelease(t, testkit.MustAcquire(t, l, "p", dlock.WithLimit(3))) }},
 		{"two acquisitions, the second queued behind the first", 4, nil, func(t *testing.T) { contended(t, cli, l, other) }},
 		{"failed TryAcquire", 2,
 			func(t *testing.T) {
-				k := mustAcquire(t, other, "busy")
+				k := testkit.MustAcquire(t, other, "busy")
 				t.Cleanup(func() { k.Release(context.Background()) })
 			},
 			func(t *testing.T) { failedTry(t, l, other) }},
 		{"renewals of a held lock", 0,
-			func(t *testing.T) { renewed = mustAcquire(t, l, "r", dlock.WithTTL(time.Second)) },
+			func(t *testing.T) { renewed = testkit.MustAcquire(t, l, "r", dlock.WithTTL(time.Second)) },
 			func(t *testing.T) { renewals(t, cli, renewed) }},
-		{"release of the renewed lock", 1, nil, func(t *testing.T) { mustRelease(t, renewed) }},
+		{"release of the renewed lock", 1, nil, func(t *testing.T) { testkit.MustRelease(t, renewed) }},
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			if c.before != nil {
@@ -80,13 +83,13 @@ func TestRevisionsPerAcquire(t *testing.T) {
 		})
 	}
 	idle := newLocker(t, cli, nil)
-	mustRelease(t, mustAcquire(t, idle, "warm-up"))
+	testkit.MustRelease(t, testkit.MustAcquire(t, idle, "warm-up"))
 	if got := revisionsOf(t, cli, func(t *testing.T) { idle.Close() }); got != 0 {
 		t.Errorf("Close of an idle Locker made %d revisions, want 0", got)
 	}
 	busy := newLocker(t, cli, nil)
 	for _, name := range []string{"a", "b", "c"} {
-		mustAcquire(t, busy, name)
+		testkit.MustAcquire(t, busy, name)
 	}
 	// Close releases each lock (a delete each), then revokes the session
 	// with nothing left on it.
@@ -95,26 +98,10 @@ func TestRevisionsPerAcquire(t *testing.T) {
 	}
 }
 
-func mustAcquire(t *testing.T, l *dlock.Locker, name string, opts ...dlock.Option) *dlock.Lock {
-	t.Helper()
-	k, err := l.Acquire(t.Context(), name, opts...)
-	if err != nil {
-		t.Fatalf("Acquire(%q) = %v", name, err)
-	}
-	return k
-}
-
-func mustRelease(t *testing.T, k *dlock.Lock) {
-	t.Helper()
-	if err := k.Release(t.Context()); err != nil {
-		t.Fatalf("Release(%q) = %v", k.Name(), err)
-	}
-}
-
 // contended has a take "c", b queue for it, then a and b release it.
 func contended(t *testing.T, cli *clientv3.Client, a, b *dlock.Locker) {
 	t.Helper()
-	k := mustAcquire(t, a, "c")
+	k := testkit.MustAcquire(t, a, "c")
 	got := make(chan *dlock.Lock, 1)
 	go func() {
 		k, err := b.Acquire(t.Context(), "c")
@@ -123,10 +110,10 @@ func contended(t *testing.T, cli *clientv3.Client, a, b *dlock.Locker) {
 		}
 		got <- k
 	}()
-	waitQueued(t, cli, "c", 2)
-	mustRelease(t, k)
+	sessionlocktest.WaitEntries(t, queueOn(nil, cli), "c", 2)
+	testkit.MustRelease(t, k)
 	if k := <-got; k != nil {
-		mustRelease(t, k)
+		testkit.MustRelease(t, k)
 	}
 }
 

@@ -12,10 +12,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/etcdlock"
 	"github.com/dlock-go/dlock/etcdlock/internal/testhook"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -41,26 +43,6 @@ func storeURL(e *testserver.Etcd, scheme string, user *url.Userinfo, q url.Value
 	return u.String()
 }
 
-// mustOpen opens rawURL and closes the Locker when the test ends.
-func mustOpen(t *testing.T, rawURL string) *dlock.Locker {
-	t.Helper()
-	l, err := dlock.Open(t.Context(), rawURL)
-	if err != nil {
-		t.Fatalf("Open(%q) = %v, want a Locker", redact(rawURL), err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
-}
-
-// redact returns rawURL without its password, for messages.
-func redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
-
 // openRefused opens rawURL, which the server or the client refuses, and
 // returns the error; the refusal must end Open, not its context.
 func openRefused(t *testing.T, rawURL string) error {
@@ -71,11 +53,11 @@ func openRefused(t *testing.T, rawURL string) error {
 	l, err := dlock.Open(ctx, rawURL)
 	if err == nil {
 		l.Close()
-		t.Fatalf("Open(%q) = a Locker, want an error", redact(rawURL))
+		t.Fatalf("Open(%q) = a Locker, want an error", backend.RedactURL(rawURL))
 	}
-	t.Logf("Open(%q) failed after %v: %v", redact(rawURL), time.Since(start).Round(time.Millisecond), err)
+	t.Logf("Open(%q) failed after %v: %v", backend.RedactURL(rawURL), time.Since(start).Round(time.Millisecond), err)
 	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		t.Fatalf("Open(%q) = %v, want the refusal to end it, not a timeout", redact(rawURL), err)
+		t.Fatalf("Open(%q) = %v, want the refusal to end it, not a timeout", backend.RedactURL(rawURL), err)
 	}
 	return err
 }
@@ -90,13 +72,13 @@ func TestOpenTLS(t *testing.T) {
 	root := e.Client(t)
 	lock := func(t *testing.T, rawURL string) {
 		t.Helper()
-		l := mustOpen(t, rawURL)
-		k := dlocktest.MustTryAcquire(t, l, "n")
+		l := testkit.MustOpen(t, rawURL)
+		k := testkit.MustTryAcquire(t, l, "n")
 		resp, err := root.Get(t.Context(), etcdlock.Key("locks/", "n"), clientv3.WithPrefix())
 		if err != nil || resp.Count != 1 {
 			t.Errorf("Get(%q) = %v, %v; want the lock's key", etcdlock.Key("locks/", "n"), resp, err)
 		}
-		dlocktest.MustRelease(t, k)
+		testkit.MustRelease(t, k)
 	}
 	withName := func(name string) url.Values {
 		q := tlsQuery(p, "", "")
@@ -204,7 +186,7 @@ func TestSecurity(t *testing.T) {
 				t.Helper()
 				l, err := dlock.Open(t.Context(), lockerURL)
 				if err != nil {
-					t.Fatalf("Open(%q) = %v", redact(lockerURL), err)
+					t.Fatalf("Open(%q) = %v", backend.RedactURL(lockerURL), err)
 				}
 				return l
 			},
@@ -226,8 +208,8 @@ func TestSecurity(t *testing.T) {
 	// The client certificate's common name is the user, without a
 	// password.
 	t.Run("CommonNameUser", func(t *testing.T) {
-		l := mustOpen(t, storeURL(e, "etcds", nil, tlsQuery(p, p.ClientCert, p.ClientKey)))
-		dlocktest.MustRelease(t, dlocktest.MustTryAcquire(t, l, "cn"))
+		l := testkit.MustOpen(t, storeURL(e, "etcds", nil, tlsQuery(p, p.ClientCert, p.ClientKey)))
+		testkit.MustRelease(t, testkit.MustTryAcquire(t, l, "cn"))
 	})
 
 	t.Run("NoClientCertificate", func(t *testing.T) {
@@ -247,7 +229,7 @@ func TestSecurity(t *testing.T) {
 	// A user without the grant on the prefix can open (a lease needs no
 	// key permission) but every step on a lock is refused at once.
 	t.Run("NoPermission", func(t *testing.T) {
-		l := mustOpen(t, userURL(e, p, "outsider", outsiderPassword))
+		l := testkit.MustOpen(t, userURL(e, p, "outsider", outsiderPassword))
 		ctx, cancel := context.WithTimeout(t.Context(), refusalLimit)
 		defer cancel()
 		_, err := l.TryAcquire(ctx, "n")
@@ -266,8 +248,8 @@ func TestSecurity(t *testing.T) {
 		}
 		// Revoking a lease checks write permission on its keys: the
 		// outsider cannot revoke a holder's session.
-		holder := mustOpen(t, userURL(e, p, "locker", lockerPassword))
-		k := dlocktest.MustTryAcquire(t, holder, "revoke")
+		holder := testkit.MustOpen(t, userURL(e, p, "locker", lockerPassword))
+		k := testkit.MustTryAcquire(t, holder, "revoke")
 		resp, err := root.Get(ctx, etcdlock.Key("locks/", "revoke"), clientv3.WithPrefix())
 		if err != nil || len(resp.Kvs) != 1 {
 			t.Fatalf("Get(%q) = %v, %v; want the holder's key", etcdlock.Key("locks/", "revoke"), resp, err)
@@ -280,15 +262,15 @@ func TestSecurity(t *testing.T) {
 			t.Errorf("holder's Refresh after the outsider's Revoke = %v, want nil", err)
 		}
 		// The same user where its role allows it.
-		other := mustOpen(t, strings.Replace(userURL(e, p, "outsider", outsiderPassword), "/locks?", "/other?", 1))
-		dlocktest.MustRelease(t, dlocktest.MustTryAcquire(t, other, "n"))
+		other := testkit.MustOpen(t, strings.Replace(userURL(e, p, "outsider", outsiderPassword), "/locks?", "/other?", 1))
+		testkit.MustRelease(t, testkit.MustTryAcquire(t, other, "n"))
 	})
 
 	// A certificate whose common name is no user is refused at the first
 	// step on a lock.
 	t.Run("UnknownCommonName", func(t *testing.T) {
 		cert, key := p.Issue(t, "stranger", "stranger")
-		l := mustOpen(t, storeURL(e, "etcds", nil, tlsQuery(p, cert, key)))
+		l := testkit.MustOpen(t, storeURL(e, "etcds", nil, tlsQuery(p, cert, key)))
 		if _, err := l.TryAcquire(t.Context(), "n"); !errors.Is(err, dlock.ErrDenied) {
 			t.Errorf("TryAcquire(n) as an unknown common name = %v, want ErrDenied", err)
 		}
@@ -303,13 +285,13 @@ func TestSecurity(t *testing.T) {
 // it, and the holder learns at its next renewal.
 func testNeighbour(t *testing.T, e *testserver.Etcd, p *testserver.PKI, root *clientv3.Client) {
 	const name = "neighbour"
-	holder := mustOpen(t, userURL(e, p, "locker", lockerPassword))
-	neighbour := mustOpen(t, userURL(e, p, "neighbour", neighbourPassword))
+	holder := testkit.MustOpen(t, userURL(e, p, "locker", lockerPassword))
+	neighbour := testkit.MustOpen(t, userURL(e, p, "neighbour", neighbourPassword))
 	neighbourCli := e.ClientAs(t, "neighbour", neighbourPassword)
 
 	// The neighbour's own handle, gone stale: it held the name, its
 	// lease ended, and the holder took the name.
-	stale := dlocktest.MustTryAcquire(t, neighbour, name, dlock.WithTTL(time.Second), dlock.WithoutRenewal())
+	stale := testkit.MustTryAcquire(t, neighbour, name, dlock.WithTTL(time.Second), dlock.WithoutRenewal())
 	k, err := holder.Acquire(t.Context(), name, dlock.WithTTL(3*time.Second))
 	if err != nil {
 		t.Fatalf("Acquire(%q) after the neighbour's lease = %v", name, err)
@@ -358,17 +340,17 @@ func testNeighbour(t *testing.T, e *testserver.Etcd, p *testserver.PKI, root *cl
 	start := time.Now()
 	waitDone(t, k, 30*time.Second, "holder after the neighbour deleted its key")
 	t.Logf("holder's Done closed %v after the neighbour deleted its key (TTL 3s, renewal every 1s)", time.Since(start).Round(time.Millisecond))
-	taken := dlocktest.MustTryAcquire(t, neighbour, name)
+	taken := testkit.MustTryAcquire(t, neighbour, name)
 	if !(taken.Fence() > k.Fence()) {
 		t.Errorf("neighbour's fence %d after the delete, holder's %d; want the neighbour's above", taken.Fence(), k.Fence())
 	}
-	dlocktest.MustRelease(t, taken)
+	testkit.MustRelease(t, taken)
 
 	// And the owner string is no secret: anyone who can read the prefix
 	// sees it in the key's name (and in Inspect), and the driver releases
 	// a key of that owner that it does not hold (an acquisition whose
 	// reply was lost).
-	k = dlocktest.MustTryAcquire(t, holder, name, dlock.WithTTL(3*time.Second))
+	k = testkit.MustTryAcquire(t, holder, name, dlock.WithTTL(3*time.Second))
 	if err := testhook.ForgedRelease(t.Context(), neighbourCli, "locks/", name, k.Owner()); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("Release with the holder's owner string by another driver = %v, want ErrNotHeld (after deleting the key)", err)
 	}

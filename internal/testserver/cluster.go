@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 const (
@@ -130,9 +132,8 @@ func startCluster(t testing.TB, masters int, replicated bool) *RedisCluster {
 		}
 	}
 	for i, r := range all[masters:] {
-		waitFor(t, "cluster replica "+c.replicas[i]+" in sync", func(ctx context.Context) bool {
-			info, err := r.Info(ctx, "replication").Result()
-			return err == nil && strings.Contains(info, "master_link_status:up")
+		testkit.Retry(t, "cluster replica "+c.replicas[i]+" in sync", func(ctx context.Context) error {
+			return replicationHas(ctx, r, "master_link_status:up")
 		})
 	}
 	c.waitReady(t, ctx, all, procs)
@@ -176,9 +177,8 @@ func (c *RedisCluster) Failover(t testing.TB) {
 		if err := r.ClusterFailover(ctx).Err(); err != nil {
 			t.Fatalf("CLUSTER FAILOVER on %s: %v", addr, err)
 		}
-		waitFor(t, "cluster replica "+addr+" promoted", func(ctx context.Context) bool {
-			info, err := r.Info(ctx, "replication").Result()
-			return err == nil && strings.Contains(info, "role:master")
+		testkit.Retry(t, "cluster replica "+addr+" promoted", func(ctx context.Context) error {
+			return replicationHas(ctx, r, "role:master")
 		})
 		promoted = append(promoted, addr)
 	}
@@ -191,16 +191,15 @@ func (c *RedisCluster) Failover(t testing.TB) {
 		// promoted node already answers as a master.
 		n := redis.NewClient(&redis.Options{Addr: addr})
 		defer n.Close()
-		waitFor(t, "old master "+addr+" a replica", func(ctx context.Context) bool {
-			info, err := n.Info(ctx, "replication").Result()
-			return err == nil && strings.Contains(info, "role:slave")
+		testkit.Retry(t, "old master "+addr+" a replica", func(ctx context.Context) error {
+			return replicationHas(ctx, n, "role:slave")
 		})
 	}
 	for _, addr := range c.addrs {
 		n := redis.NewClient(&redis.Options{Addr: addr})
 		defer n.Close()
-		waitFor(t, "cluster agrees after failover at "+addr, func(ctx context.Context) bool {
-			return clusterReady(ctx, n, c.addrs) == nil
+		testkit.Retry(t, "cluster agrees after failover at "+addr, func(ctx context.Context) error {
+			return clusterReady(ctx, n, c.addrs)
 		})
 	}
 }

@@ -9,9 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // SentinelMaster is the master name a RedisSentinel monitors.
@@ -54,22 +55,25 @@ func StartRedisSentinelReplicatedWith(t testing.TB, o RedisOptions) *RedisSentin
 	if err := c.ReplicaOf(context.Background(), host, port).Err(); err != nil {
 		t.Fatalf("REPLICAOF %s: %v", master.Addr(), err)
 	}
-	waitFor(t, "replica "+replica.Addr()+" in sync", func(ctx context.Context) bool {
-		info, err := c.Info(ctx, "replication").Result()
-		return err == nil && strings.Contains(info, "master_link_status:up")
+	testkit.Retry(t, "replica "+replica.Addr()+" in sync", func(ctx context.Context) error {
+		return replicationHas(ctx, c, "master_link_status:up")
 	})
 	s := startSentinel(t, master, replica)
 	sc := redis.NewSentinelClient(&redis.Options{Addr: s.addr})
 	defer sc.Close()
 	// Sentinel promotes only a replica it has itself polled lately (INFO)
 	// and found linked to the master.
-	waitFor(t, "sentinel has polled the replica", func(ctx context.Context) bool {
+	testkit.Retry(t, "sentinel has polled the replica", func(ctx context.Context) error {
 		rs, err := sc.Replicas(ctx, SentinelMaster).Result()
 		if err != nil || len(rs) != 1 {
-			return false
+			return fmt.Errorf("SENTINEL REPLICAS = %v, %v, want one", rs, err)
 		}
 		refreshed, err := strconv.Atoi(rs[0]["info-refresh"])
-		return err == nil && refreshed < 5000 && rs[0]["master-link-status"] == "ok"
+		if err != nil || refreshed >= 5000 || rs[0]["master-link-status"] != "ok" {
+			return fmt.Errorf("replica info-refresh %q, master-link-status %q, want under 5000 and ok",
+				rs[0]["info-refresh"], rs[0]["master-link-status"])
+		}
+		return nil
 	})
 	return s
 }
@@ -87,32 +91,37 @@ func (s *RedisSentinel) Failover(t testing.TB) {
 		t.Fatalf("SENTINEL FAILOVER: %v", err)
 	}
 	c := s.Replica.Client(t)
-	waitFor(t, "the replica promoted", func(ctx context.Context) bool {
-		got, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
-		if err != nil || len(got) != 2 || got[0]+":"+got[1] != s.Replica.Addr() {
-			return false
+	testkit.Retry(t, "the replica promoted", func(ctx context.Context) error {
+		if err := sentinelNames(ctx, sc, s.Replica.Addr()); err != nil {
+			return err
 		}
-		info, err := c.Info(ctx, "replication").Result()
-		return err == nil && strings.Contains(info, "role:master")
+		return replicationHas(ctx, c, "role:master")
 	})
 }
 
-// waitFor polls cond until it holds, failing the test after startTimeout.
-func waitFor(t testing.TB, what string, cond func(ctx context.Context) bool) {
-	t.Helper()
-	deadline := time.Now().Add(startTimeout)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		ok := cond(ctx)
-		cancel()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v", what, startTimeout)
-		}
-		time.Sleep(50 * time.Millisecond)
+// replicationHas checks that INFO replication on c has the line field
+// ("role:master", "master_link_status:up").
+func replicationHas(ctx context.Context, c *redis.Client, field string) error {
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return err
 	}
+	if !strings.Contains(info, field) {
+		return fmt.Errorf("INFO replication of %s has no %s", c.Options().Addr, field)
+	}
+	return nil
+}
+
+// sentinelNames checks that the Sentinel sc names addr as the master.
+func sentinelNames(ctx context.Context, sc *redis.SentinelClient, addr string) error {
+	got, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
+	if err != nil {
+		return err
+	}
+	if len(got) != 2 || got[0]+":"+got[1] != addr {
+		return fmt.Errorf("sentinel names master %v, want %s", got, addr)
+	}
+	return nil
 }
 
 func startSentinel(t testing.TB, master, replica *Redis) *RedisSentinel {
@@ -139,9 +148,8 @@ func startSentinel(t testing.TB, master, replica *Redis) *RedisSentinel {
 	s := &RedisSentinel{Master: master, Replica: replica, addr: redisAddr(port)}
 	sc := redis.NewSentinelClient(&redis.Options{Addr: s.addr})
 	defer sc.Close()
-	waitFor(t, "sentinel on "+s.addr+" reports master "+master.Addr(), func(ctx context.Context) bool {
-		got, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
-		return err == nil && len(got) == 2 && got[0]+":"+got[1] == master.Addr()
+	testkit.Retry(t, "sentinel on "+s.addr+" reports master "+master.Addr(), func(ctx context.Context) error {
+		return sentinelNames(ctx, sc, master.Addr())
 	})
 	return s
 }

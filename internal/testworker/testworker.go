@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 const (
@@ -149,7 +150,7 @@ func (p *Process) Expect(t testing.TB, prefix string, timeout time.Duration) str
 // Kill kills the worker with SIGKILL and waits for it to exit.
 func (p *Process) Kill(t testing.TB) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !isDone(p.done) {
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !testkit.IsClosed(p.done) {
 		t.Fatalf("kill worker %s: %v", p.name, err)
 	}
 	<-p.done
@@ -173,15 +174,6 @@ func (p *Process) Wait(t testing.TB, timeout time.Duration) error {
 	case <-time.After(timeout):
 		t.Fatalf("worker %s still running after %v", p.name, timeout)
 		return nil
-	}
-}
-
-func isDone(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
 	}
 }
 

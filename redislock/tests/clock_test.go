@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/redislock"
 )
@@ -79,12 +79,12 @@ func TestLateGrantMessageIsOnlyAHint(t *testing.T) {
 	client := r.Client(t)
 	a, b := newLocker(t, client), newLocker(t, client)
 	const name, ttl = "late-grant", 2 * time.Second
-	early := dlocktest.MustTryAcquire(t, a, name)
+	early := testkit.MustTryAcquire(t, a, name)
 	stale := early.Fence()
-	dlocktest.MustRelease(t, early)
-	k := dlocktest.MustTryAcquire(t, a, name, dlock.WithTTL(time.Minute))
+	testkit.MustRelease(t, early)
+	k := testkit.MustTryAcquire(t, a, name, dlock.WithTTL(time.Minute))
 	defer k.Release(t.Context()) // taken from it below: ErrNotHeld
-	got := dlocktest.AcquireAsync(t.Context(), b, name, dlock.WithTTL(ttl))
+	got := testkit.AcquireAsync(t.Context(), b, name, dlock.WithTTL(ttl))
 	var owner string
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -111,8 +111,8 @@ func TestLateGrantMessageIsOnlyAHint(t *testing.T) {
 	if err != nil || pub.Val() != 1 {
 		t.Fatalf("MULTI hand-over and stale grant message = %v (%d receivers), want 1 receiver", err, pub.Val())
 	}
-	res := dlocktest.WantAcquired(t, got, name, 30*time.Second)
-	defer dlocktest.MustRelease(t, res.Lock)
+	res := testkit.WantAcquired(t, got, name, 30*time.Second)
+	defer testkit.MustRelease(t, res.Lock)
 	holder, fence := storeHolder(t, client, name)
 	if holder != res.Lock.Owner() || fence != res.Lock.Fence() {
 		t.Fatalf("Acquire(%q) after a late grant message: Fence() = %d (owner %s), want the store's %d (owner %q)", name, res.Lock.Fence(), res.Lock.Owner(), fence, holder)
@@ -147,9 +147,9 @@ func TestTokensAboveTombstoneAfterStepBackAndRestart(t *testing.T) {
 	client := r.Client(t)
 	l := newLocker(t, client)
 	const name = "step-back"
-	k := dlocktest.MustTryAcquire(t, l, name)
+	k := testkit.MustTryAcquire(t, l, name)
 	last := k.Fence()
-	dlocktest.MustRelease(t, k)
+	testkit.MustRelease(t, k)
 	released, err := client.Time(t.Context()).Result()
 	if err != nil {
 		t.Fatalf("TIME = %v", err)
@@ -158,8 +158,8 @@ func TestTokensAboveTombstoneAfterStepBackAndRestart(t *testing.T) {
 	waitServerTime(t, client, released.Add(6*time.Second))
 	c.Step(-8 * time.Second)
 	r.Restart(t)
-	k = dlocktest.MustTryAcquire(t, l, name)
-	defer dlocktest.MustRelease(t, k)
+	k = testkit.MustTryAcquire(t, l, name)
+	defer testkit.MustRelease(t, k)
 	if k.Fence() <= last {
 		t.Fatalf("TryAcquire(%q) after a step back of 8s and a restart: Fence() = %d, want above the last token %d", name, k.Fence(), last)
 	}
@@ -176,13 +176,13 @@ func TestTokensInvertAfterStepBackAndEmptyRestart(t *testing.T) {
 	client := r.Client(t)
 	l := newLocker(t, client)
 	const name = "step-back-empty"
-	k := dlocktest.MustTryAcquire(t, l, name)
+	k := testkit.MustTryAcquire(t, l, name)
 	last := k.Fence()
-	dlocktest.MustRelease(t, k)
+	testkit.MustRelease(t, k)
 	c.Step(-8 * time.Second)
 	r.Restart(t)
-	k = dlocktest.MustTryAcquire(t, l, name)
-	defer dlocktest.MustRelease(t, k)
+	k = testkit.MustTryAcquire(t, l, name)
+	defer testkit.MustRelease(t, k)
 	if k.Fence() >= last {
 		t.Fatalf("TryAcquire(%q) after a step back of 8s and a restart without persistence: Fence() = %d, want below %d (the documented exception)", name, k.Fence(), last)
 	}
@@ -198,18 +198,18 @@ func TestForwardStepKeepsLease(t *testing.T) {
 	client := r.Client(t)
 	a, b := newLocker(t, client), newLocker(t, client)
 	const name, ttl = "forward-step", 1500 * time.Millisecond
-	k := dlocktest.MustTryAcquire(t, a, name, dlock.WithTTL(ttl))
-	got := dlocktest.AcquireAsync(t.Context(), b, name, dlock.WithTTL(ttl))
-	eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
+	k := testkit.MustTryAcquire(t, a, name, dlock.WithTTL(ttl))
+	got := testkit.AcquireAsync(t.Context(), b, name, dlock.WithTTL(ttl))
+	testkit.Eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
 	c.Step(5 * time.Second)
 	time.Sleep(3 * ttl) // the holder renews meanwhile; the waiter must wait
-	if isClosed(k.Done()) {
+	if testkit.IsClosed(k.Done()) {
 		t.Fatalf("holder's Done() closed after a forward step of 5s (cause %v), want it held", context.Cause(k.Context()))
 	}
 	releasing := time.Now()
-	dlocktest.MustRelease(t, k)
-	res := dlocktest.WantAcquired(t, got, name, 30*time.Second)
-	defer dlocktest.MustRelease(t, res.Lock)
+	testkit.MustRelease(t, k)
+	res := testkit.WantAcquired(t, got, name, 30*time.Second)
+	defer testkit.MustRelease(t, res.Lock)
 	if res.At.Before(releasing) {
 		t.Fatalf("Acquire(%q) returned %v before the holder released it, want after", name, releasing.Sub(res.At))
 	}
@@ -227,7 +227,7 @@ func crashedHolder(t *testing.T, r *testserver.Redis, name string, ttl time.Dura
 	hc := redis.NewClient(&redis.Options{Addr: r.Addr()})
 	h := mustNew(t, hc)
 	t.Cleanup(func() { h.Close() })
-	k := dlocktest.MustTryAcquire(t, h, name, dlock.WithTTL(ttl))
+	k := testkit.MustTryAcquire(t, h, name, dlock.WithTTL(ttl))
 	hc.Close()
 	return k.Fence(), time.Now()
 }
@@ -244,13 +244,13 @@ func TestWaiterTakesOverCrashedHolder(t *testing.T) {
 	hc := redis.NewClient(&redis.Options{Addr: r.Addr()})
 	h := mustNew(t, hc)
 	t.Cleanup(func() { h.Close() })
-	k := dlocktest.MustTryAcquire(t, h, name, dlock.WithTTL(ttl))
-	got := dlocktest.AcquireAsync(t.Context(), b, name, dlock.WithTTL(ttl))
-	eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
+	k := testkit.MustTryAcquire(t, h, name, dlock.WithTTL(ttl))
+	got := testkit.AcquireAsync(t.Context(), b, name, dlock.WithTTL(ttl))
+	testkit.Eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
 	hc.Close()
 	crashed := time.Now()
-	res := dlocktest.WantAcquired(t, got, name, 30*time.Second)
-	defer dlocktest.MustRelease(t, res.Lock)
+	res := testkit.WantAcquired(t, got, name, 30*time.Second)
+	defer testkit.MustRelease(t, res.Lock)
 	took := res.At.Sub(crashed)
 	t.Logf("waiting Locker took over %v after the holder crashed (TTL %v, clock bound %v)", took, ttl, driver.DefaultClockBound)
 	if took > ttl+driver.DefaultClockBound {
@@ -273,7 +273,7 @@ func TestFreshLockerTakesOverCrashedHolder(t *testing.T) {
 	key := redislock.Key("", name)
 	// Until the server's clock says the lease ran out: the key lives
 	// TTL + the clock bound, so its PTTL is then at most the bound.
-	eventually(t, "lease ran out by the server's clock", func() bool {
+	testkit.Eventually(t, "lease ran out by the server's clock", func() bool {
 		return client.PTTL(t.Context(), key).Val() <= driver.DefaultClockBound
 	})
 	b := newLocker(t, client)
@@ -282,7 +282,7 @@ func TestFreshLockerTakesOverCrashedHolder(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire(%q) = %v, want the lock", name, err)
 	}
-	defer dlocktest.MustRelease(t, k)
+	defer testkit.MustRelease(t, k)
 	took := time.Since(arrived)
 	t.Logf("fresh Locker took over %v after arriving (TTL %v, clock bound %v)", took, ttl, driver.DefaultClockBound)
 	if took > driver.DefaultClockBound {
@@ -313,7 +313,7 @@ func TestClockBoundSetsKeyLives(t *testing.T) {
 	for i, l := range []*dlock.Locker{viaNew, viaURL} {
 		name := "bound-" + strconv.Itoa(i)
 		key := redislock.Key("", name)
-		k := dlocktest.MustTryAcquire(t, l, name, dlock.WithTTL(ttl))
+		k := testkit.MustTryAcquire(t, l, name, dlock.WithTTL(ttl))
 		if pttl := client.PTTL(t.Context(), key).Val(); pttl <= bound || pttl > ttl+bound {
 			t.Errorf("PTTL %s of a held lock (TTL %v, bound %v) = %v, want in (%v, %v]", key, ttl, bound, pttl, bound, ttl+bound)
 		}
@@ -321,7 +321,7 @@ func TestClockBoundSetsKeyLives(t *testing.T) {
 		if err != nil || len(hs) != 1 || hs[0].Remaining > ttl {
 			t.Errorf("Inspect(%q) = %v, %v, want one holder with at most the TTL %v remaining", name, hs, err, ttl)
 		}
-		dlocktest.MustRelease(t, k)
+		testkit.MustRelease(t, k)
 		if pttl := client.PTTL(t.Context(), key).Val(); pttl <= bound || pttl > bound+time.Second {
 			t.Errorf("PTTL %s of a tombstone (bound %v) = %v, want in (%v, %v]", key, bound, pttl, bound, bound+time.Second)
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/redislock"
 )
@@ -61,18 +61,18 @@ func TestExclusiveCost(t *testing.T) {
 	l := newLocker(t, client)
 	const name, rounds = "cost", 20
 	// Warm up: every script loaded, the name's tombstone left.
-	k := dlocktest.MustTryAcquire(t, l, name)
+	k := testkit.MustTryAcquire(t, l, name)
 	if err := k.Refresh(t.Context()); err != nil {
 		t.Fatalf("Refresh(%q) = %v", name, err)
 	}
-	dlocktest.MustRelease(t, k)
+	testkit.MustRelease(t, k)
 	before := serverCommands(t, client)
 	for range rounds {
-		k = dlocktest.MustTryAcquire(t, l, name)
+		k = testkit.MustTryAcquire(t, l, name)
 		if err := k.Refresh(t.Context()); err != nil {
 			t.Fatalf("Refresh(%q) = %v", name, err)
 		}
-		dlocktest.MustRelease(t, k)
+		testkit.MustRelease(t, k)
 	}
 	total, by := commandsSince(t, client, before)
 	t.Logf("%d server commands for %d exclusive acquire+refresh+release rounds: %v", total, rounds, by)
@@ -93,18 +93,18 @@ func TestExclusiveHandoffCost(t *testing.T) {
 	a, b := newLocker(t, client), newLocker(t, client)
 	const name = "handoff-cost"
 	// Warm up: scripts loaded, b's grant channel subscribed.
-	k := dlocktest.MustTryAcquire(t, a, name)
-	got := dlocktest.AcquireAsync(t.Context(), b, name, dlock.WithTTL(time.Minute))
-	eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
-	dlocktest.MustRelease(t, k)
-	dlocktest.MustRelease(t, dlocktest.WantAcquired(t, got, name, time.Minute).Lock)
+	k := testkit.MustTryAcquire(t, a, name)
+	got := testkit.AcquireAsync(t.Context(), b, name, dlock.WithTTL(time.Minute))
+	testkit.Eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
+	testkit.MustRelease(t, k)
+	testkit.MustRelease(t, testkit.WantAcquired(t, got, name, time.Minute).Lock)
 
-	k = dlocktest.MustTryAcquire(t, a, name)
+	k = testkit.MustTryAcquire(t, a, name)
 	before := serverCommands(t, client)
-	got = dlocktest.AcquireAsync(t.Context(), b, name, dlock.WithTTL(time.Minute))
-	eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
-	dlocktest.MustRelease(t, k)
-	dlocktest.MustRelease(t, dlocktest.WantAcquired(t, got, name, time.Minute).Lock)
+	got = testkit.AcquireAsync(t.Context(), b, name, dlock.WithTTL(time.Minute))
+	testkit.Eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
+	testkit.MustRelease(t, k)
+	testkit.MustRelease(t, testkit.WantAcquired(t, got, name, time.Minute).Lock)
 	total, by := commandsSince(t, client, before)
 	total -= by["llen"] // the test's own polling
 	delete(by, "llen")
@@ -139,7 +139,7 @@ func TestHotNameCost(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Acquire(%q) = %v", name, err)
 		}
-		dlocktest.MustRelease(t, k)
+		testkit.MustRelease(t, k)
 	}
 	before := serverCommands(t, client)
 	contend(t, ls, name, goroutines, rounds, 0)
@@ -165,12 +165,12 @@ func TestLocalHandoffPublishesNothing(t *testing.T) {
 	client := r.Client(t)
 	l := newLocker(t, client)
 	const name = "local-handoff"
-	k := dlocktest.MustTryAcquire(t, l, name)
-	got := dlocktest.AcquireAsync(t.Context(), l, name, dlock.WithTTL(time.Minute))
-	eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
+	k := testkit.MustTryAcquire(t, l, name)
+	got := testkit.AcquireAsync(t.Context(), l, name, dlock.WithTTL(time.Minute))
+	testkit.Eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
 	before := commandCalls(t, client, "publish")
-	dlocktest.MustRelease(t, k)
-	dlocktest.MustRelease(t, dlocktest.WantAcquired(t, got, name, time.Minute).Lock)
+	testkit.MustRelease(t, k)
+	testkit.MustRelease(t, testkit.WantAcquired(t, got, name, time.Minute).Lock)
 	if n := commandCalls(t, client, "publish") - before; n != 0 {
 		t.Errorf("PUBLISH calls for a handoff within one Locker = %d, want 0", n)
 	}
@@ -186,7 +186,7 @@ func TestMemoryPerHeldLock(t *testing.T) {
 	r := testserver.StartRedis(t)
 	client := r.Client(t)
 	const name = "mem:0000000"
-	k := dlocktest.MustTryAcquire(t, newLocker(t, client), name)
+	k := testkit.MustTryAcquire(t, newLocker(t, client), name)
 	key := redislock.Key("", name)
 	if v, want := client.Get(t.Context(), key).Val(), k.Owner()+"|"+strconv.FormatUint(k.Fence(), 10)+".30000.0"; v != want {
 		t.Errorf("GET %s = %q, want %q", key, v, want)

@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
 	"github.com/dlock-go/dlock/redislock"
@@ -99,7 +99,7 @@ func TestKilledHolderProcess(t *testing.T) {
 	if waited < 2*ttl/3-50*time.Millisecond || waited > ttl+slack {
 		t.Fatalf("acquired %v after the kill, want between %v and %v", waited, 2*ttl/3, ttl+slack)
 	}
-	dlocktest.MustRelease(t, k)
+	testkit.MustRelease(t, k)
 }
 
 func TestPausedServerClosesDoneBeforeLeaseEnds(t *testing.T) {
@@ -139,7 +139,7 @@ func TestPausedServerClosesDoneBeforeLeaseEnds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire(%q) after Resume = %v, want a lock", name, err)
 	}
-	dlocktest.MustRelease(t, k2)
+	testkit.MustRelease(t, k2)
 }
 
 func TestRestartedEmptyServer(t *testing.T) {
@@ -166,7 +166,7 @@ func TestRestartedEmptyServer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire(%q) after the restart = %v, want a lock", name, err)
 	}
-	dlocktest.MustRelease(t, k2)
+	testkit.MustRelease(t, k2)
 }
 
 func TestRenewalSurvivesScriptFlush(t *testing.T) {
@@ -186,7 +186,7 @@ func TestRenewalSurvivesScriptFlush(t *testing.T) {
 		t.Fatalf("Done closed after SCRIPT FLUSH (%v), want renewal to reload the script", context.Cause(k.Context()))
 	case <-time.After(3 * ttl):
 	}
-	dlocktest.MustRelease(t, k)
+	testkit.MustRelease(t, k)
 }
 
 func TestUnreachableServer(t *testing.T) {
@@ -240,7 +240,7 @@ func TestOnePubSubConnectionPerLocker(t *testing.T) {
 			errs <- err
 		}()
 	}
-	eventually(t, "20 waiters queued", func() bool {
+	testkit.Eventually(t, "20 waiters queued", func() bool {
 		n, _ := client.Exists(t.Context(), queues...).Result()
 		return n == names
 	})
@@ -297,10 +297,10 @@ func TestOneRenewalLoopPerLocker(t *testing.T) {
 		t.Errorf("goroutines grew from %d to %d holding %d locks, want one renewal loop for all", before, after, locks)
 	}
 	for _, k := range held {
-		if isClosed(k.Done()) {
+		if testkit.IsClosed(k.Done()) {
 			t.Fatalf("lock %q lost while renewed in a batch: %v", k.Name(), context.Cause(k.Context()))
 		}
-		dlocktest.MustRelease(t, k)
+		testkit.MustRelease(t, k)
 	}
 }
 
@@ -319,15 +319,15 @@ func TestGrantAfterPubSubReconnect(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryAcquire = %v", err)
 	}
-	got := dlocktest.AcquireAsync(t.Context(), waiter, name, dlock.WithTTL(30*time.Second))
-	eventually(t, "the waiter subscribed", func() bool { return pubsubClients(t, client) == 1 })
+	got := testkit.AcquireAsync(t.Context(), waiter, name, dlock.WithTTL(30*time.Second))
+	testkit.Eventually(t, "the waiter subscribed", func() bool { return pubsubClients(t, client) == 1 })
 	if n, err := client.ClientKillByFilter(t.Context(), "TYPE", "pubsub").Result(); n != 1 || err != nil {
 		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v; want 1, nil", n, err)
 	}
-	eventually(t, "the waiter resubscribed", func() bool { return pubsubClients(t, client) == 1 })
+	testkit.Eventually(t, "the waiter resubscribed", func() bool { return pubsubClients(t, client) == 1 })
 	released := time.Now()
-	dlocktest.MustRelease(t, k)
-	a := dlocktest.WantAcquired(t, got, name, slack)
+	testkit.MustRelease(t, k)
+	a := testkit.WantAcquired(t, got, name, slack)
 	if d := a.At.Sub(released); d > 500*time.Millisecond {
 		t.Errorf("waiter acquired %v after the release, want well under its 2 s heartbeat", d)
 	}
@@ -373,10 +373,10 @@ func TestSentinelFailover(t *testing.T) {
 			t.Fatalf("b acquired %q (fence %d) while a's Done was open (fence %d)", name, kb.Fence(), k.Fence())
 		}
 	} else {
-		if isClosed(k.Done()) {
+		if testkit.IsClosed(k.Done()) {
 			t.Fatalf("a's Done closed (%v) but b could not take the lock in %v", context.Cause(k.Context()), 2*ttl)
 		}
-		dlocktest.MustRelease(t, k) // on the new master
+		testkit.MustRelease(t, k) // on the new master
 		if kb, err = b.TryAcquire(t.Context(), name, dlock.WithTTL(ttl)); err != nil {
 			t.Fatalf("TryAcquire after a released = %v", err)
 		}
@@ -384,7 +384,7 @@ func TestSentinelFailover(t *testing.T) {
 	if kb.Fence() <= k.Fence() {
 		t.Errorf("fence after the failover %d, want more than %d", kb.Fence(), k.Fence())
 	}
-	dlocktest.MustRelease(t, kb)
+	testkit.MustRelease(t, kb)
 	k2, err := a.Acquire(t.Context(), name, dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatalf("Acquire on the new master = %v", err)
@@ -392,7 +392,7 @@ func TestSentinelFailover(t *testing.T) {
 	if k2.Fence() <= kb.Fence() {
 		t.Errorf("fence %d after %d, want it larger", k2.Fence(), kb.Fence())
 	}
-	dlocktest.MustRelease(t, k2)
+	testkit.MustRelease(t, k2)
 }
 
 // TestStaleGrantAfterPartition partitions a waiter right after its queued
@@ -430,12 +430,12 @@ func staleGrantRound(t *testing.T, direct *redis.Client, p *testserver.Proxy, na
 	if err != nil {
 		t.Fatalf("TryAcquire(%q) = %v, want the lock", name, err)
 	}
-	got := dlocktest.AcquireAsync(t.Context(), waiter, name, dlock.WithTTL(ttl))
-	eventually(t, "the waiter queued and subscribed", func() bool {
+	got := testkit.AcquireAsync(t.Context(), waiter, name, dlock.WithTTL(ttl))
+	testkit.Eventually(t, "the waiter queued and subscribed", func() bool {
 		return queueLen(t, direct, name) == 1 && pubsubClients(t, direct) == 1
 	})
 	p.Partition(t)
-	dlocktest.MustRelease(t, kh)
+	testkit.MustRelease(t, kh)
 	if v, err := direct.Get(t.Context(), redislock.Key("", name)).Result(); err != nil || strings.HasPrefix(v, "|") {
 		t.Fatalf("GET after the release = %q, %v; want the lock handed to the partitioned waiter", v, err)
 	}
@@ -453,21 +453,21 @@ func staleGrantRound(t *testing.T, direct *redis.Client, p *testserver.Proxy, na
 	case a := <-got:
 		if a.Err == nil {
 			t.Errorf("%s: waiter's Acquire returned fence %d (Done closed: %v) while the third Locker holds the name with fence %d",
-				name, a.Lock.Fence(), isClosed(a.Lock.Done()), kt.Fence())
+				name, a.Lock.Fence(), testkit.IsClosed(a.Lock.Done()), kt.Fence())
 			a.Lock.Release(t.Context())
-			dlocktest.MustRelease(t, kt)
+			testkit.MustRelease(t, kt)
 			return
 		}
 		t.Logf("%s: waiter's Acquire failed after the heal: %v", name, a.Err)
-		dlocktest.MustRelease(t, kt)
+		testkit.MustRelease(t, kt)
 		return
 	case <-time.After(3 * ttl):
 	}
-	if isClosed(kt.Done()) {
+	if testkit.IsClosed(kt.Done()) {
 		t.Fatalf("%s: the third Locker lost the lock: %v", name, context.Cause(kt.Context()))
 	}
-	dlocktest.MustRelease(t, kt)
-	a := dlocktest.WantAcquired(t, got, name, 5*time.Second)
+	testkit.MustRelease(t, kt)
+	a := testkit.WantAcquired(t, got, name, 5*time.Second)
 	if a.Lock.Fence() <= kt.Fence() {
 		t.Errorf("%s: waiter's fence %d after the third's %d, want larger", name, a.Lock.Fence(), kt.Fence())
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/redislock"
 )
@@ -63,7 +63,7 @@ func TestModeMismatchTakesNothing(t *testing.T) {
 	client := r.Client(t)
 	a, b := newLocker(t, client), newLocker(t, client)
 	const name = "sem-mismatch"
-	p := dlocktest.MustTryAcquire(t, a, name, dlock.WithLimit(2))
+	p := testkit.MustTryAcquire(t, a, name, dlock.WithLimit(2))
 	// Refused at once; a wait would end with this deadline.
 	refused, cancelRefused := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancelRefused()
@@ -90,11 +90,11 @@ func TestModeMismatchTakesNothing(t *testing.T) {
 	}
 	// Against the waiter a free name was just handed to: the first permit
 	// goes to the queue's head, and a lock is then refused.
-	q := dlocktest.MustTryAcquire(t, a, name, dlock.WithLimit(2))
+	q := testkit.MustTryAcquire(t, a, name, dlock.WithLimit(2))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	waiter := dlocktest.AcquireAsync(ctx, b, name, dlock.WithLimit(2))
-	eventually(t, "permit waiter queued", func() bool { return queueLen(t, client, name) == 1 })
+	waiter := testkit.AcquireAsync(ctx, b, name, dlock.WithLimit(2))
+	testkit.Eventually(t, "permit waiter queued", func() bool { return queueLen(t, client, name) == 1 })
 	if _, err := client.Del(t.Context(), redislock.Key("", name)).Result(); err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +105,8 @@ func TestModeMismatchTakesNothing(t *testing.T) {
 		}
 		t.Fatalf("TryAcquire(%q) exclusive while a permit waiter heads the queue of a free name = %v, want ErrInvalid", name, err)
 	}
-	got := dlocktest.WantAcquired(t, waiter, name, time.Minute).Lock
-	dlocktest.MustRelease(t, got)
+	got := testkit.WantAcquired(t, waiter, name, time.Minute).Lock
+	testkit.MustRelease(t, got)
 	_ = p.Release(t.Context()) // deleted behind its back: ErrNotHeld
 	_ = q.Release(t.Context())
 }
@@ -122,19 +122,19 @@ func TestWriterPreference(t *testing.T) {
 	const name = "rw"
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	k1 := dlocktest.MustTryAcquire(t, r1, name, dlock.Shared())
-	gotW := dlocktest.AcquireAsync(ctx, w, name)
-	eventually(t, "writer queued", func() bool { return queueLen(t, client, name) == 1 })
+	k1 := testkit.MustTryAcquire(t, r1, name, dlock.Shared())
+	gotW := testkit.AcquireAsync(ctx, w, name)
+	testkit.Eventually(t, "writer queued", func() bool { return queueLen(t, client, name) == 1 })
 	if k, err := probe.TryAcquire(t.Context(), name, dlock.Shared()); !errors.Is(err, dlock.ErrNotAcquired) {
 		if k != nil {
 			k.Release(t.Context())
 		}
 		t.Fatalf("TryAcquire(%q, Shared) while a writer waits behind a reader = %v, want ErrNotAcquired", name, err)
 	}
-	got2 := dlocktest.AcquireAsync(ctx, r2, name, dlock.Shared())
-	eventually(t, "second reader queued", func() bool { return queueLen(t, client, name) == 2 })
-	got3 := dlocktest.AcquireAsync(ctx, r3, name, dlock.Shared())
-	eventually(t, "third reader queued", func() bool { return queueLen(t, client, name) == 3 })
+	got2 := testkit.AcquireAsync(ctx, r2, name, dlock.Shared())
+	testkit.Eventually(t, "second reader queued", func() bool { return queueLen(t, client, name) == 2 })
+	got3 := testkit.AcquireAsync(ctx, r3, name, dlock.Shared())
+	testkit.Eventually(t, "third reader queued", func() bool { return queueLen(t, client, name) == 3 })
 	q, modes := queueState(t, client, name)
 	if len(q) != 3 || modes[q[0]] != "x" || modes[q[1]] != "s" || modes[q[2]] != "s" {
 		t.Fatalf("queue of %q = %v with modes %v, want the writer (x) then two readers (s)", name, q, modes)
@@ -142,27 +142,27 @@ func TestWriterPreference(t *testing.T) {
 	if f := holderFields(t, client, name); len(f) != 1 {
 		t.Fatalf("holders of %q = %v, want only the first reader", name, f)
 	}
-	dlocktest.MustRelease(t, k1)
-	kw := dlocktest.WantAcquired(t, gotW, name, time.Minute).Lock
+	testkit.MustRelease(t, k1)
+	kw := testkit.WantAcquired(t, gotW, name, time.Minute).Lock
 	if kw.Fence() <= k1.Fence() {
 		t.Errorf("writer's fence %d, want above the reader's %d", kw.Fence(), k1.Fence())
 	}
-	dlocktest.WantWaiting(t, got2, name)
-	dlocktest.WantWaiting(t, got3, name)
-	dlocktest.MustRelease(t, kw)
+	testkit.WantWaiting(t, got2, name)
+	testkit.WantWaiting(t, got3, name)
+	testkit.MustRelease(t, kw)
 	// One release handed the name to both readers: both are holders on
 	// the server before either confirms (the grants' leases are short).
 	if f := holderFields(t, client, name); len(f) != 2 {
 		t.Errorf("holders of %q right after the writer's release = %v, want both queued readers", name, f)
 	}
-	k2 := dlocktest.WantAcquired(t, got2, name, time.Minute).Lock
-	k3 := dlocktest.WantAcquired(t, got3, name, time.Minute).Lock
+	k2 := testkit.WantAcquired(t, got2, name, time.Minute).Lock
+	k3 := testkit.WantAcquired(t, got3, name, time.Minute).Lock
 	if k2.Fence() <= kw.Fence() || k3.Fence() <= k2.Fence() {
 		t.Errorf("readers' fences %d, %d after the writer's %d, want increasing in queue order", k2.Fence(), k3.Fence(), kw.Fence())
 	}
 	wantNoQueue(t, client, name)
-	dlocktest.MustRelease(t, k2)
-	dlocktest.MustRelease(t, k3)
+	testkit.MustRelease(t, k2)
+	testkit.MustRelease(t, k3)
 }
 
 // TestCancelledMultiWaitLeavesNothing cancels a shared wait behind a writer
@@ -179,10 +179,10 @@ func TestCancelledMultiWaitLeavesNothing(t *testing.T) {
 		{"reader-behind-writer", nil, []dlock.Option{dlock.Shared()}},
 		{"full-semaphore", []dlock.Option{dlock.WithLimit(1)}, []dlock.Option{dlock.WithLimit(1)}},
 	} {
-		k := dlocktest.MustTryAcquire(t, holder, tc.name, tc.hold...)
+		k := testkit.MustTryAcquire(t, holder, tc.name, tc.hold...)
 		ctx, cancel := context.WithCancel(t.Context())
-		got := dlocktest.AcquireAsync(ctx, waiter, tc.name, append(tc.wait, dlock.WithTTL(time.Hour))...)
-		eventually(t, tc.name+": waiter queued", func() bool { return queueLen(t, client, tc.name) == 1 })
+		got := testkit.AcquireAsync(ctx, waiter, tc.name, append(tc.wait, dlock.WithTTL(time.Hour))...)
+		testkit.Eventually(t, tc.name+": waiter queued", func() bool { return queueLen(t, client, tc.name) == 1 })
 		cancel()
 		if res := <-got; !errors.Is(res.Err, context.Canceled) {
 			t.Fatalf("%s: cancelled Acquire = %v, want context.Canceled", tc.name, res.Err)
@@ -196,7 +196,7 @@ func TestCancelledMultiWaitLeavesNothing(t *testing.T) {
 		} else if f := holderFields(t, client, tc.name); len(f) != 1 || f[owners[0]] == "" {
 			t.Fatalf("%s: holders = %v, want only %s", tc.name, f, owners[0])
 		}
-		dlocktest.MustRelease(t, k)
+		testkit.MustRelease(t, k)
 	}
 }
 
@@ -209,10 +209,10 @@ func TestSharedFencesInStore(t *testing.T) {
 	a, b, w := newLocker(t, client), newLocker(t, client), newLocker(t, client)
 	const name = "shared-fences"
 	key := redislock.Key("", name)
-	kw := dlocktest.MustTryAcquire(t, w, name)
-	dlocktest.MustRelease(t, kw)
-	ka := dlocktest.MustTryAcquire(t, a, name, dlock.Shared())
-	kb := dlocktest.MustTryAcquire(t, b, name, dlock.Shared())
+	kw := testkit.MustTryAcquire(t, w, name)
+	testkit.MustRelease(t, kw)
+	ka := testkit.MustTryAcquire(t, a, name, dlock.Shared())
+	kb := testkit.MustTryAcquire(t, b, name, dlock.Shared())
 	if ka.Fence() <= kw.Fence() || kb.Fence() <= ka.Fence() {
 		t.Errorf("readers' fences %d, %d after a writer's %d, want each above the one before", ka.Fence(), kb.Fence(), kw.Fence())
 	}
@@ -222,19 +222,19 @@ func TestSharedFencesInStore(t *testing.T) {
 	if pttl := client.PTTL(t.Context(), key).Val(); pttl <= 0 {
 		t.Errorf("PTTL %s = %v, want the readers' lease (a hash that outlives its holders would stay forever)", key, pttl)
 	}
-	dlocktest.MustRelease(t, kb)
+	testkit.MustRelease(t, kb)
 	if typ := client.Type(t.Context(), key).Val(); typ != "hash" {
 		t.Errorf("TYPE %s with one reader left = %q, want hash", key, typ)
 	}
-	dlocktest.MustRelease(t, ka)
+	testkit.MustRelease(t, ka)
 	if v := client.Get(t.Context(), key).Val(); v != "|"+strconv.FormatUint(kb.Fence(), 10) {
 		t.Errorf("GET %s after the last reader left = %q, want the tombstone |%d", key, v, kb.Fence())
 	}
-	k := dlocktest.MustTryAcquire(t, w, name)
+	k := testkit.MustTryAcquire(t, w, name)
 	if k.Fence() <= kb.Fence() {
 		t.Errorf("writer's fence after the readers = %d, want above %d", k.Fence(), kb.Fence())
 	}
-	dlocktest.MustRelease(t, k)
+	testkit.MustRelease(t, k)
 }
 
 // TestSemaphoreGrantsInQueueOrder checks on the server that permits are
@@ -249,41 +249,41 @@ func TestSemaphoreGrantsInQueueOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	holders := []*dlock.Lock{
-		dlocktest.MustTryAcquire(t, newLocker(t, client), name, dlock.WithLimit(n)),
-		dlocktest.MustTryAcquire(t, newLocker(t, client), name, dlock.WithLimit(n)),
+		testkit.MustTryAcquire(t, newLocker(t, client), name, dlock.WithLimit(n)),
+		testkit.MustTryAcquire(t, newLocker(t, client), name, dlock.WithLimit(n)),
 	}
-	var gots []<-chan dlocktest.Acquired
+	var gots []<-chan testkit.Acquired
 	for i := range waiters {
-		gots = append(gots, dlocktest.AcquireAsync(ctx, newLocker(t, client), name, dlock.WithLimit(n)))
-		eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == int64(i+1) })
+		gots = append(gots, testkit.AcquireAsync(ctx, newLocker(t, client), name, dlock.WithLimit(n)))
+		testkit.Eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == int64(i+1) })
 	}
 	q, _ := queueState(t, client, name)
-	dlocktest.MustRelease(t, holders[0])
+	testkit.MustRelease(t, holders[0])
 	if f := holderFields(t, client, name); len(f) != n || f[q[0]] == "" {
 		t.Fatalf("holders of %q right after a permit was released = %v, want the first waiter %s and the other holder", name, f, q[0])
 	}
-	dlocktest.MustRelease(t, holders[1])
+	testkit.MustRelease(t, holders[1])
 	if f := holderFields(t, client, name); len(f) != n || f[q[0]] == "" || f[q[1]] == "" {
 		t.Fatalf("holders of %q right after the second permit was released = %v, want the first two waiters %v", name, f, q[:2])
 	}
 	var ks []*dlock.Lock
 	for i, got := range gots[:2] {
-		ks = append(ks, dlocktest.WantAcquired(t, got, name, time.Minute).Lock)
+		ks = append(ks, testkit.WantAcquired(t, got, name, time.Minute).Lock)
 		if ks[i].Owner() != q[i] {
 			t.Fatalf("waiter %d is %s, want %s (queue %v)", i, ks[i].Owner(), q[i], q)
 		}
 	}
-	dlocktest.MustRelease(t, ks[0])
-	dlocktest.MustRelease(t, ks[1])
+	testkit.MustRelease(t, ks[0])
+	testkit.MustRelease(t, ks[1])
 	for _, got := range gots[2:] {
-		ks = append(ks, dlocktest.WantAcquired(t, got, name, time.Minute).Lock)
+		ks = append(ks, testkit.WantAcquired(t, got, name, time.Minute).Lock)
 	}
 	for i := 1; i < waiters; i++ {
 		if ks[i].Fence() <= ks[i-1].Fence() {
 			t.Errorf("waiter %d's fence %d, want above waiter %d's %d: permits go in arrival order", i, ks[i].Fence(), i-1, ks[i-1].Fence())
 		}
 	}
-	dlocktest.MustRelease(t, ks[2])
-	dlocktest.MustRelease(t, ks[3])
+	testkit.MustRelease(t, ks[2])
+	testkit.MustRelease(t, ks[3])
 	wantNoQueue(t, client, name)
 }

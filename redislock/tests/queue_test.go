@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
 	"github.com/dlock-go/dlock/redislock"
@@ -64,15 +64,15 @@ func TestCrashedWaiterIsSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := testworker.Start(t, "hold", "redis://"+r.Addr(), name, ttl.String())
-	eventually(t, "worker queued", func() bool { return queueLen(t, client, name) == 1 })
+	testkit.Eventually(t, "worker queued", func() bool { return queueLen(t, client, name) == 1 })
 	live := make(chan acquiredAt, 1)
 	go func() {
 		k, err := newLocker(t, client).Acquire(context.Background(), name, dlock.WithTTL(ttl))
 		live <- acquiredAt{k, err, time.Now()}
 	}()
-	eventually(t, "live waiter queued", func() bool { return queueLen(t, client, name) == 2 })
+	testkit.Eventually(t, "live waiter queued", func() bool { return queueLen(t, client, name) == 2 })
 	w.Kill(t)
-	dlocktest.MustRelease(t, k)
+	testkit.MustRelease(t, k)
 	released := time.Now()
 	// The dead waiter may still be granted the lock while its place is
 	// kept (3 heartbeats = TTL here), and then keeps it for its TTL.
@@ -83,7 +83,7 @@ func TestCrashedWaiterIsSkipped(t *testing.T) {
 			t.Fatalf("live waiter: Acquire = %v", got.err)
 		}
 		t.Logf("live waiter acquired %v after the release", got.at.Sub(released))
-		dlocktest.MustRelease(t, got.k)
+		testkit.MustRelease(t, got.k)
 	case <-time.After(limit):
 		t.Fatalf("live waiter still waiting %v after the release, behind a crashed one", limit)
 	}
@@ -109,28 +109,28 @@ func TestDeadWaiterHoldsNameBriefly(t *testing.T) {
 		t.Fatalf("TryAcquire(%q) = %v", name, err)
 	}
 	w := testworker.Start(t, "hold", "redis://"+r.Addr(), name, ttl.String())
-	eventually(t, "worker queued", func() bool { return queueLen(t, client, name) == 1 })
-	live := dlocktest.AcquireAsync(t.Context(), newLocker(t, client), name, dlock.WithTTL(ttl))
-	eventually(t, "live waiter queued", func() bool { return queueLen(t, client, name) == 2 })
+	testkit.Eventually(t, "worker queued", func() bool { return queueLen(t, client, name) == 1 })
+	live := testkit.AcquireAsync(t.Context(), newLocker(t, client), name, dlock.WithTTL(ttl))
+	testkit.Eventually(t, "live waiter queued", func() bool { return queueLen(t, client, name) == 2 })
 	w.Kill(t)
 	// A waiter dead for less than half a second when the lock is handed to
 	// it gets its full TTL (like a holder dying just after acquiring): let
 	// the dead worker's entry age past that.
 	time.Sleep(time.Second)
-	dlocktest.MustRelease(t, k)
+	testkit.MustRelease(t, k)
 	released := time.Now()
 	// The dead worker was first in line and its place had not lapsed: the
 	// release handed the lock to it.
 	if n := queueLen(t, client, name); n != 1 {
 		t.Fatalf("queue length after the release = %d, want 1 (the lock handed to the dead waiter, the live one still queued)", n)
 	}
-	a := dlocktest.WantAcquired(t, live, name, ttl)
+	a := testkit.WantAcquired(t, live, name, ttl)
 	waited := a.At.Sub(released)
 	t.Logf("live waiter acquired %v after the release, behind a waiter killed while queued (TTL %v)", waited, ttl)
 	if waited > ttl/2 {
 		t.Errorf("live waiter acquired %v after the release, want well under the dead waiter's TTL %v", waited, ttl)
 	}
-	dlocktest.MustRelease(t, a.Lock)
+	testkit.MustRelease(t, a.Lock)
 }
 
 // TestInspectHandedOver inspects a lock handed to a waiter from the queue,
@@ -142,12 +142,12 @@ func TestInspectHandedOver(t *testing.T) {
 	client := r.Client(t)
 	a, b := newLocker(t, client), newLocker(t, client)
 	const name, meta = "inspect-handed-over", "job|7"
-	k := dlocktest.MustTryAcquire(t, a, name)
-	got := dlocktest.AcquireAsync(t.Context(), b, name, dlock.WithTTL(time.Minute), dlock.WithMetadata(meta))
-	eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
-	dlocktest.MustRelease(t, k)
-	kb := dlocktest.WantAcquired(t, got, name, time.Minute).Lock
-	defer dlocktest.MustRelease(t, kb)
+	k := testkit.MustTryAcquire(t, a, name)
+	got := testkit.AcquireAsync(t.Context(), b, name, dlock.WithTTL(time.Minute), dlock.WithMetadata(meta))
+	testkit.Eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
+	testkit.MustRelease(t, k)
+	kb := testkit.WantAcquired(t, got, name, time.Minute).Lock
+	defer testkit.MustRelease(t, kb)
 	if v := client.Get(t.Context(), redislock.Key("", name)).Val(); !strings.HasPrefix(v, kb.Owner()+"|"+strconv.FormatUint(kb.Fence(), 10)+".60000.0,") {
 		t.Fatalf("GET %s = %q, want the new holder's owner|fence.ttl.renewals,queue expiry", redislock.Key("", name), v)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/redislock"
 )
@@ -80,13 +80,13 @@ func TestWaitReplicasAcrossFailover(t *testing.T) {
 			t.Fatalf("Refresh(%q) after the failover = %v, want it held and acknowledged", name, err)
 		}
 	}
-	if isClosed(k.Done()) {
+	if testkit.IsClosed(k.Done()) {
 		t.Fatalf("Done(%q) closed after the failover: %v", name, context.Cause(k.Context()))
 	}
 	if _, err := b.TryAcquire(t.Context(), name, dlock.WithTTL(ttl)); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire(%q) after the refresh = %v, want ErrNotAcquired", name, err)
 	}
-	dlocktest.MustRelease(t, k)
+	testkit.MustRelease(t, k)
 }
 
 // TestWaitReplicasPausedReplica pauses the only replica (SIGSTOP), so it
@@ -121,7 +121,7 @@ func TestWaitReplicasPausedReplica(t *testing.T) {
 	wantFree(t, master, name)
 
 	b := newWaitLocker(t, s.Client(t), 0, 0)
-	dlocktest.MustRelease(t, dlocktest.MustTryAcquire(t, b, name))
+	testkit.MustRelease(t, testkit.MustTryAcquire(t, b, name))
 }
 
 // TestWaitReplicasRefreshUnacknowledged pauses the replica while a lock
@@ -166,9 +166,9 @@ func TestWaitReplicasClusterNode(t *testing.T) {
 	for _, name := range names {
 		// Load the scripts on every master: a first EVALSHA fails
 		// (NOSCRIPT) and is sent again with EVAL, and its WAIT too.
-		k := dlocktest.MustTryAcquire(t, l, name)
+		k := testkit.MustTryAcquire(t, l, name)
 		k.Refresh(t.Context())
-		dlocktest.MustRelease(t, k)
+		testkit.MustRelease(t, k)
 	}
 	for _, name := range names {
 		node, err := client.MasterForKey(t.Context(), redislock.Key("", name))
@@ -176,11 +176,11 @@ func TestWaitReplicasClusterNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := serverCommands(t, node)["wait"]
-		k := dlocktest.MustTryAcquire(t, l, name)
+		k := testkit.MustTryAcquire(t, l, name)
 		if err := k.Refresh(t.Context()); err != nil {
 			t.Errorf("Refresh(%q) = %v, want nil", name, err)
 		}
-		dlocktest.MustRelease(t, k)
+		testkit.MustRelease(t, k)
 		if got := serverCommands(t, node)["wait"] - before; got != 2 {
 			t.Errorf("Got(WAIT calls on %q's master) = %d, want 2 (acquire and refresh)", name, got)
 		}
@@ -214,7 +214,7 @@ func TestWaitReplicasNoReplica(t *testing.T) {
 		case !tc.fail && err != nil:
 			t.Errorf("Open(%q): TryAcquire = %v, want a lock", tc.url, err)
 		case err == nil:
-			dlocktest.MustRelease(t, k)
+			testkit.MustRelease(t, k)
 		}
 		if err := l.Close(); err != nil {
 			t.Errorf("Open(%q): Close = %v", tc.url, err)

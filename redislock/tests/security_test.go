@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/redislock"
 )
@@ -53,18 +54,6 @@ func without(c string) []string {
 		}
 	}
 	return cs
-}
-
-// openURL returns a Locker made by dlock.Open(url), closed when the test
-// ends.
-func openURL(t testing.TB, url string) *dlock.Locker {
-	t.Helper()
-	l, err := dlock.Open(t.Context(), url)
-	if err != nil {
-		t.Fatalf("Open(%q) = %v, want a Locker", url, err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
 }
 
 // TestConformanceLeastPrivilege runs the conformance suite through
@@ -161,10 +150,10 @@ func deniedStep(ctx context.Context, t *testing.T, u, step string) error {
 		}
 		return err
 	}
-	waiter := openURL(t, u)
+	waiter := testkit.MustOpen(t, u)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	got := dlocktest.AcquireAsync(wctx, waiter, name)
+	got := testkit.AcquireAsync(wctx, waiter, name)
 	for n := 0; n == 0; time.Sleep(10 * time.Millisecond) {
 		if n, err = l.Waiters(ctx, name); err != nil {
 			return err
@@ -186,12 +175,12 @@ func deniedStep(ctx context.Context, t *testing.T, u, step string) error {
 // dlock.ErrDenied that does not contain the password.
 func TestRequirePass(t *testing.T) {
 	r := testserver.StartRedisWith(t, testserver.RedisOptions{Password: "s3cret-pass"})
-	a, b := openURL(t, "redis://:s3cret-pass@"+r.Addr()), openURL(t, "redis://:s3cret-pass@"+r.Addr())
+	a, b := testkit.MustOpen(t, "redis://:s3cret-pass@"+r.Addr()), testkit.MustOpen(t, "redis://:s3cret-pass@"+r.Addr())
 	k, err := a.TryAcquire(t.Context(), "n")
 	if err != nil {
 		t.Fatalf("TryAcquire(%q) = %v, want a lock", "n", err)
 	}
-	got := dlocktest.AcquireAsync(t.Context(), b, "n")
+	got := testkit.AcquireAsync(t.Context(), b, "n")
 	if err := k.Release(t.Context()); err != nil {
 		t.Fatalf("Release = %v", err)
 	}
@@ -280,7 +269,7 @@ func TestOpenTLS(t *testing.T) {
 func TestNeighbourCannotFree(t *testing.T) {
 	r := testserver.StartRedisWith(t, testserver.RedisOptions{Users: []string{"locker on >pw " + lockACL("", lockCommands)}})
 	u := r.URL("locker", "pw")
-	holder, neighbour := openURL(t, u), openURL(t, u)
+	holder, neighbour := testkit.MustOpen(t, u), testkit.MustOpen(t, u)
 	const name = "shared-name"
 
 	stale, err := neighbour.Acquire(t.Context(), name, dlock.WithTTL(time.Second), dlock.WithoutRenewal())
@@ -305,7 +294,7 @@ func TestNeighbourCannotFree(t *testing.T) {
 	if err != nil || len(infos) != 1 || infos[0].Fence != k.Fence() {
 		t.Fatalf("Inspect(%q) = %+v, %v; want the holder with fence %d", name, infos, err, k.Fence())
 	}
-	if isClosed(k.Done()) {
+	if testkit.IsClosed(k.Done()) {
 		t.Fatal("holder's Done closed after the neighbour's attempts")
 	}
 	if err := k.Refresh(t.Context()); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/redlock"
 )
@@ -50,17 +51,17 @@ func TestOneMasterClockStep(t *testing.T) {
 			rs, cks := startClockMasters(t, 3)
 			cs := clients(t, addrs(rs))
 			l := mustNew(t, cs, nil)
-			prev := cycle(t, l, "n") // every master's epoch starts here
+			prev := testkit.Cycle(t, l, "n", dlock.WithTTL(5*time.Second)) // every master's epoch starts here
 			for i, s := range tc.steps {
 				for _, m := range tc.masters {
 					cks[m].Step(s)
 				}
-				f := cycle(t, l, "n")
+				f := testkit.Cycle(t, l, "n", dlock.WithTTL(5*time.Second))
 				wantAbove(t, fmt.Sprintf("after step %d of masters %v's clocks", i+1, tc.masters), f, prev)
 				prev = f
 			}
 			// A Locker that never saw the masters before the step.
-			wantAbove(t, "of a new Locker", cycle(t, mustNew(t, cs, nil), "n"), prev)
+			wantAbove(t, "of a new Locker", testkit.Cycle(t, mustNew(t, cs, nil), "n", dlock.WithTTL(5*time.Second)), prev)
 		})
 	}
 }
@@ -73,8 +74,8 @@ func TestDiscountedNotContended(t *testing.T) {
 	rs := startMasters(t, 3)
 	cs := clients(t, addrs(rs))
 	l := mustNew(t, cs, &redlock.Options{NodeTimeout: 300 * time.Millisecond})
-	cycle(t, l, "n")                    // every master's epoch starts here
-	time.Sleep(1500 * time.Millisecond) // more than the epoch slack (1 s)
+	testkit.Cycle(t, l, "n", dlock.WithTTL(5*time.Second)) // every master's epoch starts here
+	time.Sleep(1500 * time.Millisecond)                    // more than the epoch slack (1 s)
 	rs[1].Restart(t)
 	rs[2].Kill(t)
 	k, err := l.TryAcquire(t.Context(), "free")
@@ -100,13 +101,13 @@ func TestRestartedMasterClockStepsForward(t *testing.T) {
 	const ttl = 5 * time.Second
 	opts := &redlock.Options{MaxTTL: ttl, NodeTimeout: 300 * time.Millisecond}
 	b := mustNew(t, cs, opts)
-	prev := cycle(t, b, "n") // every master's epoch starts here
+	prev := testkit.Cycle(t, b, "n", dlock.WithTTL(5*time.Second)) // every master's epoch starts here
 	time.Sleep(7500 * time.Millisecond)
 
 	reach := addrs(rs)
 	reach[2] = "127.0.0.1:1" // A cannot reach master 2
 	a := mustNew(t, clients(t, reach), opts)
-	ka := mustHold(t, a, "n", dlock.WithTTL(ttl), dlock.WithoutRenewal())
+	ka := testkit.MustTryAcquire(t, a, "n", dlock.WithTTL(ttl), dlock.WithoutRenewal())
 	wantAbove(t, "of A", ka.Fence(), prev)
 	rs[1].Restart(t)                                                                                         // forgets A's key
 	if _, err := b.TryAcquire(t.Context(), "n", dlock.WithTTL(ttl)); !errors.Is(err, dlock.ErrNotAcquired) { // master 1's new epoch begins

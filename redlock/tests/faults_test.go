@@ -16,21 +16,12 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
 	"github.com/dlock-go/dlock/redlock"
 	"github.com/dlock-go/dlock/redlock/internal/testhook"
 )
-
-// cycle takes and releases name, and returns the token it got.
-func cycle(t *testing.T, l *dlock.Locker, name string) uint64 {
-	t.Helper()
-	k := mustHold(t, l, name, dlock.WithTTL(5*time.Second))
-	if err := k.Release(t.Context()); err != nil {
-		t.Fatalf("Release(%q) = %v, want nil", name, err)
-	}
-	return k.Fence()
-}
 
 func wantAbove(t *testing.T, what string, got, prev uint64) {
 	t.Helper()
@@ -45,12 +36,12 @@ func TestKillMinority(t *testing.T) {
 	rs := startMasters(t, 5)
 	cs := clients(t, addrs(rs))
 	l := mustNew(t, cs, nil)
-	prev := cycle(t, l, "n")
-	held := mustHold(t, l, "held", dlock.WithTTL(time.Second))
+	prev := testkit.Cycle(t, l, "n", dlock.WithTTL(5*time.Second))
+	held := testkit.MustTryAcquire(t, l, "held", dlock.WithTTL(time.Second))
 	rs[1].Kill(t)
 	rs[3].Kill(t)
 	for i := range 5 {
-		f := cycle(t, l, "n")
+		f := testkit.Cycle(t, l, "n", dlock.WithTTL(5*time.Second))
 		wantAbove(t, fmt.Sprintf("of cycle %d after the kill", i), f, prev)
 		prev = f
 	}
@@ -59,7 +50,7 @@ func TestKillMinority(t *testing.T) {
 	if err := context.Cause(held.Context()); err != nil {
 		t.Fatalf("held lock lost with 3 of 5 masters up: %v, want held", err)
 	}
-	wantNotAcquired(t, mustNew(t, cs, nil), "held")
+	testkit.WantNotAcquired(t, mustNew(t, cs, nil), "held", "while another owner holds it")
 	if err := held.Release(t.Context()); err != nil {
 		t.Fatalf("Release = %v, want nil", err)
 	}
@@ -72,7 +63,7 @@ func TestKillMajority(t *testing.T) {
 	cs := clients(t, addrs(rs))
 	l := mustNew(t, cs, &redlock.Options{NodeTimeout: 300 * time.Millisecond})
 	const ttl = 3 * time.Second
-	held := mustHold(t, l, "held", dlock.WithTTL(ttl))
+	held := testkit.MustTryAcquire(t, l, "held", dlock.WithTTL(ttl))
 	killed := time.Now()
 	for _, i := range []int{0, 2, 4} {
 		rs[i].Kill(t)
@@ -105,13 +96,13 @@ func TestRestartMinority(t *testing.T) {
 	cs := clients(t, addrs(rs))
 	opts := &redlock.Options{MaxTTL: dlock.DefaultTTL}
 	b := mustNew(t, cs, opts)
-	prev := cycle(t, b, "n")            // every master's epoch starts here
-	time.Sleep(1500 * time.Millisecond) // more than the epoch slack (1 s)
+	prev := testkit.Cycle(t, b, "n", dlock.WithTTL(5*time.Second)) // every master's epoch starts here
+	time.Sleep(1500 * time.Millisecond)                            // more than the epoch slack (1 s)
 
 	reach := addrs(rs)
 	reach[3], reach[4] = "127.0.0.1:1", "127.0.0.1:1" // A cannot reach them
 	a := mustNew(t, clients(t, reach), opts)
-	ka := mustHold(t, a, "n", dlock.WithTTL(dlock.DefaultTTL), dlock.WithoutRenewal())
+	ka := testkit.MustTryAcquire(t, a, "n", dlock.WithTTL(dlock.DefaultTTL), dlock.WithoutRenewal())
 	wantAbove(t, "of A", ka.Fence(), prev)
 	if n := keysLeft(t, cs, "n"); n != 3 {
 		t.Fatalf("A's key is on %d masters, want 3", n)
@@ -119,7 +110,7 @@ func TestRestartMinority(t *testing.T) {
 
 	rs[1].Restart(t)
 	rs[2].Restart(t)
-	wantNotAcquired(t, b, "n") // without the guard: 4 votes of 5
+	testkit.WantNotAcquired(t, b, "n", "while A holds it on two restarted masters") // without the guard: 4 votes of 5
 	if err := context.Cause(ka.Context()); err != nil {
 		t.Fatalf("A lost its lock: %v", err)
 	}
@@ -129,7 +120,7 @@ func TestRestartMinority(t *testing.T) {
 	if err := ka.Release(t.Context()); err == nil {
 		t.Fatalf("A's Release = nil, want an error (2 masters unreachable, 2 forgot the key)")
 	}
-	kb := mustHold(t, b, "n", dlock.WithTTL(5*time.Second))
+	kb := testkit.MustTryAcquire(t, b, "n", dlock.WithTTL(5*time.Second))
 	wantAbove(t, "of B after A", kb.Fence(), ka.Fence())
 	if n := keysLeft(t, cs, "n"); n != 5 {
 		t.Errorf("B's key is on %d masters, want 5 (restarted ones get the key, they only do not vote)", n)
@@ -144,10 +135,10 @@ func TestRestartMinorityRenewed(t *testing.T) {
 	rs := startMasters(t, 5)
 	cs := clients(t, addrs(rs))
 	l := mustNew(t, cs, &redlock.Options{NodeTimeout: 500 * time.Millisecond})
-	k := mustHold(t, l, "n", dlock.WithTTL(1500*time.Millisecond))
+	k := testkit.MustTryAcquire(t, l, "n", dlock.WithTTL(1500*time.Millisecond))
 	rs[0].Restart(t)
 	rs[3].Restart(t)
-	wantNotAcquired(t, mustNew(t, cs, nil), "n")
+	testkit.WantNotAcquired(t, mustNew(t, cs, nil), "n", "while another owner holds it")
 	deadline := time.Now().Add(10 * time.Second)
 	for keysLeft(t, cs, "n") != 5 {
 		if time.Now().After(deadline) {
@@ -160,7 +151,7 @@ func TestRestartMinorityRenewed(t *testing.T) {
 	}
 	f := k.Fence()
 	k.Release(t.Context())
-	wantAbove(t, "after the restarts", cycle(t, l, "n"), f)
+	wantAbove(t, "after the restarts", testkit.Cycle(t, l, "n", dlock.WithTTL(5*time.Second)), f)
 }
 
 // pauseWorker takes args[1] on the masters args[0] (comma-separated) with
@@ -205,7 +196,7 @@ func TestPausedAcquire(t *testing.T) {
 	time.Sleep(ttl + 100*time.Millisecond)
 	w.Signal(t, syscall.SIGCONT)
 	// The keys have expired: another client can take the name meanwhile.
-	other := mustHold(t, mustNew(t, cs, nil), "n", dlock.WithTTL(5*time.Second))
+	other := testkit.MustTryAcquire(t, mustNew(t, cs, nil), "n", dlock.WithTTL(5*time.Second))
 	w.Signal(t, syscall.SIGUSR1)
 	if got := w.Expect(t, "outcome", 30*time.Second); got != "false <nil>" {
 		t.Fatalf("paused Acquire outcome = %q, want \"false <nil>\" (not acquired)", got)
@@ -226,9 +217,9 @@ func TestDroppedReply(t *testing.T) {
 	via := addrs(rs)
 	via[0] = proxy.Addr()
 	l := mustNew(t, clients(t, via), &redlock.Options{NodeTimeout: 300 * time.Millisecond})
-	cycle(t, l, "n") // a connection whose handshake got through, and the scripts loaded
+	testkit.Cycle(t, l, "n", dlock.WithTTL(5*time.Second)) // a connection whose handshake got through, and the scripts loaded
 	proxy.DropReplies(t)
-	k := mustHold(t, l, "n", dlock.WithTTL(30*time.Second))
+	k := testkit.MustTryAcquire(t, l, "n", dlock.WithTTL(30*time.Second))
 	if n := keysLeft(t, direct, "n"); n != 5 {
 		t.Fatalf("key on %d masters after Acquire, want 5 (the one whose reply was dropped too)", n)
 	}
@@ -280,7 +271,7 @@ func TestTokensAboveMajorityMark(t *testing.T) {
 	rs := startMasters(t, 5)
 	cs := clients(t, addrs(rs))
 	l := mustNew(t, cs, nil)
-	f := cycle(t, l, "n")
+	f := testkit.Cycle(t, l, "n", dlock.WithTTL(5*time.Second))
 	marks := 0
 	for _, c := range cs {
 		if v, _ := c.Get(t.Context(), "redlock:f:n").Uint64(); v == f {
@@ -298,7 +289,7 @@ func TestTokensAboveMajorityMark(t *testing.T) {
 	}
 	rs[1].Kill(t)
 	rs[2].Kill(t)
-	wantAbove(t, "after the mark's majority lost two masters", cycle(t, l, "n"), high)
+	wantAbove(t, "after the mark's majority lost two masters", testkit.Cycle(t, l, "n", dlock.WithTTL(5*time.Second)), high)
 }
 
 // TestPauseMinority: with 2 of 5 masters stopped (SIGSTOP), locks still

@@ -123,24 +123,3 @@ func keysLeft(t testing.TB, cs []redis.UniversalClient, name string) int {
 	}
 	return n
 }
-
-// mustHold takes name with TTL ttl and no renewal, or fails the test.
-func mustHold(t testing.TB, l *dlock.Locker, name string, opts ...dlock.Option) *dlock.Lock {
-	t.Helper()
-	k, err := l.TryAcquire(t.Context(), name, opts...)
-	if err != nil {
-		t.Fatalf("TryAcquire(%q) = %v, want a lock", name, err)
-	}
-	return k
-}
-
-func wantNotAcquired(t testing.TB, l *dlock.Locker, name string) {
-	t.Helper()
-	k, err := l.TryAcquire(t.Context(), name)
-	if !errors.Is(err, dlock.ErrNotAcquired) {
-		if k != nil {
-			k.Release(context.Background())
-		}
-		t.Fatalf("TryAcquire(%q) = %v, want ErrNotAcquired", name, err)
-	}
-}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/sqllock"
 	"github.com/dlock-go/dlock/sqllock/internal/testhook"
@@ -70,7 +71,7 @@ func waitAsync(t *testing.T, l *dlock.Locker, name string, holder *dlock.Lock) <
 		k, err := l.Acquire(ctx, name, dlock.WithTTL(clockStepTTL))
 		w := waited{k: k, err: err, took: time.Since(start)}
 		if holder != nil {
-			w.holderDone = isClosed(holder.Done())
+			w.holderDone = testkit.IsClosed(holder.Done())
 		}
 		ch <- w
 	}()
@@ -98,7 +99,7 @@ func wantAfter(t *testing.T, name string, w waited, holder *dlock.Lock) {
 // waiter), and the waiter gets it after the holder releases.
 func testStepForward(t *testing.T, c *testserver.Clock, db *sql.DB, d sqllock.Dialect) {
 	ctx := t.Context()
-	name := uniqueName(t)
+	name := testkit.UniqueName(t, "sqllock")
 	k, err := newLocker(t, db, d, nil).TryAcquire(ctx, name, dlock.WithTTL(clockStepTTL))
 	if err != nil {
 		t.Fatalf("TryAcquire(%q) = %v, want a lock", name, err)
@@ -111,7 +112,7 @@ func testStepForward(t *testing.T, c *testserver.Clock, db *sql.DB, d sqllock.Di
 	probe, err := newLocker(t, db, d, nil).TryAcquire(ctx, name, dlock.WithTTL(clockStepTTL))
 	switch {
 	case err == nil:
-		open := !isClosed(k.Done())
+		open := !testkit.IsClosed(k.Done())
 		probe.Release(ctx)
 		if open {
 			t.Errorf("TryAcquire(%q) just after a +5s step = token %d while the holder's Done (token %d) was open: two holders at once", name, probe.Fence(), k.Fence())
@@ -148,7 +149,7 @@ func testStepForward(t *testing.T, c *testserver.Clock, db *sql.DB, d sqllock.Di
 // steps forward again, keep increasing.
 func testStepBack(t *testing.T, c *testserver.Clock, db *sql.DB, d sqllock.Dialect) {
 	ctx := t.Context()
-	name := uniqueName(t)
+	name := testkit.UniqueName(t, "sqllock")
 	l := newLocker(t, db, d, nil)
 	k, err := l.TryAcquire(ctx, name, dlock.WithTTL(clockStepTTL))
 	if err != nil {
@@ -177,7 +178,7 @@ func testStepBack(t *testing.T, c *testserver.Clock, db *sql.DB, d sqllock.Diale
 	w.k.Release(ctx)
 	next := func(when string) {
 		t.Helper()
-		k := mustAcquire(t, l, name, dlock.WithTTL(clockStepTTL))
+		k := testkit.MustTryAcquire(t, l, name, dlock.WithTTL(clockStepTTL))
 		defer k.Release(ctx)
 		if k.Fence() <= last {
 			t.Errorf("Fence() %s = %d, want above the previous %d", when, k.Fence(), last)
@@ -200,7 +201,7 @@ func testStepBack(t *testing.T, c *testserver.Clock, db *sql.DB, d sqllock.Diale
 // TTL), long before the clock bound. Needs the core's observation rule.
 func testCrashedHolderTakenOver(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	ctx := t.Context()
-	name := uniqueName(t)
+	name := testkit.UniqueName(t, "sqllock")
 	start := time.Now()
 	k, err := newLocker(t, db, d, nil).TryAcquire(ctx, name, dlock.WithTTL(clockStepTTL), dlock.WithoutRenewal())
 	if err != nil {
@@ -227,7 +228,7 @@ func testCrashedHolderTakenOver(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 // rule.
 func testFreshLockerInDoubt(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	ctx := t.Context()
-	name := uniqueName(t)
+	name := testkit.UniqueName(t, "sqllock")
 	k, err := newLocker(t, db, d, nil).TryAcquire(ctx, name, dlock.WithTTL(clockStepTTL), dlock.WithoutRenewal())
 	if err != nil {
 		t.Fatalf("TryAcquire(%q) = %v, want a lock", name, err)
@@ -288,7 +289,7 @@ func testDoubtRule(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	}
 	defer l.Close()
 	const ttl = 1500 * time.Millisecond
-	name := uniqueName(t)
+	name := testkit.UniqueName(t, "sqllock")
 	a := driver.Lease{Name: name, Owner: "holderAAAAAAAAAAAAAAAAA:1", TTL: ttl}
 	b := driver.Lease{Name: name, Owner: "takerBBBBBBBBBBBBBBBBBB:1", TTL: ttl}
 	acquire := func(l driver.Lease, takeover string) driver.Result {
@@ -384,7 +385,7 @@ func testDoubtRule(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 
 	// A shared holder in doubt keeps a writer out, without a stamp, and
 	// is still its holder's to renew and release.
-	name = uniqueName(t)
+	name = testkit.UniqueName(t, "sqllock")
 	r := driver.Lease{Name: name, Owner: "readerRRRRRRRRRRRRRRRRR:1", TTL: ttl, Shared: true}
 	res = acquire(r, "")
 	if !res.Acquired {
@@ -432,8 +433,8 @@ func TestClockBoundOption(t *testing.T) {
 			t.Fatalf("Open(%q) = %v", c.query, err)
 		}
 		defer l.Close()
-		name := uniqueName(t)
-		k := mustAcquire(t, l, name, dlock.WithoutRenewal())
+		name := testkit.UniqueName(t, "sqllock")
+		k := testkit.MustTryAcquire(t, l, name, dlock.WithoutRenewal())
 		setExpired(t, openSQLite(t, path), sqllock.SQLite, name, time.Second, false)
 		other, err := dlock.Open(t.Context(), "sqlite://"+path+c.query)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
 	"github.com/dlock-go/dlock/sqllock"
@@ -41,8 +42,8 @@ type server interface {
 func testServerPaused(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) {
 	const ttl = 4 * time.Second
 	l := newLocker(t, db, d, nil)
-	name := uniqueName(t)
-	k := mustAcquire(t, l, name, dlock.WithTTL(ttl))
+	name := testkit.UniqueName(t, "sqllock")
+	k := testkit.MustTryAcquire(t, l, name, dlock.WithTTL(ttl))
 
 	s.Pause(t)
 	paused := time.Now()
@@ -69,7 +70,7 @@ func testServerPaused(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) {
 	}
 
 	var r leaseRow
-	eventually(t, 10*time.Second, "read the lease after Resume", func(ctx context.Context) (err error) {
+	testkit.Retry(t, "read the lease after Resume", func(ctx context.Context) (err error) {
 		r, err = readLease(ctx, db, d, name)
 		return err
 	})
@@ -124,8 +125,8 @@ func readLease(ctx context.Context, db *sql.DB, d sqllock.Dialect, name string) 
 // with a larger fencing token than k's.
 func wantWorksAfter(t *testing.T, other *dlock.Locker, what string, k *dlock.Lock, ttl time.Duration) {
 	t.Helper()
-	eventually(t, 10*time.Second, "TryAcquire after "+what, func(ctx context.Context) error {
-		k, err := other.TryAcquire(ctx, uniqueName(t))
+	testkit.Retry(t, "TryAcquire after "+what, func(ctx context.Context) error {
+		k, err := other.TryAcquire(ctx, testkit.UniqueName(t, "sqllock"))
 		if err == nil {
 			k.Release(ctx)
 		}
@@ -150,8 +151,8 @@ func testServerRestarted(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) 
 	const ttl = 2 * time.Second
 	l := newLocker(t, db, d, nil)
 	other := newLocker(t, db, d, nil)
-	name := uniqueName(t)
-	k := mustAcquire(t, l, name, dlock.WithTTL(ttl))
+	name := testkit.UniqueName(t, "sqllock")
+	k := testkit.MustTryAcquire(t, l, name, dlock.WithTTL(ttl))
 	s.Restart(t)
 	select {
 	case <-k.Done():
@@ -159,17 +160,17 @@ func testServerRestarted(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) 
 	case <-time.After(3 * ttl):
 		// Renewed across the restart: still ours, and nobody else's.
 		var h *dlock.LockInfo
-		eventually(t, 10*time.Second, "Inspect after Restart", func(ctx context.Context) (err error) {
+		testkit.Retry(t, "Inspect after Restart", func(ctx context.Context) (err error) {
 			h, err = inspect(ctx, other, name)
 			return err
 		})
-		if isClosed(k.Done()) {
+		if testkit.IsClosed(k.Done()) {
 			break
 		}
 		if h == nil || h.Fence != k.Fence() {
 			t.Fatalf("lock %q open after a restart, but Inspect shows %+v, want token %d", name, h, k.Fence())
 		}
-		wantNotAcquired(t, other, name)
+		testkit.WantNotAcquired(t, other, name, "while another owner holds it")
 		if err := k.Release(t.Context()); err != nil {
 			t.Errorf("Release(%q) after a restart = %v, want nil", name, err)
 		}
@@ -178,28 +179,20 @@ func testServerRestarted(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) 
 	wantWorksAfter(t, other, "Restart", k, ttl)
 }
 
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // testListenerReconnects checks that a waiter that relies on NOTIFY (its
 // fallback is a minute) is still woken by a release after the server
 // restarted under its listening connection.
 func testListenerReconnects(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 	a := newLocker(t, db, sqllock.PostgreSQL, nil)
 	b := newLocker(t, db, sqllock.PostgreSQL, &sqllock.Options{MaxRetryInterval: time.Minute})
-	name := uniqueName(t)
-	k := mustAcquire(t, a, name, dlock.WithTTL(30*time.Second))
+	name := testkit.UniqueName(t, "sqllock")
+	k := testkit.MustTryAcquire(t, a, name, dlock.WithTTL(30*time.Second))
 	got := make(chan *dlock.Lock, 1)
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
+	starts := testkit.WatchStarts(b)
 	wg.Go(func() {
 		for ctx.Err() == nil {
 			// An attempt that meets a connection broken by the restart
@@ -212,10 +205,11 @@ func testListenerReconnects(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 		}
 		close(got)
 	})
-	time.Sleep(300 * time.Millisecond) // let b wait
+	starts.WaitInAcquire(t, name, 1)
+	testkit.Eventually(t, "b listening", func() bool { return tableListeners(t, db) >= 1 })
 	p.Restart(t)
-	time.Sleep(500 * time.Millisecond) // let b's listener reconnect
-	eventually(t, 10*time.Second, "Release after Restart", func(ctx context.Context) error { return k.Release(ctx) })
+	testkit.Eventually(t, "b's listener reconnected", func() bool { return tableListeners(t, db) >= 1 })
+	testkit.Retry(t, "Release after Restart", func(ctx context.Context) error { return k.Release(ctx) })
 	released := time.Now()
 	select {
 	case k2 := <-got:
@@ -233,11 +227,11 @@ func testListenerReconnects(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 // gets the lock once the lease ends in the database, not before.
 func testKilledHolder(t *testing.T, db *sql.DB, d sqllock.Dialect, store string) {
 	const ttl = 2 * time.Second
-	name := uniqueName(t)
+	name := testkit.UniqueName(t, "sqllock")
 	w, fence := testworker.StartHolder(t, store, name, ttl)
 	w.Kill(t)
 	l := newLocker(t, db, d, nil)
-	wantNotAcquired(t, l, name)
+	testkit.WantNotAcquired(t, l, name, "while another owner holds it")
 	before := time.Now()
 	h := holder(t, db, d, "", name)
 	if h == nil || h.Fence != fence {
@@ -267,7 +261,7 @@ func testKilledHolder(t *testing.T, db *sql.DB, d sqllock.Dialect, store string)
 // may find another inside.
 func testProcesses(t *testing.T, store string) {
 	const procs, iterations = 4, 30
-	name := uniqueName(t)
+	name := testkit.UniqueName(t, "sqllock")
 	counter := filepath.Join(t.TempDir(), "counter")
 	var ws []*testworker.Process
 	for range procs {
@@ -293,10 +287,12 @@ func testProcesses(t *testing.T, store string) {
 func testListenerLostNotification(t *testing.T, db *sql.DB) {
 	a := newLocker(t, db, sqllock.PostgreSQL, nil)
 	b := newLocker(t, db, sqllock.PostgreSQL, &sqllock.Options{MaxRetryInterval: time.Minute})
-	name := uniqueName(t)
-	k := mustAcquire(t, a, name, dlock.WithTTL(30*time.Second))
-	got := acquireAsync(t, b, name)
-	time.Sleep(300 * time.Millisecond) // let b wait
+	name := testkit.UniqueName(t, "sqllock")
+	k := testkit.MustTryAcquire(t, a, name, dlock.WithTTL(30*time.Second))
+	starts := testkit.WatchStarts(b)
+	got := testkit.AcquireAsync(t.Context(), b, name)
+	starts.WaitInAcquire(t, name, 1)
+	testkit.Eventually(t, "b listening", func() bool { return tableListeners(t, db) == 1 })
 	var n int
 	err := db.QueryRowContext(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		WHERE query = 'LISTEN "`+sqllock.DefaultTable+`"' AND pid <> pg_backend_pid()`).Scan(&n)
@@ -309,32 +305,14 @@ func testListenerLostNotification(t *testing.T, db *sql.DB) {
 	released := time.Now()
 	select {
 	case r := <-got:
-		if r.err != nil {
-			t.Fatalf("waiting Acquire(%q) = %v, want a lock", name, r.err)
+		if r.Err != nil {
+			t.Fatalf("waiting Acquire(%q) = %v, want a lock", name, r.Err)
 		}
 		t.Logf("woken %v after Release", time.Since(released))
-		r.k.Release(t.Context())
+		r.Lock.Release(t.Context())
 	case <-time.After(10 * time.Second):
 		t.Fatalf("waiter on %q not woken 10s after a Release its listener missed", name)
 	}
-}
-
-type acquired struct {
-	k   *dlock.Lock
-	err error
-}
-
-func acquireAsync(t *testing.T, l *dlock.Locker, name string) <-chan acquired {
-	ch := make(chan acquired, 1)
-	var wg sync.WaitGroup
-	t.Cleanup(wg.Wait)
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	wg.Go(func() {
-		defer cancel()
-		k, err := l.Acquire(ctx, name)
-		ch <- acquired{k, err}
-	})
-	return ch
 }
 
 // testPoolOfOne checks that waiting does not take a connection from the
@@ -345,19 +323,21 @@ func testPoolOfOne(t *testing.T, p *testserver.Postgres) {
 	db.SetMaxOpenConns(1)
 	a := newLocker(t, db, sqllock.PostgreSQL, nil)
 	b := newLocker(t, db, sqllock.PostgreSQL, nil)
-	name := uniqueName(t)
-	k := mustAcquire(t, a, name)
-	got := acquireAsync(t, b, name)
-	time.Sleep(300 * time.Millisecond) // let b wait
+	name := testkit.UniqueName(t, "sqllock")
+	k := testkit.MustTryAcquire(t, a, name)
+	// Not a LISTEN count: a query would need the pool's one connection.
+	starts := testkit.WatchStarts(b)
+	got := testkit.AcquireAsync(t.Context(), b, name)
+	starts.WaitInAcquire(t, name, 1)
 	if err := k.Release(t.Context()); err != nil {
 		t.Fatalf("Release(%q) = %v", name, err)
 	}
 	select {
 	case r := <-got:
-		if r.err != nil {
-			t.Fatalf("waiting Acquire(%q) = %v, want a lock", name, r.err)
+		if r.Err != nil {
+			t.Fatalf("waiting Acquire(%q) = %v, want a lock", name, r.Err)
 		}
-		r.k.Release(t.Context())
+		r.Lock.Release(t.Context())
 	case <-time.After(10 * time.Second):
 		t.Fatalf("waiter on %q not woken 10s after Release", name)
 	}
@@ -417,7 +397,7 @@ func testListenerDownAtWatch(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 	b := newLocker(t, wdb, sqllock.PostgreSQL, &sqllock.Options{Table: table, MaxRetryInterval: time.Hour})
 	waitListening := func(what string) {
 		t.Helper()
-		eventually(t, 10*time.Second, what, func(ctx context.Context) error {
+		testkit.Retry(t, what, func(ctx context.Context) error {
 			if n := listening(t, db, role); n != 1 {
 				return fmt.Errorf("%d LISTEN backends of %s, want 1", n, role)
 			}
@@ -426,18 +406,14 @@ func testListenerDownAtWatch(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 	}
 
 	// b's listener is up: b waits for a name a holds, then gets it.
-	warm := uniqueName(t) + "/warm"
-	k := mustAcquire(t, a, warm)
-	got := acquireAsync(t, b, warm)
+	warm := testkit.UniqueName(t, "sqllock") + "/warm"
+	k := testkit.MustTryAcquire(t, a, warm)
+	got := testkit.AcquireAsync(t.Context(), b, warm)
 	waitListening("LISTEN before the outage")
 	if err := k.Release(t.Context()); err != nil {
 		t.Fatalf("Release(%q) = %v", warm, err)
 	}
-	if r := <-got; r.err != nil {
-		t.Fatalf("waiting Acquire(%q) = %v, want a lock", warm, r.err)
-	} else {
-		r.k.Release(t.Context())
-	}
+	testkit.MustRelease(t, testkit.WantAcquired(t, got, warm, testkit.Patience).Lock)
 
 	// b's listening connection ends and cannot be opened again.
 	mustExec(t, db, `ALTER ROLE `+role+` NOLOGIN`)
@@ -447,7 +423,7 @@ func testListenerDownAtWatch(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 	if err != nil || n != 1 {
 		t.Fatalf("terminate the listening backend: %d terminated, %v; want 1, nil", n, err)
 	}
-	eventually(t, 10*time.Second, "the end of the LISTEN backend", func(ctx context.Context) error {
+	testkit.Retry(t, "the end of the LISTEN backend", func(ctx context.Context) error {
 		if n := listening(t, db, role); n != 0 {
 			return fmt.Errorf("%d LISTEN backends of %s, want 0", n, role)
 		}
@@ -458,11 +434,11 @@ func testListenerDownAtWatch(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 	// on reconnection like the waiters of ListenerLostNotification: this
 	// test would pass without checking what it means to.)
 	time.Sleep(200 * time.Millisecond)
-	missed, notified := uniqueName(t)+"/missed", uniqueName(t)+"/notified"
-	kMissed := mustAcquire(t, a, missed, dlock.WithTTL(time.Minute))
-	kNotified := mustAcquire(t, a, notified, dlock.WithTTL(time.Minute))
-	gotMissed, gotNotified := acquireAsync(t, b, missed), acquireAsync(t, b, notified)
-	eventually(t, 10*time.Second, "the waiters' first attempts", func(ctx context.Context) error {
+	missed, notified := testkit.UniqueName(t, "sqllock")+"/missed", testkit.UniqueName(t, "sqllock")+"/notified"
+	kMissed := testkit.MustTryAcquire(t, a, missed, dlock.WithTTL(time.Minute))
+	kNotified := testkit.MustTryAcquire(t, a, notified, dlock.WithTTL(time.Minute))
+	gotMissed, gotNotified := testkit.AcquireAsync(t.Context(), b, missed), testkit.AcquireAsync(t.Context(), b, notified)
+	testkit.Retry(t, "the waiters' first attempts", func(ctx context.Context) error {
 		if attempts(t, db, missed) == 0 || attempts(t, db, notified) == 0 {
 			return errors.New("not yet")
 		}
@@ -474,15 +450,15 @@ func testListenerDownAtWatch(t *testing.T, p *testserver.Postgres, db *sql.DB) {
 	}
 	mustExec(t, db, `ALTER ROLE `+role+` LOGIN`)
 	back := time.Now()
-	wantAcquired := func(name string, got <-chan acquired, since time.Time, what string) {
+	wantAcquired := func(name string, got <-chan testkit.Acquired, since time.Time, what string) {
 		t.Helper()
 		select {
 		case r := <-got:
-			if r.err != nil {
-				t.Fatalf("waiting Acquire(%q) = %v, want a lock", name, r.err)
+			if r.Err != nil {
+				t.Fatalf("waiting Acquire(%q) = %v, want a lock", name, r.Err)
 			}
 			took := time.Since(since)
-			r.k.Release(t.Context())
+			r.Lock.Release(t.Context())
 			n := attempts(t, db, name)
 			t.Logf("%q acquired %v after %s, in %d attempts", name, took, what, n)
 			// The first attempt, one after Watch, one when woken on
@@ -510,6 +486,19 @@ func listening(t *testing.T, db *sql.DB, role string) int {
 	err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE usename = $1 AND query LIKE 'LISTEN%'`, role).Scan(&n)
 	if err != nil {
 		t.Fatalf("count LISTEN backends: %v", err)
+	}
+	return n
+}
+
+// tableListeners counts the backends listening for releases on
+// sqllock.DefaultTable, or -1 while the server does not answer.
+func tableListeners(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var n int
+	err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity
+		WHERE query = 'LISTEN "`+sqllock.DefaultTable+`"' AND pid <> pg_backend_pid()`).Scan(&n)
+	if err != nil {
+		return -1
 	}
 	return n
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
 	"github.com/dlock-go/dlock/sqllock"
@@ -28,7 +29,7 @@ const holdTime = 300 * time.Millisecond
 func benchLongHoldHandoff(b *testing.B, db *sql.DB, d sqllock.Dialect) {
 	holder := newLocker(b, db, d, nil)
 	waiter := newLocker(b, db, d, nil)
-	name := uniqueName(b)
+	name := testkit.UniqueName(b, "sqllock")
 	ctx := b.Context()
 	var ds []time.Duration
 	for b.Loop() {
@@ -88,7 +89,7 @@ func BenchmarkLongHoldHandoff(b *testing.B) {
 func BenchmarkLongHoldHandoffProcesses(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "locks.db")
 	holder := newLocker(b, openSQLite(b, path), sqllock.SQLite, nil)
-	name := uniqueName(b)
+	name := testkit.UniqueName(b, "sqllock")
 	ctx := b.Context()
 	w := testworker.Start(b, "handoff", "sqlite://"+path, name)
 	var ds []time.Duration
@@ -157,7 +158,7 @@ func BenchmarkUncontendedCycle(b *testing.B) {
 	b.Run("MariaDB", func(b *testing.B) {
 		db := testserver.StartMariaDB(b).DB(b)
 		l := newLocker(b, db, sqllock.MySQL, nil)
-		name := uniqueName(b)
+		name := testkit.UniqueName(b, "sqllock")
 		ctx := b.Context()
 		for b.Loop() {
 			k, err := l.Acquire(ctx, name)
@@ -181,7 +182,7 @@ func BenchmarkHotName(b *testing.B) {
 		for range 4 {
 			ls = append(ls, newLocker(b, db, sqllock.MySQL, nil))
 		}
-		name := uniqueName(b)
+		name := testkit.UniqueName(b, "sqllock")
 		var (
 			next atomic.Int32
 			got  [4]atomic.Int64 // acquisitions per Locker

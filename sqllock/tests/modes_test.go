@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/sqllock"
 )
 
@@ -42,8 +42,8 @@ func testLongTableName(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	table := "l" + stamp + "_" + strings.Repeat("x", 63-2-len(stamp)) // unique in its first 20 bytes
 	opts := &sqllock.Options{Table: table}
 	l := newLocker(t, db, d, opts)
-	r := mustAcquire(t, l, uniqueName(t), dlock.Shared())
-	w := mustAcquire(t, l, uniqueName(t))
+	r := testkit.MustTryAcquire(t, l, testkit.UniqueName(t, "sqllock"), dlock.Shared())
+	w := testkit.MustTryAcquire(t, l, testkit.UniqueName(t, "sqllock"))
 	r.Release(ctx)
 	w.Release(ctx)
 	if d == sqllock.PostgreSQL {
@@ -108,38 +108,27 @@ func holderRows(t *testing.T, db *sql.DB, d sqllock.Dialect, name string) map[st
 	return m
 }
 
-func wantInvalidMode(t *testing.T, l *dlock.Locker, name, what string, opts ...dlock.Option) {
-	t.Helper()
-	k, err := l.TryAcquire(t.Context(), name, opts...)
-	if !errors.Is(err, dlock.ErrInvalid) {
-		if k != nil {
-			k.Release(t.Context())
-		}
-		t.Fatalf("TryAcquire(%q) %s = %v, want an error wrapping ErrInvalid", name, what, err)
-	}
-}
-
 // testModeMismatch: a lock is refused as a semaphore and the reverse, by
 // the exclusive statement and by the transaction alike.
 func testModeMismatch(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	a, b := newLocker(t, db, d, nil), newLocker(t, db, d, nil)
-	sem, mutex, shared := uniqueName(t)+"/sem", uniqueName(t)+"/mutex", uniqueName(t)+"/shared"
-	p := mustAcquire(t, a, sem, dlock.WithLimit(2))
-	wantInvalidMode(t, b, sem, "exclusively while a permit is held")
-	wantInvalidMode(t, b, sem, "shared while a permit is held", dlock.Shared())
-	wantInvalidMode(t, b, sem, "with another limit", dlock.WithLimit(3))
-	k := mustAcquire(t, a, mutex)
-	wantInvalidMode(t, b, mutex, "as a semaphore while held exclusively", dlock.WithLimit(2))
-	r := mustAcquire(t, a, shared, dlock.Shared())
-	wantInvalidMode(t, b, shared, "as a semaphore while held shared", dlock.WithLimit(2))
+	sem, mutex, shared := testkit.UniqueName(t, "sqllock")+"/sem", testkit.UniqueName(t, "sqllock")+"/mutex", testkit.UniqueName(t, "sqllock")+"/shared"
+	p := testkit.MustTryAcquire(t, a, sem, dlock.WithLimit(2))
+	testkit.WantInvalid(t, t.Context(), b, sem, "exclusively while a permit is held")
+	testkit.WantInvalid(t, t.Context(), b, sem, "shared while a permit is held", dlock.Shared())
+	testkit.WantInvalid(t, t.Context(), b, sem, "with another limit", dlock.WithLimit(3))
+	k := testkit.MustTryAcquire(t, a, mutex)
+	testkit.WantInvalid(t, t.Context(), b, mutex, "as a semaphore while held exclusively", dlock.WithLimit(2))
+	r := testkit.MustTryAcquire(t, a, shared, dlock.Shared())
+	testkit.WantInvalid(t, t.Context(), b, shared, "as a semaphore while held shared", dlock.WithLimit(2))
 	for _, k := range []*dlock.Lock{p, k, r} {
 		if err := k.Release(t.Context()); err != nil {
 			t.Fatalf("Release(%q) = %v", k.Name(), err)
 		}
 	}
 	// Free again, each name takes any mode.
-	mustAcquire(t, b, sem).Release(t.Context())
-	mustAcquire(t, b, mutex, dlock.WithLimit(2)).Release(t.Context())
+	testkit.MustTryAcquire(t, b, sem).Release(t.Context())
+	testkit.MustTryAcquire(t, b, mutex, dlock.WithLimit(2)).Release(t.Context())
 }
 
 // testReadersRaceWriters races shared and exclusive acquisitions of one
@@ -148,7 +137,7 @@ func testModeMismatch(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 // writers together.
 func testReadersRaceWriters(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	const workers, rounds = 6, 25
-	name := uniqueName(t)
+	name := testkit.UniqueName(t, "sqllock")
 	var readers, writers, overlaps, writes atomic.Int32
 	var wg sync.WaitGroup
 	// A writer that has not written yet goes on trying after its rounds,
@@ -208,10 +197,10 @@ func testReadersRaceWriters(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 // writer gets the name when the reader leaves, and that clears the intent.
 func testWriterIntent(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	r1, w, r2 := newLocker(t, db, d, nil), newLocker(t, db, d, nil), newLocker(t, db, d, nil)
-	name := uniqueName(t)
-	k1 := mustAcquire(t, r1, name, dlock.Shared())
-	got := dlocktest.AcquireAsync(t.Context(), w, name, dlock.WithTTL(time.Minute))
-	waitFor(t, "the writer's intent on "+name, func() bool { return intentOf(t, db, d, name) != "" })
+	name := testkit.UniqueName(t, "sqllock")
+	k1 := testkit.MustTryAcquire(t, r1, name, dlock.Shared())
+	got := testkit.AcquireAsync(t.Context(), w, name, dlock.WithTTL(time.Minute))
+	testkit.Eventually(t, "the writer's intent on "+name, func() bool { return intentOf(t, db, d, name) != "" })
 	if k, err := r2.TryAcquire(t.Context(), name, dlock.Shared()); !errors.Is(err, dlock.ErrNotAcquired) {
 		if k != nil {
 			k.Release(t.Context())
@@ -221,7 +210,7 @@ func testWriterIntent(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	if err := k1.Release(t.Context()); err != nil {
 		t.Fatalf("Release(%q) = %v", name, err)
 	}
-	kw := dlocktest.WantAcquired(t, got, name, 10*time.Second).Lock
+	kw := testkit.WantAcquired(t, got, name, 10*time.Second).Lock
 	if in := intentOf(t, db, d, name); in != "" {
 		t.Errorf("intent on %q after the writer took it = %q, want none", name, in)
 	}
@@ -231,24 +220,24 @@ func testWriterIntent(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	if err := kw.Release(t.Context()); err != nil {
 		t.Fatalf("Release(%q) = %v", name, err)
 	}
-	mustAcquire(t, r2, name, dlock.Shared()).Release(t.Context())
+	testkit.MustTryAcquire(t, r2, name, dlock.Shared()).Release(t.Context())
 }
 
 // testCancelledWaits: a writer's wait behind readers and a wait for a
 // semaphore's permit, both cancelled, leave no intent and no holder row.
 func testCancelledWaits(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	r, w := newLocker(t, db, d, nil), newLocker(t, db, d, nil)
-	name, sem := uniqueName(t), uniqueName(t)+"/sem"
-	k := mustAcquire(t, r, name, dlock.Shared())
-	p := mustAcquire(t, r, sem, dlock.WithLimit(1))
+	name, sem := testkit.UniqueName(t, "sqllock"), testkit.UniqueName(t, "sqllock")+"/sem"
+	k := testkit.MustTryAcquire(t, r, name, dlock.Shared())
+	p := testkit.MustTryAcquire(t, r, sem, dlock.WithLimit(1))
 
 	ctx, cancel := context.WithCancel(t.Context())
-	gotW := dlocktest.AcquireAsync(ctx, w, name, dlock.WithTTL(time.Hour))
-	gotP := dlocktest.AcquireAsync(ctx, w, sem, dlock.WithLimit(1), dlock.WithTTL(time.Hour))
-	waitFor(t, "the writer's intent on "+name, func() bool { return intentOf(t, db, d, name) != "" })
+	gotW := testkit.AcquireAsync(ctx, w, name, dlock.WithTTL(time.Hour))
+	gotP := testkit.AcquireAsync(ctx, w, sem, dlock.WithLimit(1), dlock.WithTTL(time.Hour))
+	testkit.Eventually(t, "the writer's intent on "+name, func() bool { return intentOf(t, db, d, name) != "" })
 	time.Sleep(100 * time.Millisecond) // the permit's waiter has tried at least once
 	cancel()
-	for _, got := range []<-chan dlocktest.Acquired{gotW, gotP} {
+	for _, got := range []<-chan testkit.Acquired{gotW, gotP} {
 		if res := <-got; !errors.Is(res.Err, context.Canceled) {
 			if res.Lock != nil {
 				res.Lock.Release(t.Context())
@@ -258,7 +247,7 @@ func testCancelledWaits(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	}
 	// The core takes the intent out in the background once Acquire
 	// returned; the intent itself would last an hour.
-	waitFor(t, "clearing of the intent of a cancelled writer on "+name, func() bool { return intentOf(t, db, d, name) == "" })
+	testkit.Eventually(t, "clearing of the intent of a cancelled writer on "+name, func() bool { return intentOf(t, db, d, name) == "" })
 	if hs := holderRows(t, db, d, name); len(hs) != 1 || hs[k.Owner()] == 0 {
 		t.Errorf("holder rows of %q = %v, want only the reader %s", name, hs, k.Owner())
 	}
@@ -275,11 +264,11 @@ func testCancelledWaits(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 // testSharedFences: each shared hold's token is stored with it, above the
 // row's previous token; a writer after them gets a token above all.
 func testSharedFences(t *testing.T, db *sql.DB, d sqllock.Dialect) {
-	name := uniqueName(t)
+	name := testkit.UniqueName(t, "sqllock")
 	var ks []*dlock.Lock
 	var last uint64
 	for range 3 {
-		k := mustAcquire(t, newLocker(t, db, d, nil), name, dlock.Shared())
+		k := testkit.MustTryAcquire(t, newLocker(t, db, d, nil), name, dlock.Shared())
 		if k.Fence() <= last {
 			t.Errorf("shared hold's fence %d, want above %d", k.Fence(), last)
 		}
@@ -300,7 +289,7 @@ func testSharedFences(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	for _, k := range ks {
 		k.Release(t.Context())
 	}
-	w := mustAcquire(t, newLocker(t, db, d, nil), name)
+	w := testkit.MustTryAcquire(t, newLocker(t, db, d, nil), name)
 	if w.Fence() <= last {
 		t.Errorf("writer's fence %d, want above the readers' %d", w.Fence(), last)
 	}
@@ -330,7 +319,7 @@ func testUpgradeOldSchema(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	})
 	opts := &sqllock.Options{Table: table}
 	// A lock taken through the old schema (the statements are the same).
-	old := uniqueName(t) + "/old"
+	old := testkit.UniqueName(t, "sqllock") + "/old"
 	var fence int64 = 42
 	insert := map[sqllock.Dialect]string{
 		sqllock.MySQL:      "INSERT INTO " + table + " VALUES (?, 'someone:1', ?, TIMESTAMPADD(SECOND, 60, UTC_TIMESTAMP(6)), '')",
@@ -346,17 +335,17 @@ func testUpgradeOldSchema(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	if hs, err := noMigrate.Inspect(ctx); err == nil || !strings.Contains(err.Error(), "Migrate") {
 		t.Fatalf("Inspect() of an old table with NoMigrate = %+v, %v; want an error saying to migrate", hs, err)
 	}
-	if k, err := noMigrate.TryAcquire(ctx, uniqueName(t)); err == nil || !strings.Contains(err.Error(), "Migrate") {
+	if k, err := noMigrate.TryAcquire(ctx, testkit.UniqueName(t, "sqllock")); err == nil || !strings.Contains(err.Error(), "Migrate") {
 		if k != nil {
 			k.Release(ctx)
 		}
 		t.Fatalf("TryAcquire on an old table with NoMigrate = %v, want an error saying to migrate", err)
 	}
 	l := newLocker(t, db, d, opts)
-	wantNotAcquired(t, l, old)
-	name := uniqueName(t)
-	r := mustAcquire(t, l, name, dlock.Shared())
-	wantNotAcquired(t, newLocker(t, db, d, opts), name)
+	testkit.WantNotAcquired(t, l, old, "while another owner holds it")
+	name := testkit.UniqueName(t, "sqllock")
+	r := testkit.MustTryAcquire(t, l, name, dlock.Shared())
+	testkit.WantNotAcquired(t, newLocker(t, db, d, opts), name, "while another owner holds it")
 	hs, err := l.Inspect(ctx)
 	if err != nil || len(hs) != 2 {
 		t.Fatalf("Inspect() on the upgraded table = %+v, %v, want the old lock and the reader", hs, err)
@@ -365,17 +354,5 @@ func testUpgradeOldSchema(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	// Migrate on an upgraded table changes nothing.
 	if err := sqllock.Migrate(ctx, db, d, table); err != nil {
 		t.Fatalf("Migrate(%q) on an upgraded table = %v", table, err)
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s after 10s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/sqllock"
 	"github.com/dlock-go/dlock/sqllock/internal/testhook"
@@ -102,18 +103,6 @@ func mysqlURLHarness(t *testing.T, store string) dlocktest.Harness {
 	})
 }
 
-// mustOpen opens store with dlock.Open; the Locker is closed when the test
-// ends.
-func mustOpen(t testing.TB, store string) *dlock.Locker {
-	t.Helper()
-	l, err := dlock.Open(t.Context(), store)
-	if err != nil {
-		t.Fatalf("Open(%q) = %v, want a Locker", store, err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
-}
-
 // wantDenied checks that err wraps dlock.ErrDenied and carries neither
 // the password nor the context's end, so it came from the server at once.
 func wantDenied(t *testing.T, call string, err error, password string) {
@@ -174,7 +163,7 @@ func TestMariaDBSecurity(t *testing.T) {
 
 	t.Run("MigratingWithoutCreate", func(t *testing.T) {
 		// The default migrate=true needs CREATE: the error says so.
-		l := mustOpen(t, mysqlUserURL(m, "locker", "lock-pw", ""))
+		l := testkit.MustOpen(t, mysqlUserURL(m, "locker", "lock-pw", ""))
 		_, err := l.TryAcquire(t.Context(), "needs-create")
 		wantDenied(t, `TryAcquire("needs-create")`, err, "lock-pw")
 		if err != nil && !strings.Contains(err.Error(), "migrate=false") {
@@ -186,9 +175,9 @@ func TestMariaDBSecurity(t *testing.T) {
 		// SELECT alone is enough for dlock status, not for locking.
 		mysqlUser(t, m, "reader", "read-pw", "",
 			"GRANT SELECT ON dlock.dlock_locks TO user", "GRANT SELECT ON dlock.dlock_locks_holders TO user")
-		holder := mustOpen(t, lockURL)
-		mustAcquire(t, holder, "watched")
-		l := mustOpen(t, mysqlUserURL(m, "reader", "read-pw", "migrate=false"))
+		holder := testkit.MustOpen(t, lockURL)
+		testkit.MustTryAcquire(t, holder, "watched")
+		l := testkit.MustOpen(t, mysqlUserURL(m, "reader", "read-pw", "migrate=false"))
 		if hs, err := l.Inspect(t.Context(), "watched"); err != nil || len(hs) != 1 {
 			t.Errorf(`Inspect("watched") as a reader = %v, %v, want its holder`, hs, err)
 		}
@@ -217,7 +206,7 @@ func TestMariaDBSecurity(t *testing.T) {
 	t.Run("TLS", func(t *testing.T) {
 		ca := "tls_ca=" + url.QueryEscape(pki.CAFile)
 		cert := "tls_cert=" + url.QueryEscape(pki.ClientCert) + "&tls_key=" + url.QueryEscape(pki.ClientKey)
-		other := mustOpen(t, lockURL)
+		other := testkit.MustOpen(t, lockURL)
 		for _, tc := range []struct{ name, user, pass, query string }{
 			{"VerifiedCA", "tlsuser", "tls-pw", ca},
 			{"TLSTrueWithCA", "tlsuser", "tls-pw", "tls=true&" + ca},
@@ -287,16 +276,16 @@ func TestMariaDBNeighbour(t *testing.T) {
 	const ttl = 2 * time.Second
 
 	t.Run("ThroughDlock", func(t *testing.T) {
-		holder, n := mustOpen(t, lockURL), mustOpen(t, neighbourURL)
-		k := mustAcquire(t, holder, "mine", dlock.WithTTL(ttl))
-		wantNotAcquired(t, n, "mine")
+		holder, n := testkit.MustOpen(t, lockURL), testkit.MustOpen(t, neighbourURL)
+		k := testkit.MustTryAcquire(t, holder, "mine", dlock.WithTTL(ttl))
+		testkit.WantNotAcquired(t, n, "mine", "while another owner holds it")
 		// A stale handle: the neighbour held the name, lost it (forced
 		// out), and the holder took it since.
-		stale := mustAcquire(t, n, "taken-over", dlock.WithTTL(ttl))
+		stale := testkit.MustTryAcquire(t, n, "taken-over", dlock.WithTTL(ttl))
 		if held, err := holder.ForceRelease(t.Context(), "taken-over"); !held || err != nil {
 			t.Fatalf(`ForceRelease("taken-over") = %v, %v, want true, nil`, held, err)
 		}
-		k2 := mustAcquire(t, holder, "taken-over", dlock.WithTTL(ttl))
+		k2 := testkit.MustTryAcquire(t, holder, "taken-over", dlock.WithTTL(ttl))
 		if err := stale.Refresh(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
 			t.Errorf("stale Refresh = %v, want ErrNotHeld", err)
 		}
@@ -307,7 +296,7 @@ func TestMariaDBNeighbour(t *testing.T) {
 			if err := k.Refresh(t.Context()); err != nil {
 				t.Errorf("Refresh(%q) by its holder after the neighbour's attempts = %v, want nil", k.Name(), err)
 			}
-			wantNotAcquired(t, n, k.Name())
+			testkit.WantNotAcquired(t, n, k.Name(), "while another owner holds it")
 			wantHolder(t, n, k)
 		}
 		// A forged owner: the statements dlock runs for a release and a
@@ -327,12 +316,12 @@ func TestMariaDBNeighbour(t *testing.T) {
 	t.Run("RawWrites", func(t *testing.T) {
 		// The grants let the neighbour delete or overwrite the row: the
 		// holder's Done closes at its next renewal.
-		holder := mustOpen(t, lockURL)
+		holder := testkit.MustOpen(t, lockURL)
 		for _, tc := range []struct{ name, stmt string }{
 			{"delete", "DELETE FROM dlock_locks WHERE name = ?"},
 			{"steal", "UPDATE dlock_locks SET owner = 'thief', expires = TIMESTAMPADD(SECOND, 60, UTC_TIMESTAMP(6)) WHERE name = ?"},
 		} {
-			k := mustAcquire(t, holder, tc.name, dlock.WithTTL(ttl))
+			k := testkit.MustTryAcquire(t, holder, tc.name, dlock.WithTTL(ttl))
 			if _, err := raw.ExecContext(t.Context(), tc.stmt, tc.name); err != nil {
 				t.Fatalf("%s: %v", tc.stmt, err)
 			}
@@ -347,11 +336,11 @@ func TestMariaDBNeighbour(t *testing.T) {
 		}
 		// A deleted row's next holder still gets a greater fence (from
 		// the server's clock); a stolen one is the thief's, fence and all.
-		k := mustAcquire(t, holder, "delete-fence", dlock.WithTTL(ttl))
+		k := testkit.MustTryAcquire(t, holder, "delete-fence", dlock.WithTTL(ttl))
 		if _, err := raw.ExecContext(t.Context(), "DELETE FROM dlock_locks WHERE name = ?", "delete-fence"); err != nil {
 			t.Fatal(err)
 		}
-		k2 := mustAcquire(t, mustOpen(t, lockURL), "delete-fence", dlock.WithTTL(ttl))
+		k2 := testkit.MustTryAcquire(t, testkit.MustOpen(t, lockURL), "delete-fence", dlock.WithTTL(ttl))
 		if k2.Fence() <= k.Fence() {
 			t.Errorf("Fence after a raw DELETE = %d, want above the lost holder's %d", k2.Fence(), k.Fence())
 		}
@@ -392,13 +381,14 @@ func testNeighbourNamedLocks(t *testing.T, m *testserver.MariaDB, lockURL string
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	holder, waiter := mustOpen(t, lockURL), mustOpen(t, lockURL)
+	holder, waiter := testkit.MustOpen(t, lockURL), testkit.MustOpen(t, lockURL)
+	starts := testkit.WatchStarts(waiter)
 
 	// handoff has waiter wait for name while holder holds it, and
 	// returns how long after the release the waiter got it.
 	handoff := func(name string) time.Duration {
 		t.Helper()
-		k := mustAcquire(t, holder, name)
+		k := testkit.MustTryAcquire(t, holder, name)
 		var releasing atomic.Bool
 		got := make(chan *dlock.Lock, 1)
 		go func() {
@@ -408,7 +398,7 @@ func testNeighbourNamedLocks(t *testing.T, m *testserver.MariaDB, lockURL string
 			}
 			got <- w
 		}()
-		time.Sleep(300 * time.Millisecond) // let the waiter block; only the latency depends on it
+		starts.WaitInAcquire(t, name, 1) // only the logged latency depends on how far it got
 		releasing.Store(true)
 		at := time.Now()
 		if err := k.Release(ctx); err != nil {
@@ -445,7 +435,7 @@ func testNeighbourNamedLocks(t *testing.T, m *testserver.MariaDB, lockURL string
 
 	// The neighbour cannot release the holder's named lock, nor kill its
 	// connection; the lock user's own credentials can kill it.
-	k := mustAcquire(t, holder, "named")
+	k := testkit.MustTryAcquire(t, holder, "named")
 	key := mysqlNamedLock("named")
 	var owner sql.NullInt64
 	deadline := time.Now().Add(time.Minute)
@@ -472,7 +462,7 @@ func testNeighbourNamedLocks(t *testing.T, m *testserver.MariaDB, lockURL string
 	if err := k.Refresh(ctx); err != nil {
 		t.Errorf("Refresh after the named lock's connection was killed = %v, want nil: the row is the lock", err)
 	}
-	wantNotAcquired(t, waiter, "named")
+	testkit.WantNotAcquired(t, waiter, "named", "while another owner holds it")
 	if err := k.Release(ctx); err != nil {
 		t.Errorf("Release after the named lock's connection was killed = %v, want nil", err)
 	}

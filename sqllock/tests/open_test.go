@@ -19,6 +19,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
 	"github.com/dlock-go/dlock/sqllock"
@@ -32,8 +33,8 @@ func testOpenURL(t *testing.T, url string, other *dlock.Locker) {
 	if err != nil {
 		t.Fatalf("Open(%q) = %v, want a Locker", url, err)
 	}
-	k := mustAcquire(t, l, "opened-by-url")
-	wantNotAcquired(t, other, "opened-by-url")
+	k := testkit.MustTryAcquire(t, l, "opened-by-url")
+	testkit.WantNotAcquired(t, other, "opened-by-url", "while another owner holds it")
 	if err := k.Release(t.Context()); err != nil {
 		t.Fatalf("Release = %v", err)
 	}
@@ -138,7 +139,7 @@ func testNoMigrate(t *testing.T, db *sql.DB, d sqllock.Dialect, store string) {
 	if err := sqllock.Migrate(t.Context(), db, d, table); err != nil {
 		t.Fatalf("Migrate(%q) = %v", table, err)
 	}
-	k := mustAcquire(t, l, "n")
+	k := testkit.MustTryAcquire(t, l, "n")
 	if hs, err := l.Inspect(t.Context()); len(hs) != 1 || hs[0].Fence != k.Fence() || err != nil {
 		t.Errorf("Inspect() after Migrate = %+v, %v, want the lock with token %d", hs, err, k.Fence())
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/sqllock"
 	"github.com/dlock-go/dlock/sqllock/internal/testhook"
@@ -201,17 +202,15 @@ func testPostgresTLS(t *testing.T, s *pgServer) {
 // role dlock_tls cannot do without.
 func testPostgresListenerTLS(t *testing.T, s *pgServer) {
 	store := s.url("dlock_tls", s.ca("tls_ca"))
-	holder, waiter := mustOpen(t, store), mustOpen(t, store)
-	name := uniqueName(t)
-	k := mustAcquire(t, holder, name)
-	got := acquireAsync(t, waiter, name)
-	waitFor(t, "LISTEN backend of dlock_tls", func() bool { return listening(t, s.admin, "dlock_tls") > 0 })
+	holder, waiter := testkit.MustOpen(t, store), testkit.MustOpen(t, store)
+	name := testkit.UniqueName(t, "sqllock")
+	k := testkit.MustTryAcquire(t, holder, name)
+	got := testkit.AcquireAsync(t.Context(), waiter, name)
+	testkit.Eventually(t, "LISTEN backend of dlock_tls", func() bool { return listening(t, s.admin, "dlock_tls") > 0 })
 	if err := k.Release(t.Context()); err != nil {
 		t.Fatalf("Release(%q) = %v", name, err)
 	}
-	if a := <-got; a.err != nil {
-		t.Fatalf("Acquire(%q) by the waiter = %v, want a lock", name, a.err)
-	}
+	testkit.WantAcquired(t, got, name, testkit.Patience)
 }
 
 // testPostgresWrongServerName checks that sslmode=verify-full refuses a
@@ -226,8 +225,8 @@ func testPostgresWrongServerName(t *testing.T) {
 		return "postgres://dlock_app:" + pgPassword + "@" + p.Addr() + "/postgres?sslmode=" + mode + "&sslrootcert=" + url.QueryEscape(certFile)
 	}
 	wantOpenError(t, store("verify-full"), nil, "x509: cannot validate certificate for 127.0.0.1 because it doesn't contain any IP SANs")
-	l := mustOpen(t, store("verify-ca"))
-	mustAcquire(t, l, uniqueName(t))
+	l := testkit.MustOpen(t, store("verify-ca"))
+	testkit.MustTryAcquire(t, l, testkit.UniqueName(t, "sqllock"))
 }
 
 // selfSigned writes to dir a self-signed certificate for the DNS name
@@ -264,10 +263,10 @@ func selfSigned(t *testing.T, dir, host string) (certFile, keyFile string) {
 // wrapping dlock.ErrDenied from every step that touches the table, at
 // once: not a wait until the context ends, nor a silent "not acquired".
 func testPostgresNoGrant(t *testing.T, s *pgServer) {
-	l := mustOpen(t, s.url("dlock_nogrant", "")) // Open only connects
+	l := testkit.MustOpen(t, s.url("dlock_nogrant", "")) // Open only connects
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	name := uniqueName(t)
+	name := testkit.UniqueName(t, "sqllock")
 	steps := map[string]func() error{
 		"Acquire":       func() error { _, err := l.Acquire(ctx, name); return err },
 		"TryAcquire":    func() error { _, err := l.TryAcquire(ctx, name); return err },
@@ -294,7 +293,7 @@ func testPostgresEachGrant(t *testing.T, s *pgServer) {
 			mustExec(t, s.admin, `CREATE ROLE `+role+` LOGIN PASSWORD '`+pgPassword+`'`)
 			mustExec(t, s.admin, strings.ReplaceAll(pgLockGrant, "%s", role))
 			mustExec(t, s.admin, `REVOKE `+priv+` ON `+table+` FROM `+role)
-			err := lockSteps(t, mustOpen(t, s.url(role, "")))
+			err := lockSteps(t, testkit.MustOpen(t, s.url(role, "")))
 			cleanupOnly := table == "dlock_locks" && priv == "DELETE"
 			if cleanupOnly && err != nil || !cleanupOnly && !errors.Is(err, dlock.ErrDenied) {
 				t.Errorf("lock steps without %s on %s = %v, want %s", priv, table, err, map[bool]string{true: "nil (only cleanup deletes)", false: "an error wrapping ErrDenied"}[cleanupOnly])
@@ -308,7 +307,7 @@ func testPostgresEachGrant(t *testing.T, s *pgServer) {
 func lockSteps(t *testing.T, l *dlock.Locker) error {
 	ctx := t.Context()
 	for _, opts := range [][]dlock.Option{nil, {dlock.Shared()}} {
-		k, err := l.TryAcquire(ctx, uniqueName(t), opts...)
+		k, err := l.TryAcquire(ctx, testkit.UniqueName(t, "sqllock"), opts...)
 		if err != nil {
 			return err
 		}
@@ -334,8 +333,8 @@ func testPostgresMigrateGrant(t *testing.T, s *pgServer) {
 		t.Errorf("Migrate as a lock user = %v, want an error wrapping ErrDenied", err)
 	}
 	migrating := strings.Replace(s.url("dlock_app", ""), "migrate=false", "migrate=true", 1)
-	l := mustOpen(t, migrating)
-	if _, err := l.TryAcquire(t.Context(), uniqueName(t)); !errors.Is(err, dlock.ErrDenied) || !strings.Contains(err.Error(), "migrate=false") {
+	l := testkit.MustOpen(t, migrating)
+	if _, err := l.TryAcquire(t.Context(), testkit.UniqueName(t, "sqllock")); !errors.Is(err, dlock.ErrDenied) || !strings.Contains(err.Error(), "migrate=false") {
 		t.Errorf("TryAcquire through %q = %v, want an error wrapping ErrDenied that points to migrate=false", migrating, err)
 	}
 	if err := sqllock.Migrate(t.Context(), s.sqlDB(t, "dlock_migrator"), sqllock.PostgreSQL, "other_locks"); err != nil {
@@ -364,17 +363,17 @@ func (s *pgServer) sqlDB(t *testing.T, user string) *sql.DB {
 // holder's fencing token is larger.
 func testPostgresNeighbour(t *testing.T, s *pgServer) {
 	ctx := t.Context()
-	app, neighbour := mustOpen(t, s.url("dlock_app", "")), mustOpen(t, s.url("dlock_neighbour", ""))
+	app, neighbour := testkit.MustOpen(t, s.url("dlock_app", "")), testkit.MustOpen(t, s.url("dlock_neighbour", ""))
 
 	// A stale handle: the neighbour's lease ended (an administrator freed
 	// it), and the app took the name.
-	name := uniqueName(t)
-	stale := mustAcquire(t, neighbour, name, dlock.WithoutRenewal())
+	name := testkit.UniqueName(t, "sqllock")
+	stale := testkit.MustTryAcquire(t, neighbour, name, dlock.WithoutRenewal())
 	if held, err := newLocker(t, s.admin, sqllock.PostgreSQL, nil).ForceRelease(ctx, name); !held || err != nil {
 		t.Fatalf("ForceRelease(%q) = %v, %v; want true, nil", name, held, err)
 	}
-	k := mustAcquire(t, app, name, dlock.WithTTL(3*time.Second))
-	wantNotAcquired(t, neighbour, name)
+	k := testkit.MustTryAcquire(t, app, name, dlock.WithTTL(3*time.Second))
+	testkit.WantNotAcquired(t, neighbour, name, "while another owner holds it")
 	if err := stale.Refresh(ctx); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Errorf("stale Refresh(%q) by the neighbour = %v, want ErrNotHeld", name, err)
 	}
@@ -402,7 +401,7 @@ func testPostgresNeighbour(t *testing.T, s *pgServer) {
 	if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrLost) {
 		t.Errorf("Cause of %q after the DELETE = %v, want ErrLost", name, cause)
 	}
-	next := mustAcquire(t, neighbour, name)
+	next := testkit.MustTryAcquire(t, neighbour, name)
 	if next.Fence() <= k.Fence() {
 		t.Errorf("Fence of %q after the DELETE = %d, want more than the lost holder's %d", name, next.Fence(), k.Fence())
 	}

@@ -2,9 +2,7 @@ package sqllock_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"slices"
 	"strings"
@@ -12,15 +10,9 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/sqllock"
 )
-
-// uniqueName returns a lock name no other test uses.
-func uniqueName(t testing.TB) string {
-	var b [6]byte
-	rand.Read(b[:])
-	return "sqllock/" + t.Name() + "/" + hex.EncodeToString(b[:])
-}
 
 // newLocker returns a Locker on db, closed when the test ends.
 func newLocker(t testing.TB, db *sql.DB, d sqllock.Dialect, opts *sqllock.Options) *dlock.Locker {
@@ -84,10 +76,10 @@ func testHostileNames(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	for _, name := range names {
 		// Distinct names are distinct locks: a collision (case folding,
 		// trailing spaces, LIKE wildcards, normalisation) fails here.
-		held = append(held, mustAcquire(t, a, name))
+		held = append(held, testkit.MustTryAcquire(t, a, name))
 	}
 	for i, name := range names {
-		wantNotAcquired(t, b, name)
+		testkit.WantNotAcquired(t, b, name, "while another owner holds it")
 		h := holder(t, db, d, "", name)
 		if h == nil || h.Fence != held[i].Fence() {
 			t.Errorf("Inspect(%q) = %+v, want fence %d", name, h, held[i].Fence())
@@ -99,7 +91,7 @@ func testHostileNames(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 		}
 	}
 	for _, name := range names {
-		k := mustAcquire(t, b, name)
+		k := testkit.MustTryAcquire(t, b, name)
 		if err := k.Release(t.Context()); err != nil {
 			t.Fatalf("Release(%q) = %v, want nil", name, err)
 		}
@@ -150,8 +142,8 @@ func testInspect(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	const ttl = 3 * time.Second
 	l := newLocker(t, db, d, nil)
 	admin := newLocker(t, db, d, nil)
-	name := uniqueName(t)
-	k := mustAcquire(t, l, name, dlock.WithTTL(ttl), dlock.WithMetadata("host=h pid=1"))
+	name := testkit.UniqueName(t, "sqllock")
+	k := testkit.MustTryAcquire(t, l, name, dlock.WithTTL(ttl), dlock.WithMetadata("host=h pid=1"))
 	h, err := inspect(t.Context(), admin, name)
 	if err != nil || h == nil || h.Fence != k.Fence() || h.Owner == "" || h.Metadata != "host=h pid=1" || h.Remaining <= 0 || h.Remaining > ttl {
 		t.Fatalf("Inspect(%q) = %+v, %v, want fence %d, an owner, the metadata and remaining in (0, %v]", name, h, err, k.Fence(), ttl)
@@ -184,9 +176,9 @@ func testCustomTable(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	}
 	custom := newLocker(t, db, d, &sqllock.Options{Table: table})
 	def := newLocker(t, db, d, nil)
-	name := uniqueName(t)
-	k1 := mustAcquire(t, custom, name)
-	k2 := mustAcquire(t, def, name) // another table, another lock
+	name := testkit.UniqueName(t, "sqllock")
+	k1 := testkit.MustTryAcquire(t, custom, name)
+	k2 := testkit.MustTryAcquire(t, def, name) // another table, another lock
 	if h := holder(t, db, d, table, name); h == nil || h.Fence != k1.Fence() {
 		t.Errorf("Inspect(%q) on table %q = %+v, want fence %d", name, table, h, k1.Fence())
 	}
@@ -200,25 +192,25 @@ func testCustomTable(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 func testCleanup(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	opts := &sqllock.Options{IdleRetention: time.Millisecond, ClockBound: time.Millisecond}
 	a := newLocker(t, db, d, opts)
-	idle, busy := uniqueName(t)+"/idle", uniqueName(t)+"/busy"
-	k := mustAcquire(t, a, idle) // a's first acquire cleans up
+	idle, busy := testkit.UniqueName(t, "sqllock")+"/idle", testkit.UniqueName(t, "sqllock")+"/busy"
+	k := testkit.MustTryAcquire(t, a, idle) // a's first acquire cleans up
 	first := k.Fence()
 	if err := k.Release(t.Context()); err != nil {
 		t.Fatalf("Release(%q) = %v", idle, err)
 	}
-	held := mustAcquire(t, newLocker(t, db, d, nil), busy, dlock.WithTTL(5*time.Second))
+	held := testkit.MustTryAcquire(t, newLocker(t, db, d, nil), busy, dlock.WithTTL(5*time.Second))
 	if n := rows(t, db, d, idle); n != 1 {
 		t.Fatalf("rows of %q after release = %d, want 1 (kept for its token)", idle, n)
 	}
 	time.Sleep(50 * time.Millisecond)
 	// With the default clock bound the retention is 10s, not 1ms.
 	c := newLocker(t, db, d, &sqllock.Options{IdleRetention: time.Millisecond})
-	mustAcquire(t, c, uniqueName(t)+"/bound").Release(t.Context()) // c's first acquire cleans up
+	testkit.MustTryAcquire(t, c, testkit.UniqueName(t, "sqllock")+"/bound").Release(t.Context()) // c's first acquire cleans up
 	if n := rows(t, db, d, idle); n != 1 {
 		t.Fatalf("rows of %q idle for 50ms after a cleanup with IdleRetention 1ms and the default clock bound = %d, want 1 (the retention raised to the bound)", idle, n)
 	}
 	b := newLocker(t, db, d, opts)
-	k = mustAcquire(t, b, uniqueName(t)+"/other") // b's first acquire cleans up
+	k = testkit.MustTryAcquire(t, b, testkit.UniqueName(t, "sqllock")+"/other") // b's first acquire cleans up
 	k.Release(t.Context())
 	if n := rows(t, db, d, idle); n != 0 {
 		t.Errorf("rows of %q idle past the retention after a cleanup = %d, want 0", idle, n)
@@ -226,29 +218,11 @@ func testCleanup(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	if n := rows(t, db, d, busy); n != 1 {
 		t.Errorf("rows of held %q after a cleanup = %d, want 1", busy, n)
 	}
-	wantNotAcquired(t, b, busy)
-	k = mustAcquire(t, b, idle)
+	testkit.WantNotAcquired(t, b, busy, "while another owner holds it")
+	k = testkit.MustTryAcquire(t, b, idle)
 	if k.Fence() <= first {
 		t.Errorf("Fence of %q after its row was deleted = %d, want > %d", idle, k.Fence(), first)
 	}
 	k.Release(t.Context())
 	held.Release(t.Context())
-}
-
-// eventually retries f until it succeeds or limit passes.
-func eventually(t *testing.T, limit time.Duration, what string, f func(ctx context.Context) error) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-		err := f(ctx)
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after %v: %v", what, limit, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

@@ -3,7 +3,6 @@ package sqllock_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -164,25 +163,4 @@ func BenchmarkPostgres(b *testing.B) {
 
 func BenchmarkSQLite(b *testing.B) {
 	dlocktest.RunBenchmarks(b, harness(newSQLite(b), sqllock.SQLite))
-}
-
-// mustAcquire takes name on l or fails the test.
-func mustAcquire(t *testing.T, l *dlock.Locker, name string, opts ...dlock.Option) *dlock.Lock {
-	t.Helper()
-	k, err := l.TryAcquire(t.Context(), name, opts...)
-	if err != nil {
-		t.Fatalf("TryAcquire(%q) = %v, want a lock", name, err)
-	}
-	return k
-}
-
-func wantNotAcquired(t *testing.T, l *dlock.Locker, name string) {
-	t.Helper()
-	k, err := l.TryAcquire(t.Context(), name)
-	if !errors.Is(err, dlock.ErrNotAcquired) {
-		if k != nil {
-			k.Release(t.Context())
-		}
-		t.Fatalf("TryAcquire(%q) = %v, want ErrNotAcquired", name, err)
-	}
 }

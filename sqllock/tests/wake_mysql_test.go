@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/hook"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/sqllock"
 )
 
@@ -57,7 +58,7 @@ func userLockWaits(t *testing.T, db *sql.DB) int {
 // it: it acquires in a few attempts, although it would otherwise retry no
 // sooner than the holder's lease (an hour) or its retry bound (an hour).
 func testWokenByServer(t *testing.T, db *sql.DB) {
-	name := uniqueName(t)
+	name := testkit.UniqueName(t, "sqllock")
 	holder := newLocker(t, db, sqllock.MySQL, nil)
 	waiter := newLocker(t, db, sqllock.MySQL, &sqllock.Options{MaxRetryInterval: time.Hour})
 	attempts := make(chan int, 1)
@@ -79,7 +80,7 @@ func testWokenByServer(t *testing.T, db *sql.DB) {
 		}
 		got <- err
 	}()
-	waitFor(t, "waiter blocked in GET_LOCK", func() bool { return userLockWaits(t, db) > before })
+	testkit.Eventually(t, "waiter blocked in GET_LOCK", func() bool { return userLockWaits(t, db) > before })
 	if err := k.Release(t.Context()); err != nil {
 		t.Fatalf("Release(%q) = %v, want nil", name, err)
 	}
@@ -101,7 +102,7 @@ func testWokenByServer(t *testing.T, db *sql.DB) {
 // testCancelledWatch: a waiter whose context ends returns at once, and
 // leaves no session waiting in GET_LOCK on the server.
 func testCancelledWatch(t *testing.T, db *sql.DB) {
-	name := uniqueName(t)
+	name := testkit.UniqueName(t, "sqllock")
 	holder := newLocker(t, db, sqllock.MySQL, nil)
 	waiter := newLocker(t, db, sqllock.MySQL, nil)
 	before := userLockWaits(t, db)
@@ -116,12 +117,12 @@ func testCancelledWatch(t *testing.T, db *sql.DB) {
 		_, err := waiter.Acquire(ctx, name)
 		got <- err
 	}()
-	waitFor(t, "waiter blocked in GET_LOCK", func() bool { return userLockWaits(t, db) > before })
+	testkit.Eventually(t, "waiter blocked in GET_LOCK", func() bool { return userLockWaits(t, db) > before })
 	cancel()
 	if err := <-got; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Acquire(%q) = %v, want context.Canceled", name, err)
 	}
-	waitFor(t, "end of the cancelled GET_LOCK on the server", func() bool { return userLockWaits(t, db) <= before })
+	testkit.Eventually(t, "end of the cancelled GET_LOCK on the server", func() bool { return userLockWaits(t, db) <= before })
 	// And it does not come back: the watch ended with the wait.
 	for range 5 {
 		time.Sleep(20 * time.Millisecond)
@@ -142,7 +143,7 @@ func testSmallPool(t *testing.T, dsn string) {
 		}
 		defer db.Close()
 		db.SetMaxOpenConns(limit)
-		name := uniqueName(t)
+		name := testkit.UniqueName(t, "sqllock")
 		var ls []*dlock.Locker
 		for range 3 {
 			ls = append(ls, newLocker(t, db, sqllock.MySQL, nil))
@@ -152,7 +153,9 @@ func testSmallPool(t *testing.T, dsn string) {
 			t.Fatalf("pool of %d: Acquire(%q) = %v, want a lock", limit, name, err)
 		}
 		got := make(chan error, len(ls)-1)
+		var starts []*testkit.Starts
 		for _, l := range ls[1:] {
+			starts = append(starts, testkit.WatchStarts(l))
 			go func() {
 				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 				defer cancel()
@@ -163,7 +166,9 @@ func testSmallPool(t *testing.T, dsn string) {
 				got <- err
 			}()
 		}
-		time.Sleep(100 * time.Millisecond) // let the waiters wait
+		for _, s := range starts {
+			s.WaitInAcquire(t, name, 1)
+		}
 		if err := k.Release(t.Context()); err != nil {
 			t.Fatalf("pool of %d: Release(%q) = %v, want nil", limit, name, err)
 		}
@@ -192,12 +197,12 @@ func testSharedBudget(t *testing.T, db *sql.DB, dsn string) {
 	pool.SetMaxOpenConns(limit)
 	// Sessions of earlier tests' cancelled waits leave the server's
 	// queue within GET_LOCK's timeout; count from none.
-	waitFor(t, "GET_LOCK queue empty", func() bool { return userLockWaits(t, db) == 0 })
+	testkit.Eventually(t, "GET_LOCK queue empty", func() bool { return userLockWaits(t, db) == 0 })
 
 	holder := newLocker(t, db, sqllock.MySQL, nil) // on another pool
 	names := make([]string, 2*budget)
 	for i := range names {
-		names[i] = uniqueName(t)
+		names[i] = testkit.UniqueName(t, "sqllock")
 		k, err := holder.Acquire(t.Context(), names[i], dlock.WithTTL(time.Hour))
 		if err != nil {
 			t.Fatalf("Acquire(%q) = %v, want a lock", names[i], err)
@@ -215,7 +220,7 @@ func testSharedBudget(t *testing.T, db *sql.DB, dsn string) {
 			}()
 		}
 	}
-	waitFor(t, "waiters blocked in GET_LOCK", func() bool { return userLockWaits(t, db) >= budget })
+	testkit.Eventually(t, "waiters blocked in GET_LOCK", func() bool { return userLockWaits(t, db) >= budget })
 	for range 10 {
 		if n := userLockWaits(t, db); n > budget {
 			t.Fatalf("sessions waiting in GET_LOCK from %d Lockers on a pool of %d = %d, want at most %d", lockers, limit, n, budget)

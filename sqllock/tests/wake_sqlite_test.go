@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/sqllock"
 )
 
@@ -81,8 +82,9 @@ func TestSQLiteMemoryPolls(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire(%q) = %v, want the lock", name, err)
 	}
+	starts := testkit.WatchStarts(waiter)
 	got := acquireRelease(ctx, waiter, name)
-	time.Sleep(50 * time.Millisecond) // let it wait
+	starts.WaitInAcquire(t, name, 1)
 	if err := k.Release(ctx); err != nil {
 		t.Fatalf("Release(%q) = %v", name, err)
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/zklock"
 )
@@ -46,15 +46,6 @@ func makeRoot(t *testing.T, conn *zk.Conn, acl []zk.ACL) {
 	}
 }
 
-func openURL(t testing.TB, url string) *dlock.Locker {
-	t.Helper()
-	l, err := dlock.Open(t.Context(), url)
-	if err != nil {
-		t.Fatalf("Open(%q) = %v", backend.RedactURL(url), err)
-	}
-	return l
-}
-
 // The conformance suite passes through zk://user:password@host URLs with
 // nothing more than the least-privilege ACL on the prefix's root.
 func TestConformanceDigest(t *testing.T) {
@@ -63,7 +54,7 @@ func TestConformanceDigest(t *testing.T) {
 	owner := authConn(t, z, user+":"+password)
 	url := "zk://" + user + ":" + password + "@" + z.Addr()
 	h := harness(owner)
-	h.NewLocker = func(t testing.TB) *dlock.Locker { return openURL(t, url) }
+	h.NewLocker = func(t testing.TB) *dlock.Locker { return testkit.MustOpen(t, url) }
 	dlocktest.Run(t, h)
 }
 
@@ -72,7 +63,7 @@ func TestConformanceDigest(t *testing.T) {
 // znodes, nor join its queue; the owner's Release works.
 func TestNeighbourCannotFreeLock(t *testing.T) {
 	z := testserver.StartZooKeeper(t)
-	l := openURL(t, "zk://"+user+":"+password+"@"+z.Addr())
+	l := testkit.MustOpen(t, "zk://"+user+":"+password+"@"+z.Addr())
 	defer l.Close()
 	k, err := l.TryAcquire(t.Context(), "n", dlock.WithMetadata("m"))
 	if err != nil {
@@ -123,7 +114,7 @@ func TestNeighbourCannotFreeLock(t *testing.T) {
 func TestPrefixWithoutCreate(t *testing.T) {
 	z := testserver.StartZooKeeper(t)
 	makeRoot(t, z.Conn(t, sessionTimeout), zk.DigestACL(zk.PermRead, user, password))
-	l := openURL(t, "zk://"+user+":"+password+"@"+z.Addr())
+	l := testkit.MustOpen(t, "zk://"+user+":"+password+"@"+z.Addr())
 	defer l.Close()
 	if _, err := l.TryAcquire(t.Context(), "n"); !errors.Is(err, zk.ErrNoAuth) || !errors.Is(err, dlock.ErrDenied) || !strings.Contains(err.Error(), "needs CREATE on /dlock") {
 		t.Errorf("TryAcquire(n) = %v, want ErrNoAuth and dlock.ErrDenied saying it needs CREATE on /dlock", err)
@@ -141,9 +132,9 @@ func TestPrefixWithoutCreate(t *testing.T) {
 func TestDigestAuthAfterReconnect(t *testing.T) {
 	z := testserver.StartZooKeeper(t)
 	makeRoot(t, z.Conn(t, sessionTimeout), leastPrivilege)
-	l := openURL(t, "zk://"+user+":"+password+"@"+z.Addr()+"?session_timeout=4s")
+	l := testkit.MustOpen(t, "zk://"+user+":"+password+"@"+z.Addr()+"?session_timeout=4s")
 	defer l.Close()
-	cycle(t, l, "before")
+	testkit.Cycle(t, l, "before")
 	z.Restart(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -162,10 +153,10 @@ func TestParentRemovedWhenEmpty(t *testing.T) {
 	z := testserver.StartZooKeeper(t, testserver.ContainerCheck(100*time.Millisecond))
 	reader := z.Conn(t, sessionTimeout)
 	makeRoot(t, reader, leastPrivilege)
-	l := openURL(t, "zk://"+user+":"+password+"@"+z.Addr())
+	l := testkit.MustOpen(t, "zk://"+user+":"+password+"@"+z.Addr())
 	defer l.Close()
-	cycle(t, l, "c")
-	cycle(t, l, "c", dlock.Shared())
+	testkit.Cycle(t, l, "c")
+	testkit.Cycle(t, l, "c", dlock.Shared())
 	parent := zklock.Key("", "c")
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		ok, _, err := reader.Exists(parent)
@@ -195,19 +186,7 @@ func TestPrefixUnderClosedZnode(t *testing.T) {
 	if _, err := admin.Create("/apps/locks", nil, 0, leastPrivilege); err != nil {
 		t.Fatalf("Create(/apps/locks) = %v", err)
 	}
-	l := openURL(t, "zk://"+user+":"+password+"@"+z.Addr()+"/apps/locks")
+	l := testkit.MustOpen(t, "zk://"+user+":"+password+"@"+z.Addr()+"/apps/locks")
 	defer l.Close()
-	cycle(t, l, "n")
-}
-
-// cycle takes and releases name through l.
-func cycle(t *testing.T, l *dlock.Locker, name string, opts ...dlock.Option) {
-	t.Helper()
-	k, err := l.TryAcquire(t.Context(), name, opts...)
-	if err != nil {
-		t.Fatalf("TryAcquire(%q) = %v, want the lock", name, err)
-	}
-	if err := k.Release(t.Context()); err != nil {
-		t.Fatalf("Release(%q) = %v", name, err)
-	}
+	testkit.Cycle(t, l, "n")
 }

@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/sessionlock/sessionlocktest"
+	"github.com/dlock-go/dlock/internal/testkit"
+
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/dlocktest"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
 	"github.com/dlock-go/dlock/zklock"
@@ -100,15 +102,6 @@ func (c *frozenConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // connect returns a connection through f once it has a session.
 func connect(t *testing.T, addr string, session time.Duration, f *freezer) *zk.Conn {
 	t.Helper()
@@ -146,8 +139,8 @@ func TestFaults(t *testing.T) {
 		if err != nil {
 			t.Fatalf("TryAcquire(%q) = %v", name, err)
 		}
-		got := dlocktest.AcquireAsync(t.Context(), waiter, name)
-		dlocktest.WantWaiting(t, got, name)
+		got := testkit.AcquireAsync(t.Context(), waiter, name)
+		testkit.WantWaiting(t, got, name)
 		session := hconn.SessionID()
 		f.set(true)
 		frozen := time.Now()
@@ -160,7 +153,7 @@ func TestFaults(t *testing.T) {
 		if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrLost) {
 			t.Errorf("context.Cause = %v, want ErrLost", cause)
 		}
-		r := dlocktest.WantAcquired(t, got, name, faultSession+5*time.Second)
+		r := testkit.WantAcquired(t, got, name, faultSession+5*time.Second)
 		t.Logf("Done closed %v and the waiter acquired %v after the partition", lostAt.Sub(frozen), r.At.Sub(frozen))
 		if r.At.Before(lostAt) {
 			t.Errorf("the waiter acquired %v before the holder's Done closed", lostAt.Sub(r.At))
@@ -228,7 +221,7 @@ func TestFaults(t *testing.T) {
 		if hconn.SessionID() != session {
 			t.Fatalf("the session changed across a short disconnection")
 		}
-		if isClosed(kt.Done()) {
+		if testkit.IsClosed(kt.Done()) {
 			t.Fatalf("Done with SuspendTimeout 3s closed after a short disconnection (%v)", context.Cause(kt.Context()))
 		}
 		if err := kt.Refresh(t.Context()); err != nil {
@@ -238,7 +231,7 @@ func TestFaults(t *testing.T) {
 			t.Errorf("Release = %v", err)
 		}
 		// The lost lock's child is deleted once the connection is back.
-		waitQueued(t, conn, name+"-strict", 0)
+		sessionlocktest.WaitEntries(t, queueOn(nil, conn), name+"-strict", 0)
 	})
 
 	// A holder process killed with SIGKILL keeps its lock until the server
@@ -247,11 +240,11 @@ func TestFaults(t *testing.T) {
 		name := "killed/" + t.Name()
 		cmd, fence := startHolder(t, z.Addr(), name, faultSession)
 		waiter := newLocker(t, conn)
-		got := dlocktest.AcquireAsync(t.Context(), waiter, name)
-		dlocktest.WantWaiting(t, got, name)
+		got := testkit.AcquireAsync(t.Context(), waiter, name)
+		testkit.WantWaiting(t, got, name)
 		cmd.Kill(t)
 		killed := time.Now()
-		r := dlocktest.WantAcquired(t, got, name, 2*faultSession+5*time.Second)
+		r := testkit.WantAcquired(t, got, name, 2*faultSession+5*time.Second)
 		d := r.At.Sub(killed)
 		t.Logf("the waiter acquired %v after the holder was killed (session timeout %v)", d, faultSession)
 		// The server last heard from the holder at most a third of the
@@ -283,10 +276,10 @@ func TestFaults(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
-		got1 := dlocktest.AcquireAsync(ctx, lockers[1], name)
-		waitQueued(t, conn, name, 2)
-		got2 := dlocktest.AcquireAsync(ctx, lockers[2], name)
-		waitQueued(t, conn, name, 3)
+		got1 := testkit.AcquireAsync(ctx, lockers[1], name)
+		sessionlocktest.WaitEntries(t, queueOn(nil, conn), name, 2)
+		got2 := testkit.AcquireAsync(ctx, lockers[2], name)
+		sessionlocktest.WaitEntries(t, queueOn(nil, conn), name, 3)
 
 		z.Kill(t)
 		killed := time.Now()
@@ -297,21 +290,21 @@ func TestFaults(t *testing.T) {
 			t.Fatalf("holder's Done still open 3s after the server was killed")
 		}
 		lostAt := time.Now()
-		dlocktest.WantWaiting(t, got1, name)
+		testkit.WantWaiting(t, got1, name)
 		z.Restart(t)
 
-		r1 := dlocktest.WantAcquired(t, got1, name, 20*time.Second)
+		r1 := testkit.WantAcquired(t, got1, name, 20*time.Second)
 		if r1.At.Before(lostAt) {
 			t.Errorf("first waiter acquired before the holder's Done closed")
 		}
 		if r1.Lock.Fence() <= k.Fence() {
 			t.Errorf("first waiter's Fence = %d, want > %d", r1.Lock.Fence(), k.Fence())
 		}
-		dlocktest.WantWaiting(t, got2, name)
+		testkit.WantWaiting(t, got2, name)
 		if err := r1.Lock.Release(t.Context()); err != nil {
 			t.Errorf("first waiter's Release = %v", err)
 		}
-		r2 := dlocktest.WantAcquired(t, got2, name, 5*time.Second)
+		r2 := testkit.WantAcquired(t, got2, name, 5*time.Second)
 		if r2.Lock.Fence() <= r1.Lock.Fence() {
 			t.Errorf("second waiter's Fence = %d, want > %d", r2.Lock.Fence(), r1.Lock.Fence())
 		}

@@ -54,13 +54,6 @@ func queueOn(z *testserver.ZooKeeper, conn *zk.Conn) sessionlocktest.Queue {
 	}
 }
 
-// waitQueued waits until the lock on name has n children (holder and
-// waiters).
-func waitQueued(t *testing.T, conn *zk.Conn, name string, n int) {
-	t.Helper()
-	sessionlocktest.WaitEntries(t, queueOn(nil, conn), name, n)
-}
-
 func TestMain(m *testing.M) { sessionlocktest.Main(m) }
 
 func TestQueue(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -37,7 +38,10 @@ func TestReconnectPace(t *testing.T) {
 	waitSession(t, events)
 	l := newLocker(t, conn)
 	ctx, stop := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
+	var (
+		wg     sync.WaitGroup
+		rounds atomic.Int64 // acquisitions that returned
+	)
 	for i := range 32 {
 		wg.Go(func() {
 			name := fmt.Sprintf("pace/%d", i%4)
@@ -47,10 +51,11 @@ func TestReconnectPace(t *testing.T) {
 					_ = k.Release(actx) // may fail while the server is down
 				}
 				cancel()
+				rounds.Add(1)
 			}
 		})
 	}
-	time.Sleep(500 * time.Millisecond) // let the load start
+	testkit.Eventually(t, "the load running", func() bool { return rounds.Load() >= 32 })
 	before := dials.Load()
 	z.Kill(t)
 	killed := time.Now()

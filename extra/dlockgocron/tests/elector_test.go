@@ -9,25 +9,8 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/extra/dlockgocron"
-	"github.com/dlock-go/dlock/memlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
-
-// newLockers returns n Lockers, distinct owners, on one memlock store,
-// closed at the end of the test.
-func newLockers(t *testing.T, n int) (*memlock.Store, []*dlock.Locker) {
-	t.Helper()
-	store := memlock.NewStore()
-	ls := make([]*dlock.Locker, n)
-	for i := range ls {
-		l, err := memlock.New(store)
-		if err != nil {
-			t.Fatalf("memlock.New = %v", err)
-		}
-		t.Cleanup(func() { l.Close() })
-		ls[i] = l
-	}
-	return store, ls
-}
 
 func newElector(t *testing.T, ctx context.Context, l *dlock.Locker, name string) *dlockgocron.Elector {
 	t.Helper()
@@ -40,7 +23,7 @@ func newElector(t *testing.T, ctx context.Context, l *dlock.Locker, name string)
 
 func TestElectorOneLeads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, ls := newLockers(t, 2)
+		_, ls := testkit.MemLockers(t, 2)
 		e1 := newElector(t, t.Context(), ls[0], "leader")
 		synctest.Wait() // e1 campaigned alone: it leads
 		e2 := newElector(t, t.Context(), ls[1], "leader")
@@ -75,7 +58,7 @@ func TestElectorOneLeads(t *testing.T) {
 
 func TestElectorLosesLeadership(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store, ls := newLockers(t, 2)
+		store, ls := testkit.MemLockers(t, 2)
 		e1 := newElector(t, t.Context(), ls[0], "leader")
 		defer e1.Close()
 		synctest.Wait()
@@ -105,7 +88,7 @@ func TestElectorLosesLeadership(t *testing.T) {
 
 func TestElectorEndsWithLocker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, ls := newLockers(t, 1)
+		_, ls := testkit.MemLockers(t, 1)
 		e := newElector(t, t.Context(), ls[0], "leader")
 		synctest.Wait()
 		ls[0].Close()
@@ -122,7 +105,7 @@ func TestElectorEndsWithLocker(t *testing.T) {
 
 func TestElectorEndsWithContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, ls := newLockers(t, 1)
+		_, ls := testkit.MemLockers(t, 1)
 		ctx, cancel := context.WithCancel(t.Context())
 		e := newElector(t, ctx, ls[0], "leader")
 		synctest.Wait()
@@ -138,7 +121,7 @@ func TestElectorEndsWithContext(t *testing.T) {
 }
 
 func TestNewElectorInvalid(t *testing.T) {
-	_, ls := newLockers(t, 1)
+	_, ls := testkit.MemLockers(t, 1)
 	if _, err := dlockgocron.NewElector(t.Context(), nil, "leader"); !errors.Is(err, dlock.ErrInvalid) {
 		t.Errorf("NewElector(nil Locker) = %v, want ErrInvalid", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/extra/dlockgocron"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/memlock"
 )
 
@@ -32,7 +33,7 @@ func unlock(t *testing.T, store *memlock.Store, lk gocron.Lock, name string) {
 
 func TestLockerHoldsAtLeastMinHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store, ls := newLockers(t, 2)
+		store, ls := testkit.MemLockers(t, 2)
 		k1, k2 := dlockgocron.NewLocker(ls[0], nil), dlockgocron.NewLocker(ls[1], nil)
 		start := time.Now()
 		lk, err := k1.Lock(t.Context(), "job")
@@ -81,7 +82,7 @@ func TestLockerHoldsAtLeastMinHold(t *testing.T) {
 
 func TestLockerRenewsWhileJobRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store, ls := newLockers(t, 2)
+		store, ls := testkit.MemLockers(t, 2)
 		k1, k2 := dlockgocron.NewLocker(ls[0], nil, dlock.WithTTL(time.Second)), dlockgocron.NewLocker(ls[1], nil)
 		lk, err := k1.Lock(t.Context(), "job")
 		if err != nil {
@@ -101,7 +102,7 @@ func TestLockerRenewsWhileJobRuns(t *testing.T) {
 
 func TestLockerOptions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store, ls := newLockers(t, 1)
+		store, ls := testkit.MemLockers(t, 1)
 		k := dlockgocron.NewLocker(ls[0], &dlockgocron.LockerOptions{Prefix: "cron/", MinHold: -1})
 		lk, err := k.Lock(t.Context(), "job")
 		if err != nil {
@@ -130,7 +131,7 @@ func TestLockerOptions(t *testing.T) {
 
 func TestLockerUnlockContextEnded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store, ls := newLockers(t, 1)
+		store, ls := testkit.MemLockers(t, 1)
 		lk, err := dlockgocron.NewLocker(ls[0], nil).Lock(t.Context(), "job")
 		if err != nil {
 			t.Fatalf("Lock(%q) = %v, want a lock", "job", err)
@@ -151,7 +152,7 @@ func TestLockerUnlockContextEnded(t *testing.T) {
 
 func TestLockerUnlockLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store, ls := newLockers(t, 2)
+		store, ls := testkit.MemLockers(t, 2)
 		lk, err := dlockgocron.NewLocker(ls[0], nil, dlock.WithTTL(time.Second)).Lock(t.Context(), "job")
 		if err != nil {
 			t.Fatalf("Lock(%q) = %v, want a lock", "job", err)

@@ -11,10 +11,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/extra/dlockotel"
 	"github.com/dlock-go/dlock/hook"
-	"github.com/dlock-go/dlock/memlock"
 )
 
 // telemetry is a hook wired to the SDK's in-memory span recorder and a
@@ -47,18 +45,6 @@ func newTelemetry(t *testing.T, opts ...dlockotel.Option) *telemetry {
 // parent starts a span for the test to pass to the Locker's calls.
 func (tm *telemetry) parent(ctx context.Context) (context.Context, trace.Span) {
 	return tm.tp.Tracer("test").Start(ctx, "test")
-}
-
-// memLocker returns a memlock Locker on store with tm's hook, closed when
-// the test ends.
-func memLocker(t *testing.T, store *memlock.Store) *dlock.Locker {
-	t.Helper()
-	l, err := memlock.New(store)
-	if err != nil {
-		t.Fatalf("memlock.New() = %v, want nil", err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l
 }
 
 // collect returns the metrics recorded so far.

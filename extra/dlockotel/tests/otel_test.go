@@ -15,6 +15,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/extra/dlockotel"
 	"github.com/dlock-go/dlock/hook"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/memlock"
 )
 
@@ -28,7 +29,7 @@ func TestContendedAcquisition(t *testing.T) {
 func testContendedAcquisition(t *testing.T) {
 	tm := newTelemetry(t)
 	store := memlock.NewStore()
-	la, lb := memLocker(t, store), memLocker(t, store)
+	la, lb := testkit.MemLocker(t, store), testkit.MemLocker(t, store)
 
 	// A's probe runs after the hook has counted A's release; B's
 	// AcquireDone waits for it, so the held gauge is seen at 0 between.
@@ -164,7 +165,7 @@ func testContendedAcquisition(t *testing.T) {
 // trace, spanning the store call; Close makes one marked closed.
 func TestRelease(t *testing.T) {
 	tm := newTelemetry(t)
-	l := memLocker(t, nil)
+	l := testkit.MemLocker(t, nil)
 	l.AddHook(tm.hook)
 	var events []hook.Release
 	l.AddHook(hook.Hook{Released: func(_ context.Context, e hook.Release) { events = append(events, e) }})
@@ -238,7 +239,7 @@ func TestLockName(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			tm := newTelemetry(t, tc.opts...)
-			l := memLocker(t, nil)
+			l := testkit.MemLocker(t, nil)
 			l.AddHook(tm.hook)
 			ctx := t.Context()
 			for _, name := range []string{"jobs/a", "jobs/b"} {

@@ -12,6 +12,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/memlock"
 )
 
@@ -21,7 +22,7 @@ func TestOutcomes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tm := newTelemetry(t)
 		store := memlock.NewStore()
-		l, other := memLocker(t, store), memLocker(t, store)
+		l, other := testkit.MemLocker(t, store), testkit.MemLocker(t, store)
 		l.AddHook(tm.hook)
 		ctx := t.Context()
 

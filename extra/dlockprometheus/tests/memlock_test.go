@@ -11,6 +11,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/extra/dlockprometheus"
 	"github.com/dlock-go/dlock/hook"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/memlock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -20,16 +21,9 @@ import (
 // closed when the test ends.
 func newLockers(t *testing.T, c *dlockprometheus.Collector, n int) []*dlock.Locker {
 	t.Helper()
-	store := memlock.NewStore()
-	ls := make([]*dlock.Locker, n)
-	for i := range ls {
-		l, err := memlock.New(store)
-		if err != nil {
-			t.Fatalf("memlock.New = %v", err)
-		}
-		t.Cleanup(func() { _ = l.Close() })
+	_, ls := testkit.MemLockers(t, n)
+	for _, l := range ls {
 		l.AddHook(c.Hook())
-		ls[i] = l
 	}
 	return ls
 }

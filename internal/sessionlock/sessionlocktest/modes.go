@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
-	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // TestModes checks shared holds and semaphores against the store's
@@ -19,7 +19,7 @@ func TestModes(t *testing.T, q Queue) {
 	t.Run("ModeMismatch", func(t *testing.T) {
 		name := "mismatch/" + t.Name()
 		a, b := q.NewLocker(t), q.NewLocker(t)
-		k := dlocktest.MustTryAcquire(t, a, name, dlock.WithLimit(2))
+		k := testkit.MustTryAcquire(t, a, name, dlock.WithLimit(2))
 		for _, c := range []struct {
 			what string
 			opts []dlock.Option
@@ -41,8 +41,8 @@ func TestModes(t *testing.T, q Queue) {
 			}
 		}
 		WaitEntries(t, q, name, 1)
-		dlocktest.MustRelease(t, dlocktest.MustTryAcquire(t, b, name, dlock.WithLimit(2)))
-		dlocktest.MustRelease(t, k)
+		testkit.MustRelease(t, testkit.MustTryAcquire(t, b, name, dlock.WithLimit(2)))
+		testkit.MustRelease(t, k)
 		WaitEntries(t, q, name, 0)
 	})
 
@@ -52,30 +52,30 @@ func TestModes(t *testing.T, q Queue) {
 	t.Run("WriterPreference", func(t *testing.T) {
 		name := "writer/" + t.Name()
 		r1, w, r2, r3 := q.NewLocker(t), q.NewLocker(t), q.NewLocker(t), q.NewLocker(t)
-		k1 := dlocktest.MustTryAcquire(t, r1, name, dlock.Shared())
-		gotW := dlocktest.AcquireAsync(t.Context(), w, name)
+		k1 := testkit.MustTryAcquire(t, r1, name, dlock.Shared())
+		gotW := testkit.AcquireAsync(t.Context(), w, name)
 		WaitEntries(t, q, name, 2)
 		if _, err := r2.TryAcquire(t.Context(), name, dlock.Shared()); !errors.Is(err, dlock.ErrNotAcquired) {
 			t.Fatalf("TryAcquire(%q, Shared) behind a waiting writer = %v, want ErrNotAcquired", name, err)
 		}
 		WaitEntries(t, q, name, 2) // the try left nothing
-		got2 := dlocktest.AcquireAsync(t.Context(), r2, name, dlock.Shared())
+		got2 := testkit.AcquireAsync(t.Context(), r2, name, dlock.Shared())
 		WaitEntries(t, q, name, 3)
-		got3 := dlocktest.AcquireAsync(t.Context(), r3, name, dlock.Shared())
+		got3 := testkit.AcquireAsync(t.Context(), r3, name, dlock.Shared())
 		WaitEntries(t, q, name, 4)
-		dlocktest.WantWaiting(t, gotW, name)
-		dlocktest.WantWaiting(t, got2, name)
-		dlocktest.MustRelease(t, k1)
-		kw := dlocktest.WantAcquired(t, gotW, name, 10*time.Second).Lock
-		dlocktest.WantWaiting(t, got2, name)
-		dlocktest.MustRelease(t, kw)
-		k2 := dlocktest.WantAcquired(t, got2, name, 10*time.Second).Lock
-		k3 := dlocktest.WantAcquired(t, got3, name, 10*time.Second).Lock
+		testkit.WantWaiting(t, gotW, name)
+		testkit.WantWaiting(t, got2, name)
+		testkit.MustRelease(t, k1)
+		kw := testkit.WantAcquired(t, gotW, name, 10*time.Second).Lock
+		testkit.WantWaiting(t, got2, name)
+		testkit.MustRelease(t, kw)
+		k2 := testkit.WantAcquired(t, got2, name, 10*time.Second).Lock
+		k3 := testkit.WantAcquired(t, got3, name, 10*time.Second).Lock
 		if !(k1.Fence() < kw.Fence() && kw.Fence() < k2.Fence() && k2.Fence() < k3.Fence()) {
 			t.Errorf("fences reader %d, writer %d, readers %d and %d; want strictly increasing in queue order", k1.Fence(), kw.Fence(), k2.Fence(), k3.Fence())
 		}
-		dlocktest.MustRelease(t, k2)
-		dlocktest.MustRelease(t, k3)
+		testkit.MustRelease(t, k2)
+		testkit.MustRelease(t, k3)
 		WaitEntries(t, q, name, 0)
 	})
 
@@ -92,16 +92,16 @@ func TestModes(t *testing.T, q Queue) {
 		} {
 			name := fmt.Sprintf("cancelled/%s/%s", t.Name(), c.what)
 			a, b := q.NewLocker(t), q.NewLocker(t)
-			k := dlocktest.MustTryAcquire(t, a, name, c.hold...)
+			k := testkit.MustTryAcquire(t, a, name, c.hold...)
 			ctx, cancel := context.WithCancel(t.Context())
-			got := dlocktest.AcquireAsync(ctx, b, name, c.wait...)
+			got := testkit.AcquireAsync(ctx, b, name, c.wait...)
 			WaitEntries(t, q, name, 2)
 			cancel()
 			if r := <-got; !errors.Is(r.Err, context.Canceled) {
 				t.Fatalf("%s: cancelled Acquire(%q) = %v, want context.Canceled", c.what, name, r.Err)
 			}
 			WaitEntries(t, q, name, 1)
-			dlocktest.MustRelease(t, k)
+			testkit.MustRelease(t, k)
 			WaitEntries(t, q, name, 0)
 		}
 	})
@@ -112,18 +112,18 @@ func TestModes(t *testing.T, q Queue) {
 	t.Run("PermitFreedOutOfOrder", func(t *testing.T) {
 		name := "outoforder/" + t.Name()
 		a, b, c := q.NewLocker(t), q.NewLocker(t), q.NewLocker(t)
-		ka := dlocktest.MustTryAcquire(t, a, name, dlock.WithLimit(2))
-		kb := dlocktest.MustTryAcquire(t, b, name, dlock.WithLimit(2))
-		got := dlocktest.AcquireAsync(t.Context(), c, name, dlock.WithLimit(2))
+		ka := testkit.MustTryAcquire(t, a, name, dlock.WithLimit(2))
+		kb := testkit.MustTryAcquire(t, b, name, dlock.WithLimit(2))
+		got := testkit.AcquireAsync(t.Context(), c, name, dlock.WithLimit(2))
 		WaitEntries(t, q, name, 3)
-		dlocktest.WantWaiting(t, got, name)
-		dlocktest.MustRelease(t, kb)
-		kc := dlocktest.WantAcquired(t, got, name, 10*time.Second).Lock
+		testkit.WantWaiting(t, got, name)
+		testkit.MustRelease(t, kb)
+		kc := testkit.WantAcquired(t, got, name, 10*time.Second).Lock
 		if kc.Fence() <= kb.Fence() {
 			t.Errorf("new permit's fence %d, want above %d", kc.Fence(), kb.Fence())
 		}
-		dlocktest.MustRelease(t, ka)
-		dlocktest.MustRelease(t, kc)
+		testkit.MustRelease(t, ka)
+		testkit.MustRelease(t, kc)
 		WaitEntries(t, q, name, 0)
 	})
 
@@ -132,20 +132,20 @@ func TestModes(t *testing.T, q Queue) {
 	t.Run("ForceReleaseKeepsWaiters", func(t *testing.T) {
 		name := "force/" + t.Name()
 		r1, r2, w, admin := q.NewLocker(t), q.NewLocker(t), q.NewLocker(t), q.NewLocker(t)
-		k1 := dlocktest.MustTryAcquire(t, r1, name, dlock.Shared())
-		k2 := dlocktest.MustTryAcquire(t, r2, name, dlock.Shared())
-		gotW := dlocktest.AcquireAsync(t.Context(), w, name)
+		k1 := testkit.MustTryAcquire(t, r1, name, dlock.Shared())
+		k2 := testkit.MustTryAcquire(t, r2, name, dlock.Shared())
+		gotW := testkit.AcquireAsync(t.Context(), w, name)
 		WaitEntries(t, q, name, 3)
 		if held, err := admin.ForceRelease(t.Context(), name); !held || err != nil {
 			t.Fatalf("ForceRelease(%q) = %v, %v; want true, nil", name, held, err)
 		}
-		kw := dlocktest.WantAcquired(t, gotW, name, 10*time.Second).Lock
+		kw := testkit.WantAcquired(t, gotW, name, 10*time.Second).Lock
 		for _, k := range []*dlock.Lock{k1, k2} {
 			if err := k.Refresh(t.Context()); !errors.Is(err, dlock.ErrNotHeld) && !errors.Is(err, dlock.ErrLost) {
 				t.Errorf("Refresh of a force-released reader = %v, want ErrNotHeld or ErrLost", err)
 			}
 		}
-		dlocktest.MustRelease(t, kw)
+		testkit.MustRelease(t, kw)
 		WaitEntries(t, q, name, 0)
 	})
 
@@ -174,11 +174,11 @@ func TestModes(t *testing.T, q Queue) {
 		if infos := next("at first"); len(infos) != 0 {
 			t.Fatalf("Observe(%q) first sent %+v, want no holder", name, infos)
 		}
-		k := dlocktest.MustTryAcquire(t, a, name, dlock.WithLimit(3))
+		k := testkit.MustTryAcquire(t, a, name, dlock.WithLimit(3))
 		if infos := next("after a permit was taken"); len(infos) != 1 || infos[0].Owner != k.Owner() || infos[0].Limit != 3 {
 			t.Fatalf("Observe(%q) sent %+v, want %s's permit of 3", name, infos, k.Owner())
 		}
-		dlocktest.MustRelease(t, k)
+		testkit.MustRelease(t, k)
 		if infos := next("after the permit was released"); len(infos) != 0 {
 			t.Fatalf("Observe(%q) sent %+v, want no holder", name, infos)
 		}

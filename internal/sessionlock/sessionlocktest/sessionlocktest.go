@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testworker"
 )
 
@@ -79,9 +79,9 @@ func TestQueue(t *testing.T, q Queue) {
 		WaitEntries(t, q, name, waiters+1)
 		// Every waiter watches its predecessor.
 		var watches int
-		eventually(t, func() bool { watches = q.Watches(t) - baseWatches; return watches >= waiters }, func() string {
-			return fmt.Sprintf("%d watches set, want %d", watches, waiters)
-		})
+		if !testkit.Poll(testkit.Patience, func() bool { watches = q.Watches(t) - baseWatches; return watches >= waiters }) {
+			t.Fatalf("after %v: %d watches set, want %d", testkit.Patience, watches, waiters)
+		}
 		before := q.Wakeups()
 		if err := k.Release(t.Context()); err != nil {
 			t.Fatalf("Release(%q) = %v", name, err)
@@ -129,20 +129,8 @@ func TestQueue(t *testing.T, q Queue) {
 func WaitEntries(t *testing.T, q Queue, name string, n int) {
 	t.Helper()
 	var got int
-	eventually(t, func() bool { got = q.Entries(t, name); return got == n }, func() string {
-		return fmt.Sprintf("lock %q has %d entries, want %d", name, got, n)
-	})
-}
-
-// eventually waits up to 10 s for cond, checking every 5 ms.
-func eventually(t *testing.T, cond func() bool, what func() string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s: %s", what())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testkit.Poll(testkit.Patience, func() bool { got = q.Entries(t, name); return got == n }) {
+		t.Fatalf("after %v: lock %q has %d entries, want %d", testkit.Patience, name, got, n)
 	}
 }
 
