@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"errors"
 	"math"
@@ -125,7 +126,10 @@ type handLocker struct {
 	ttl time.Duration
 }
 
-var handRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+//go:embed lua/hand_release.lua
+var handReleaseSrc string
+
+var handRelease = redis.NewScript(handReleaseSrc)
 
 func (h *handLocker) lock(ctx context.Context, name string) (func(context.Context) error, error) {
 	token := randomToken()

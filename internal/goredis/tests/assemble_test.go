@@ -4,16 +4,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	"github.com/dlock-go/dlock/internal/goredis/luascript"
 )
 
 func TestNewFillsPlaceholders(t *testing.T) {
-	fsys := fstest.MapFS{
-		"a.lua": {Data: []byte("local x = {{x}}\nlocal y = '{{y}}'")},
-		"b.lua": {Data: []byte("return x + {{x}}\n")},
-	}
+	fsys := parts
 	s, err := luascript.New(fsys, map[string]string{"x": "7", "y": "why"}, "a.lua", "b.lua")
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -29,11 +25,7 @@ func TestNewFillsPlaceholders(t *testing.T) {
 }
 
 func TestNewRefusesBadSource(t *testing.T) {
-	fsys := fstest.MapFS{
-		"x.lua":     {Data: []byte("local x = {{x}}\n")},
-		"plain.lua": {Data: []byte("return 1\n")},
-		"stray.lua": {Data: []byte("local t = 1\nlocal u = {{1}}\n")},
-	}
+	fsys := parts
 	for _, tc := range []struct {
 		name  string
 		vars  map[string]string
@@ -62,5 +54,5 @@ func TestMustPanicsOnError(t *testing.T) {
 			t.Error("Must with an error did not panic")
 		}
 	}()
-	luascript.Must(luascript.New(fstest.MapFS{}, nil, "none.lua"))
+	luascript.Must(luascript.New(parts, nil, "none.lua"))
 }

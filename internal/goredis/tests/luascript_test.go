@@ -2,6 +2,7 @@ package luascript_test
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -14,21 +15,11 @@ import (
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
-// parts is a script of two parts: the second fails at its line 3 with
-// error(), or at its line 5 with the error of a command, when ARGV[1]
-// asks it to.
-var parts = fstest.MapFS{
-	"part1.lua": {Data: []byte("-- part1.lua\nlocal function twice(x)\n  return x * 2\nend\n")},
-	"part2.lua": {Data: []byte("local how = ARGV[1]\n" +
-		"if how == 'error' then\n" +
-		"  error('boom')\n" +
-		"elseif how == 'call' then\n" +
-		"  return redis.call('HGET', KEYS[1], 'f')\n" +
-		"elseif how == 'nil' then\n" +
-		"  return nil\n" +
-		"end\n" +
-		"return twice({{n}})\n")},
-}
+// parts holds the scripts of these tests (testdata/*.lua). part1.lua
+// and part2.lua are a script of two parts: the second fails at its line 3
+// with error(), or at its line 5 with the error of a command, when
+// ARGV[1] asks it to. a.lua lacks its last newline on purpose.
+var parts = os.DirFS("testdata")
 
 func newParts(t *testing.T) *luascript.Script {
 	t.Helper()
