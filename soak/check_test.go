@@ -3,6 +3,7 @@ package soak_test
 import (
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,8 +67,15 @@ func TestThroughputDecayFails(t *testing.T) {
 		s := r.Samples[i].At.Seconds()
 		r.Samples[i].Figures["acquired"] = 1000*s - 35*s*s // 1,000/s falling to ~0
 	}
-	if v := verdict(t, r, "throughput kept"); v.Pass {
-		t.Errorf("throughput check of a decaying rate = %+v, want a failure", v)
+	if v := verdict(t, r, "throughput kept"); v.Pass || !v.Info {
+		t.Errorf("throughput check of a decaying rate in a short run = %+v, want a failure, reported (Info)", v)
+	}
+	r.Short = false
+	if v := verdict(t, r, "throughput kept"); v.Pass || v.Info {
+		t.Errorf("throughput check of a decaying rate in a long run = %+v, want a judged failure", v)
+	}
+	if s := r.Summary(); !slices.Contains(s.Failed, "throughput kept") {
+		t.Errorf("Summary().Failed = %v, want the throughput check of a long run", s.Failed)
 	}
 }
 
