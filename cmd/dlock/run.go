@@ -116,11 +116,22 @@ func holdCommand(o *runOptions, lead bool) func(*cobra.Command, []string) error 
 // addHoldFlags adds the flags run and lead share: how the lock is held
 // and how the command is stopped, and what dlock says.
 func addHoldFlags(f *pflag.FlagSet, o *runOptions) {
-	f.Var(seconds{&o.ttl}, "ttl", "lease length; renewed every TTL/3 while the command runs")
+	// The defaults are set before the flags are declared: pflag shows
+	// what a flag holds then as its default.
+	o.ttl, o.grace = defaultTTL, defaultGrace
+	f.Var(seconds{&o.ttl}, "ttl", "lease length, renewed every TTL/3 while the command runs; half the library's dlock.DefaultTTL (30s), so that the lock of a job whose host died frees sooner")
 	f.Var(seconds{&o.grace}, "grace", "after the lock is lost, time between SIGTERM and SIGKILL")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "say what happens: the store, waiting and for whom, acquisition with its fence, loss, release; and the library's own log of acquisitions, renewals, losses and releases (log/slog text lines)")
-	o.ttl, o.grace = 15*time.Second, 10*time.Second
 }
+
+// defaultTTL is the lease of run and lead: half dlock.DefaultTTL, since a
+// shell job whose host dies should free its lock for the next run
+// sooner, and a command-line holder renews from one process that does
+// nothing else, so a short lease costs it little.
+const defaultTTL = 15 * time.Second
+
+// defaultGrace is the time between SIGTERM and SIGKILL after a loss.
+const defaultGrace = 10 * time.Second
 
 // parseRunArgs parses the arguments of run (and lead, which takes the
 // same form): flags and NAME before "--", the command after it; without
