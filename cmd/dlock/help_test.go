@@ -2,6 +2,8 @@ package main
 
 import (
 	"regexp"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -43,4 +45,57 @@ func helpLine(t *testing.T, help, flag string) string {
 		t.Fatalf("help has no line for %s:\n%s", flag, help)
 	}
 	return line
+}
+
+// TestShortV: the adversary is cobra, which made -v --version at the root
+// while run and lead have -v for --verbose. -v means --verbose wherever
+// it exists, and nowhere else.
+func TestShortV(t *testing.T) {
+	r := run(t, dlockCmd(t, "-v"))
+	wantCode(t, r, exitUsage, "dlock -v")
+	if !strings.Contains(r.stderr, "-v") {
+		t.Errorf("dlock -v: stderr %q, want it to name the unknown flag", r.stderr)
+	}
+	r = run(t, dlockCmd(t, "--help"))
+	if strings.Contains(r.stdout, "-v, --version") {
+		t.Errorf("dlock --help still offers -v for --version:\n%s", r.stdout)
+	}
+	r = run(t, dlockCmd(t, "run", "-v", "--store", "mem://", "job", "--", "true"))
+	wantCode(t, r, 0, "run -v")
+	if !strings.Contains(r.stderr, `acquired "job"`) {
+		t.Errorf("run -v printed %q, want --verbose's lines", r.stderr)
+	}
+}
+
+// TestVersion: the adversary is a build without a module version (go
+// build in a checkout, go test), which printed "(devel)" and nothing
+// else; the binary says what it knows, and always its Go version.
+func TestVersion(t *testing.T) {
+	r := run(t, dlockCmd(t, "--version"))
+	wantCode(t, r, 0, "--version")
+	if !strings.HasPrefix(r.stdout, "dlock ") || !strings.Contains(r.stdout, runtime.Version()) {
+		t.Errorf("--version printed %q, want dlock's version and %s", r.stdout, runtime.Version())
+	}
+	vcs := func(kv ...string) []debug.BuildSetting {
+		var s []debug.BuildSetting
+		for i := 0; i < len(kv); i += 2 {
+			s = append(s, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}}, "v1.2.3 (go1.26.8)"},
+		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"},
+			Settings: vcs("vcs.revision", "0123456789abcdef0123", "vcs.time", "2026-11-26T02:21:23Z", "vcs.modified", "true")},
+			"(devel) 0123456789ab 2026-11-26T02:21:23Z modified (go1.26.8)"},
+		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}, "(devel) (go1.26.8)"},
+		{nil, "(devel) (" + runtime.Version() + ")"},
+	} {
+		if got := versionOf(tc.bi); got != tc.want {
+			t.Errorf("versionOf(%+v) = %q, want %q", tc.bi, got, tc.want)
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
@@ -381,7 +382,9 @@ func (r *runner) release(lock *dlock.Lock) {
 
 type signalError struct{ sig syscall.Signal }
 
-func (e signalError) Error() string { return "interrupted by " + e.sig.String() }
+// Error names the signal as kill -l does ("interrupted by SIGINT"),
+// where its String would say "interrupted by interrupt".
+func (e signalError) Error() string { return "interrupted by " + unix.SignalName(e.sig) }
 
 func signalCause(ctx context.Context) *signalError {
 	var se signalError
