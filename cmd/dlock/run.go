@@ -18,6 +18,7 @@ type runOptions struct {
 	try, waitSet                     bool
 	conflictCode                     int
 	quiet, verbose                   bool
+	recordCommand                    bool // --record-command: store the command line in the lock's metadata
 	shared                           bool // --shared: a shared (read) hold
 	limit                            int  // --limit: a permit of a semaphore of limit; 0 for a lock
 }
@@ -59,6 +60,12 @@ it reads the terminal and gets Ctrl-C, Ctrl-\ and Ctrl-Z itself; otherwise
 it runs in its own process group. SIGINT, SIGTERM, SIGHUP, SIGQUIT,
 SIGUSR1, SIGUSR2 and SIGWINCH sent to dlock are passed on to it. Neither
 $DLOCK_PASSWORD nor a $DLOCK_STORE holding a password reaches it.
+
+The lock's metadata, which anyone who can read the store sees ("dlock
+status", "dlock observe", the line of a run that finds the lock held),
+says host=HOST pid=PID; --record-command adds cmd=COMMAND ARGS..., with
+the password of every URL in it shown as xxxxx (a password given any
+other way is not hidden).
 
 Exit status:
   the command's   the command ran (128+N if signal N killed it)
@@ -121,6 +128,7 @@ func addHoldFlags(f *pflag.FlagSet, o *runOptions) {
 	o.ttl, o.grace = defaultTTL, defaultGrace
 	f.Var(seconds{&o.ttl}, "ttl", "lease length, renewed every TTL/3 while the command runs; half the library's dlock.DefaultTTL (30s), so that the lock of a job whose host died frees sooner")
 	f.Var(seconds{&o.grace}, "grace", "after the lock is lost, time between SIGTERM and SIGKILL")
+	f.BoolVar(&o.recordCommand, "record-command", false, "store the command line with the lock, for status, observe and conflict lines, with URLs' passwords hidden (default: host and pid only; anyone who can read the store sees it)")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "say what happens: the store, waiting and for whom, acquisition with its fence, loss, release; and the library's own log of acquisitions, renewals, losses and releases (log/slog text lines)")
 }
 

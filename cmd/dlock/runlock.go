@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -225,13 +224,7 @@ func (r *runner) verb() string {
 // confirmed by the store within the last moments.
 func (r *runner) acquire(ctx context.Context, l *dlock.Locker, argv []string, began time.Time) (*dlock.Lock, *lease, error) {
 	o := r.o
-	host, _ := os.Hostname()
-	meta := fmt.Sprintf("host=%s pid=%d cmd=%s", host, os.Getpid(), strings.Join(argv, " "))
-	if len(meta) > dlock.MaxMetadataLen {
-		meta = meta[:dlock.MaxMetadataLen]
-	}
-	meta = strings.ToValidUTF8(meta, "?") // argv need not be UTF-8; metadata must
-
+	meta := holderMetadata(argv, o.recordCommand)
 	opts := []dlock.Option{dlock.WithTTL(o.ttl), dlock.WithMetadata(meta), dlock.WithoutRenewal()}
 	switch {
 	case o.shared:

@@ -30,7 +30,8 @@ func newStatusCmd() *cobra.Command {
 		Long: `Status shows, for each NAME (or every held lock when none is given), sorted
 by name, its fencing token, the lease left on the server ("unknown" where
 the store cannot tell), the holder's owner id, its MODE and what it said
-about itself (host, pid, command). A name with several holders (shared
+about itself (dlock run: host and pid, and the command with
+--record-command). A name with several holders (shared
 holds, semaphore permits) has one row per holder, oldest (lowest fence)
 first. MODE is "exclusive", "shared", or "permit H/N" for a semaphore of N
 permits of which H are held. It only reads: it creates no table and no
