@@ -344,7 +344,7 @@ func (r *runner) holder(l *dlock.Locker, unknown string) string {
 		return unknown
 	}
 	first := slices.MinFunc(infos, func(a, b dlock.LockInfo) int { return cmp.Compare(a.Fence, b.Fence) })
-	who := first.Metadata
+	who := printable(first.Metadata)
 	if who == "" {
 		who = unknown
 	}
