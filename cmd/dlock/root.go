@@ -46,7 +46,8 @@ A password may come from $DLOCK_PASSWORD instead of the URL; it is never
 printed, and neither it nor a $DLOCK_STORE holding one reaches the commands
 dlock runs.
 
-Exit status: 64 usage error (nothing contacted), 74 store unreachable,
+Exit status: 64 usage error (nothing contacted; or --shared, --limit on a
+store without them), 74 store unreachable,
 77 store denied access (credentials, grants), 73 store out of
 space, 75 lock not acquired, 69 lock lost while the command ran, 65 name held in
 another mode (shared or exclusive against a semaphore, or another

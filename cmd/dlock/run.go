@@ -79,7 +79,9 @@ Exit status:
                   grants)
   73              the store refuses writes for lack of space (etcd's NOSPACE
                   alarm, Redis at maxmemory, a full disk): see the README
-  64              usage error: bad flag, name, duration or store URL; nothing contacted
+  64              usage error: bad flag, name, duration or store URL (nothing
+                  contacted), or --shared or --limit on a store that has
+                  neither (Redlock; no lock step sent)
   126, 127        the command could not be run, or was not found
   128+N           signal N arrived while waiting for the lock
 When the command ends, the lock is released; if the store does not answer
@@ -191,8 +193,8 @@ func parseRunArgs(cmd *cobra.Command, args []string, o *runOptions) (string, []s
 		return "", nil, usageError{fmt.Errorf("%s: --wait and --grace must not be negative", sub)}
 	case o.connectTimeout <= 0:
 		return "", nil, usageError{fmt.Errorf("%s: --connect-timeout must be positive", sub)}
-	case o.ttl < dlock.MinTTL || o.ttl > dlock.MaxTTL:
-		return "", nil, usageError{fmt.Errorf("%s: --ttl %v out of range [%v, %v]", sub, o.ttl, dlock.MinTTL, dlock.MaxTTL)}
+	case checkTTL(sub, o.ttl) != nil:
+		return "", nil, checkTTL(sub, o.ttl)
 	case o.conflictCode < 0 || o.conflictCode > 255:
 		return "", nil, usageError{fmt.Errorf("%s: --conflict-exit-code %d is not an exit status (0-255)", sub, o.conflictCode)}
 	case o.quiet && o.verbose:
@@ -206,4 +208,13 @@ func parseRunArgs(cmd *cobra.Command, args []string, o *runOptions) (string, []s
 		return "", nil, badName(sub, name, err)
 	}
 	return name, argv, nil
+}
+
+// checkTTL is the usage error of subcommand sub for a --ttl outside
+// [dlock.MinTTL, dlock.MaxTTL], or nil.
+func checkTTL(sub string, ttl time.Duration) error {
+	if ttl < dlock.MinTTL || ttl > dlock.MaxTTL {
+		return usageError{fmt.Errorf("%s: --ttl %v out of range [%v, %v]", sub, ttl, dlock.MinTTL, dlock.MaxTTL)}
+	}
+	return nil
 }

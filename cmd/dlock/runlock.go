@@ -314,7 +314,9 @@ func (r *runner) acquireError(ctx context.Context, l *dlock.Locker, err error) e
 		return fail(exitMode, "%q on %s is held in another mode (by %s) than %s: a name is either a lock, exclusive or shared, or a semaphore whose holders all give the same --limit",
 			r.name, r.store.shown, r.holder(l, "another owner"), r.o.mode())
 	case errors.Is(err, dlock.ErrUnsupported):
-		return fail(exitError, "store %s cannot hold %q %s: its backend has no shared locks or semaphores", r.store.shown, r.name, r.o.mode())
+		// The flags ask for what this store cannot do: a usage error,
+		// found before any lock step was sent.
+		return fail(exitUsage, "store %s cannot hold %q %s: its backend has no shared locks or semaphores", r.store.shown, r.name, r.o.mode())
 	case errors.Is(err, context.DeadlineExceeded):
 		return storeError(r.store, fmt.Errorf("no answer within %v", r.o.connectTimeout))
 	}
