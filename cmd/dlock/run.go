@@ -28,7 +28,29 @@ func newRunCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "run [flags] NAME [--] COMMAND [ARGS...]",
 		Short: "Run a command while holding a lock",
-		Long: `Run takes the lock NAME, runs COMMAND with DLOCK_NAME and DLOCK_FENCE in its
+		Long:  runLong,
+		Example: `  dlock run nightly-report -- ./report.sh --since yesterday
+  dlock run -n --quiet --store redis://cache:6379 nightly -- ./report.sh   # cron
+  dlock run migrate --wait 1m --ttl 60 -- ./migrate up
+  dlock run -s catalog -- ./read-catalog.sh      # many readers at once (flock -s)
+  dlock run catalog -- ./rebuild-catalog.sh      # the writer runs alone
+  dlock run --limit 3 exports -- ./export.sh     # at most 3 exports at once (consul lock -n 3)`,
+		DisableFlagParsing: true, // flags go anywhere before "--": see parseRunArgs
+		RunE:               holdCommand(&o, false),
+	}
+	f := c.Flags()
+	f.VarP(seconds{&o.wait}, "wait", "w", "give up after waiting this long (exit 75); 0 does not wait, as --try (default: wait until acquired)")
+	f.BoolVarP(&o.try, "try", "n", false, "do not wait: exit 75 at once if the lock is held")
+	f.IntVarP(&o.conflictCode, "conflict-exit-code", "E", exitNotAcquired, "exit status when the lock is not acquired")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "print nothing when the lock is not acquired (for cron)")
+	f.BoolVarP(&o.shared, "shared", "s", false, "take the lock in shared mode: shared holders run together, never with an exclusive one (flock -s)")
+	f.IntVar(&o.limit, "limit", 0, "make NAME a semaphore of this many permits: up to N holders at once (consul lock -n)")
+	addHoldFlags(f, &o)
+	return c
+}
+
+// runLong is run's --help.
+const runLong = `Run takes the lock NAME, runs COMMAND with DLOCK_NAME and DLOCK_FENCE in its
 environment, and releases the lock when the command exits, exiting with the
 command's status. The lease is renewed every TTL/3 while the command runs.
 Flags go anywhere before "--"; without "--", before NAME (the words after
@@ -85,26 +107,7 @@ Exit status:
   126, 127        the command could not be run, or was not found
   128+N           signal N arrived while waiting for the lock
 When the command ends, the lock is released; if the store does not answer
-within a second, dlock exits anyway and the lease ends by itself.`,
-		Example: `  dlock run nightly-report -- ./report.sh --since yesterday
-  dlock run -n --quiet --store redis://cache:6379 nightly -- ./report.sh   # cron
-  dlock run migrate --wait 1m --ttl 60 -- ./migrate up
-  dlock run -s catalog -- ./read-catalog.sh      # many readers at once (flock -s)
-  dlock run catalog -- ./rebuild-catalog.sh      # the writer runs alone
-  dlock run --limit 3 exports -- ./export.sh     # at most 3 exports at once (consul lock -n 3)`,
-		DisableFlagParsing: true, // flags go anywhere before "--": see parseRunArgs
-		RunE:               holdCommand(&o, false),
-	}
-	f := c.Flags()
-	f.VarP(seconds{&o.wait}, "wait", "w", "give up after waiting this long (exit 75); 0 does not wait, as --try (default: wait until acquired)")
-	f.BoolVarP(&o.try, "try", "n", false, "do not wait: exit 75 at once if the lock is held")
-	f.IntVarP(&o.conflictCode, "conflict-exit-code", "E", exitNotAcquired, "exit status when the lock is not acquired")
-	f.BoolVarP(&o.quiet, "quiet", "q", false, "print nothing when the lock is not acquired (for cron)")
-	f.BoolVarP(&o.shared, "shared", "s", false, "take the lock in shared mode: shared holders run together, never with an exclusive one (flock -s)")
-	f.IntVar(&o.limit, "limit", 0, "make NAME a semaphore of this many permits: up to N holders at once (consul lock -n)")
-	addHoldFlags(f, &o)
-	return c
-}
+within a second, dlock exits anyway and the lease ends by itself.`
 
 // holdCommand is the RunE of run (lead false) and lead: it parses the
 // arguments into o, then runs the command under the lock.
