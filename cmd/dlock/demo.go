@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -83,20 +82,10 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 		return err
 	}
 	store := s.url
-	// SIGINT, SIGTERM and SIGHUP stop the workers and remove the demo's
-	// files before dlock exits.
-	ctx, cancel := context.WithCancelCause(cmd.Context())
-	defer cancel(nil)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, waitSignals...)
-	defer signal.Stop(sigs)
-	go func() { // exits when a signal arrives or the demo ends
-		select {
-		case sig := <-sigs:
-			cancel(signalError{sig.(syscall.Signal)})
-		case <-ctx.Done():
-		}
-	}()
+	// SIGINT, SIGTERM, SIGHUP and SIGQUIT stop the workers and remove
+	// the demo's files before dlock exits.
+	ctx, endWait := waitForSignals()
+	defer endWait()
 	if u, err := url.Parse(store); err == nil && u.Scheme == "mem" && o.procs > 1 {
 		return usageError{errors.New("demo: mem:// locks live in one process; use --procs 1 or another --store")}
 	}
