@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -46,7 +45,13 @@ holders.
 --pause makes one goroutine per process stall past its lease in the middle
 of a purchase (like a long GC pause) and runs the sale twice: once with
 plain writes, which a stale holder corrupts, and once with writes checked
-against the fencing token, which the storage rejects when stale.`,
+against the fencing token, which the storage rejects when stale.
+
+The store is tried once before any worker starts. Exit status: 0 after
+the sale; 1 when the lock did not prevent overselling; 74 the store
+could not be reached; 77 it denied access; 64 usage error (--ttl outside
+[100ms, 24h] included; nothing contacted); 128+N after signal N (the
+workers are stopped and the demo's files removed).`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.noLock && o.pause {
@@ -54,6 +59,9 @@ against the fencing token, which the storage rejects when stale.`,
 			}
 			if o.workers < 1 || o.procs < 1 || o.stock < 1 {
 				return usageError{errors.New("demo: --workers, --procs and --stock must be at least 1")}
+			}
+			if err := checkTTL("demo", o.ttl); err != nil {
+				return err
 			}
 			return runDemo(cmd, o)
 		},
@@ -73,29 +81,22 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 	if err != nil {
 		return err
 	}
-	if s.isDefault {
-		if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
-			return fail(exitStore, "cannot create the default store's directory: %v", err)
-		}
-	}
 	store := s.url
-	// SIGINT, SIGTERM and SIGHUP stop the workers and remove the demo's
-	// files before dlock exits.
-	ctx, cancel := context.WithCancelCause(cmd.Context())
-	defer cancel(nil)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, waitSignals...)
-	defer signal.Stop(sigs)
-	go func() { // exits when a signal arrives or the demo ends
-		select {
-		case sig := <-sigs:
-			cancel(signalError{sig.(syscall.Signal)})
-		case <-ctx.Done():
-		}
-	}()
+	// SIGINT, SIGTERM, SIGHUP and SIGQUIT stop the workers and remove
+	// the demo's files before dlock exits.
+	ctx, endWait := waitForSignals()
+	defer endWait()
 	if u, err := url.Parse(store); err == nil && u.Scheme == "mem" && o.procs > 1 {
 		return usageError{errors.New("demo: mem:// locks live in one process; use --procs 1 or another --store")}
 	}
+	// The store is tried here, once, before any worker starts: a store
+	// that is down or refuses the credentials ends the demo with run's
+	// exit status (74, 77) and one line, not with a worker's error.
+	l, err := connect(ctx, s, connectTimeout(cmd))
+	if err != nil {
+		return waitError(ctx, err)
+	}
+	l.Close()
 	out := cmd.OutOrStdout()
 	mode := "under the lock"
 	if o.noLock {

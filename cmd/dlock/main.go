@@ -19,8 +19,10 @@
 // reached; 77 when it refuses the credentials or a step they are not
 // granted; 73 when it refuses writes for lack of space (etcd's NOSPACE
 // alarm, Redis at maxmemory, a full disk); 65 when the name is held in another mode (a lock against a
-// semaphore, or another --limit); 64 for usage errors; 128+N when stopped
-// by signal N while waiting; 1 for other errors.
+// semaphore, or another --limit); 64 for usage errors (and --shared or
+// --limit on a store without them); 128+N when stopped by signal N while
+// waiting; 1 for other errors (demo: the lock did not prevent
+// overselling).
 package main
 
 import (

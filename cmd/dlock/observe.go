@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -149,7 +148,7 @@ type change struct {
 func printChange(out io.Writer, now time.Time, name string, infos []dlock.LockInfo, asJSON bool) error {
 	entries := statusEntries(infos, nil)
 	if asJSON {
-		return json.NewEncoder(out).Encode(change{Time: now.Format(observeTime), Name: name, Holders: entries})
+		return writeJSON(out, change{Time: now.Format(observeTime), Name: name, Holders: entries}, false)
 	}
 	line := fmt.Sprintf("%s %q ", now.Format(observeTime), name)
 	if len(entries) == 0 {
@@ -160,7 +159,7 @@ func printChange(out io.Writer, now time.Time, name string, infos []dlock.LockIn
 			line += "; "
 		}
 		m, permits, _ := strings.Cut(e.mode, " ") // "permit H/N"
-		line += fmt.Sprintf("fence=%d owner=%s mode=%s ", e.Fence, e.Owner, m)
+		line += fmt.Sprintf("fence=%d owner=%s mode=%s ", e.Fence, printable(e.Owner), m)
 		if permits != "" {
 			line += "permits=" + permits + " "
 		}

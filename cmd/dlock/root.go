@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -45,7 +46,8 @@ A password may come from $DLOCK_PASSWORD instead of the URL; it is never
 printed, and neither it nor a $DLOCK_STORE holding one reaches the commands
 dlock runs.
 
-Exit status: 64 usage error (nothing contacted), 74 store unreachable,
+Exit status: 64 usage error (nothing contacted; or --shared, --limit on a
+store without them), 74 store unreachable,
 77 store denied access (credentials, grants), 73 store out of
 space, 75 lock not acquired, 69 lock lost while the command ran, 65 name held in
 another mode (shared or exclusive against a semaphore, or another
@@ -55,6 +57,9 @@ another mode (shared or exclusive against a semaphore, or another
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("dlock {{.Version}}\n")
+	// --version without cobra's -v shorthand: -v is --verbose in run and
+	// lead, as in ssh, curl and rsync, and means nothing else anywhere.
+	root.Flags().Bool("version", false, "print dlock's version (module version, or commit) and its Go version")
 	root.PersistentFlags().String("store", "", "store URL (default $DLOCK_STORE, else "+describeDefaultStore()+")")
 	timeout := defaultConnectTimeout
 	root.PersistentFlags().Var(seconds{&timeout}, "connect-timeout", "give up on a store that does not answer within this long (exit 74)")
@@ -73,13 +78,39 @@ func connectTimeout(cmd *cobra.Command) time.Duration {
 	return defaultConnectTimeout
 }
 
-// version is the module version dlock was built from, as go install
-// records it.
+// version is what --version prints after "dlock ": see versionOf.
 func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+	bi, _ := debug.ReadBuildInfo()
+	return versionOf(bi)
+}
+
+// versionOf describes the build bi (nil when the binary carries no build
+// information): the module version go install records; else, for a
+// build in a checkout, "(devel)" with the commit, its time and whether
+// the tree was modified, where go build stamped them; then the Go
+// version, always.
+func versionOf(bi *debug.BuildInfo) string {
+	if bi == nil {
+		return "(devel) (" + runtime.Version() + ")"
 	}
-	return "(devel)"
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v + " (" + bi.GoVersion + ")"
+	}
+	words := []string{"(devel)"}
+	vcs := map[string]string{}
+	for _, s := range bi.Settings {
+		vcs[s.Key] = s.Value
+	}
+	if rev := vcs["vcs.revision"]; rev != "" {
+		words = append(words, rev[:min(12, len(rev))])
+	}
+	if at := vcs["vcs.time"]; at != "" {
+		words = append(words, at)
+	}
+	if vcs["vcs.modified"] == "true" {
+		words = append(words, "modified")
+	}
+	return strings.Join(words, " ") + " (" + bi.GoVersion + ")"
 }
 
 // usageError marks errors in the command line.

@@ -18,6 +18,7 @@ type runOptions struct {
 	try, waitSet                     bool
 	conflictCode                     int
 	quiet, verbose                   bool
+	recordCommand                    bool // --record-command: store the command line in the lock's metadata
 	shared                           bool // --shared: a shared (read) hold
 	limit                            int  // --limit: a permit of a semaphore of limit; 0 for a lock
 }
@@ -27,7 +28,29 @@ func newRunCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "run [flags] NAME [--] COMMAND [ARGS...]",
 		Short: "Run a command while holding a lock",
-		Long: `Run takes the lock NAME, runs COMMAND with DLOCK_NAME and DLOCK_FENCE in its
+		Long:  runLong,
+		Example: `  dlock run nightly-report -- ./report.sh --since yesterday
+  dlock run -n --quiet --store redis://cache:6379 nightly -- ./report.sh   # cron
+  dlock run migrate --wait 1m --ttl 60 -- ./migrate up
+  dlock run -s catalog -- ./read-catalog.sh      # many readers at once (flock -s)
+  dlock run catalog -- ./rebuild-catalog.sh      # the writer runs alone
+  dlock run --limit 3 exports -- ./export.sh     # at most 3 exports at once (consul lock -n 3)`,
+		DisableFlagParsing: true, // flags go anywhere before "--": see parseRunArgs
+		RunE:               holdCommand(&o, false),
+	}
+	f := c.Flags()
+	f.VarP(seconds{&o.wait}, "wait", "w", "give up after waiting this long (exit 75); 0 does not wait, as --try (default: wait until acquired)")
+	f.BoolVarP(&o.try, "try", "n", false, "do not wait: exit 75 at once if the lock is held")
+	f.IntVarP(&o.conflictCode, "conflict-exit-code", "E", exitNotAcquired, "exit status when the lock is not acquired")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "print nothing when the lock is not acquired (for cron)")
+	f.BoolVarP(&o.shared, "shared", "s", false, "take the lock in shared mode: shared holders run together, never with an exclusive one (flock -s)")
+	f.IntVar(&o.limit, "limit", 0, "make NAME a semaphore of this many permits: up to N holders at once (consul lock -n)")
+	addHoldFlags(f, &o)
+	return c
+}
+
+// runLong is run's --help.
+const runLong = `Run takes the lock NAME, runs COMMAND with DLOCK_NAME and DLOCK_FENCE in its
 environment, and releases the lock when the command exits, exiting with the
 command's status. The lease is renewed every TTL/3 while the command runs.
 Flags go anywhere before "--"; without "--", before NAME (the words after
@@ -60,6 +83,12 @@ it runs in its own process group. SIGINT, SIGTERM, SIGHUP, SIGQUIT,
 SIGUSR1, SIGUSR2 and SIGWINCH sent to dlock are passed on to it. Neither
 $DLOCK_PASSWORD nor a $DLOCK_STORE holding a password reaches it.
 
+The lock's metadata, which anyone who can read the store sees ("dlock
+status", "dlock observe", the line of a run that finds the lock held),
+says host=HOST pid=PID; --record-command adds cmd=COMMAND ARGS..., with
+the password of every URL in it shown as xxxxx (a password given any
+other way is not hidden).
+
 Exit status:
   the command's   the command ran (128+N if signal N killed it)
   75              not acquired: --try, or --wait elapsed (see --conflict-exit-code)
@@ -72,30 +101,13 @@ Exit status:
                   grants)
   73              the store refuses writes for lack of space (etcd's NOSPACE
                   alarm, Redis at maxmemory, a full disk): see the README
-  64              usage error: bad flag, name, duration or store URL; nothing contacted
+  64              usage error: bad flag, name, duration or store URL (nothing
+                  contacted), or --shared or --limit on a store that has
+                  neither (Redlock; no lock step sent)
   126, 127        the command could not be run, or was not found
   128+N           signal N arrived while waiting for the lock
 When the command ends, the lock is released; if the store does not answer
-within a second, dlock exits anyway and the lease ends by itself.`,
-		Example: `  dlock run nightly-report -- ./report.sh --since yesterday
-  dlock run -n --quiet --store redis://cache:6379 nightly -- ./report.sh   # cron
-  dlock run migrate --wait 1m --ttl 60 -- ./migrate up
-  dlock run -s catalog -- ./read-catalog.sh      # many readers at once (flock -s)
-  dlock run catalog -- ./rebuild-catalog.sh      # the writer runs alone
-  dlock run --limit 3 exports -- ./export.sh     # at most 3 exports at once (consul lock -n 3)`,
-		DisableFlagParsing: true, // flags go anywhere before "--": see parseRunArgs
-		RunE:               holdCommand(&o, false),
-	}
-	f := c.Flags()
-	f.VarP(seconds{&o.wait}, "wait", "w", "give up after waiting this long (exit 75); 0 does not wait, as --try (default: wait until acquired)")
-	f.BoolVarP(&o.try, "try", "n", false, "do not wait: exit 75 at once if the lock is held")
-	f.IntVarP(&o.conflictCode, "conflict-exit-code", "E", exitNotAcquired, "exit status when the lock is not acquired")
-	f.BoolVarP(&o.quiet, "quiet", "q", false, "print nothing when the lock is not acquired (for cron)")
-	f.BoolVarP(&o.shared, "shared", "s", false, "take the lock in shared mode: shared holders run together, never with an exclusive one (flock -s)")
-	f.IntVar(&o.limit, "limit", 0, "make NAME a semaphore of this many permits: up to N holders at once (consul lock -n)")
-	addHoldFlags(f, &o)
-	return c
-}
+within a second, dlock exits anyway and the lease ends by itself.`
 
 // holdCommand is the RunE of run (lead false) and lead: it parses the
 // arguments into o, then runs the command under the lock.
@@ -116,11 +128,23 @@ func holdCommand(o *runOptions, lead bool) func(*cobra.Command, []string) error 
 // addHoldFlags adds the flags run and lead share: how the lock is held
 // and how the command is stopped, and what dlock says.
 func addHoldFlags(f *pflag.FlagSet, o *runOptions) {
-	f.Var(seconds{&o.ttl}, "ttl", "lease length; renewed every TTL/3 while the command runs")
+	// The defaults are set before the flags are declared: pflag shows
+	// what a flag holds then as its default.
+	o.ttl, o.grace = defaultTTL, defaultGrace
+	f.Var(seconds{&o.ttl}, "ttl", "lease length, renewed every TTL/3 while the command runs; half the library's dlock.DefaultTTL (30s), so that the lock of a job whose host died frees sooner")
 	f.Var(seconds{&o.grace}, "grace", "after the lock is lost, time between SIGTERM and SIGKILL")
+	f.BoolVar(&o.recordCommand, "record-command", false, "store the command line with the lock, for status, observe and conflict lines, with URLs' passwords hidden (default: host and pid only; anyone who can read the store sees it)")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "say what happens: the store, waiting and for whom, acquisition with its fence, loss, release; and the library's own log of acquisitions, renewals, losses and releases (log/slog text lines)")
-	o.ttl, o.grace = 15*time.Second, 10*time.Second
 }
+
+// defaultTTL is the lease of run and lead: half dlock.DefaultTTL, since a
+// shell job whose host dies should free its lock for the next run
+// sooner, and a command-line holder renews from one process that does
+// nothing else, so a short lease costs it little.
+const defaultTTL = 15 * time.Second
+
+// defaultGrace is the time between SIGTERM and SIGKILL after a loss.
+const defaultGrace = 10 * time.Second
 
 // parseRunArgs parses the arguments of run (and lead, which takes the
 // same form): flags and NAME before "--", the command after it; without
@@ -172,8 +196,8 @@ func parseRunArgs(cmd *cobra.Command, args []string, o *runOptions) (string, []s
 		return "", nil, usageError{fmt.Errorf("%s: --wait and --grace must not be negative", sub)}
 	case o.connectTimeout <= 0:
 		return "", nil, usageError{fmt.Errorf("%s: --connect-timeout must be positive", sub)}
-	case o.ttl < dlock.MinTTL || o.ttl > dlock.MaxTTL:
-		return "", nil, usageError{fmt.Errorf("%s: --ttl %v out of range [%v, %v]", sub, o.ttl, dlock.MinTTL, dlock.MaxTTL)}
+	case checkTTL(sub, o.ttl) != nil:
+		return "", nil, checkTTL(sub, o.ttl)
 	case o.conflictCode < 0 || o.conflictCode > 255:
 		return "", nil, usageError{fmt.Errorf("%s: --conflict-exit-code %d is not an exit status (0-255)", sub, o.conflictCode)}
 	case o.quiet && o.verbose:
@@ -187,4 +211,13 @@ func parseRunArgs(cmd *cobra.Command, args []string, o *runOptions) (string, []s
 		return "", nil, badName(sub, name, err)
 	}
 	return name, argv, nil
+}
+
+// checkTTL is the usage error of subcommand sub for a --ttl outside
+// [dlock.MinTTL, dlock.MaxTTL], or nil.
+func checkTTL(sub string, ttl time.Duration) error {
+	if ttl < dlock.MinTTL || ttl > dlock.MaxTTL {
+		return usageError{fmt.Errorf("%s: --ttl %v out of range [%v, %v]", sub, ttl, dlock.MinTTL, dlock.MaxTTL)}
+	}
+	return nil
 }

@@ -173,6 +173,9 @@ func TestRunSignalWhileWaiting(t *testing.T) {
 	select {
 	case r := <-done:
 		wantCode(t, r, 128+int(syscall.SIGTERM), "run interrupted while waiting")
+		if !strings.Contains(r.stderr, "interrupted by SIGTERM while waiting") {
+			t.Errorf("run interrupted while waiting: stderr %q, want it to name SIGTERM", r.stderr)
+		}
 		if d := time.Since(signalled); d > 5*time.Second {
 			t.Errorf("run exited %v after SIGTERM, want promptly", d)
 		}

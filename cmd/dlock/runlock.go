@@ -11,11 +11,11 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
@@ -224,13 +224,7 @@ func (r *runner) verb() string {
 // confirmed by the store within the last moments.
 func (r *runner) acquire(ctx context.Context, l *dlock.Locker, argv []string, began time.Time) (*dlock.Lock, *lease, error) {
 	o := r.o
-	host, _ := os.Hostname()
-	meta := fmt.Sprintf("host=%s pid=%d cmd=%s", host, os.Getpid(), strings.Join(argv, " "))
-	if len(meta) > dlock.MaxMetadataLen {
-		meta = meta[:dlock.MaxMetadataLen]
-	}
-	meta = strings.ToValidUTF8(meta, "?") // argv need not be UTF-8; metadata must
-
+	meta := holderMetadata(argv, o.recordCommand)
 	opts := []dlock.Option{dlock.WithTTL(o.ttl), dlock.WithMetadata(meta), dlock.WithoutRenewal()}
 	switch {
 	case o.shared:
@@ -320,7 +314,9 @@ func (r *runner) acquireError(ctx context.Context, l *dlock.Locker, err error) e
 		return fail(exitMode, "%q on %s is held in another mode (by %s) than %s: a name is either a lock, exclusive or shared, or a semaphore whose holders all give the same --limit",
 			r.name, r.store.shown, r.holder(l, "another owner"), r.o.mode())
 	case errors.Is(err, dlock.ErrUnsupported):
-		return fail(exitError, "store %s cannot hold %q %s: its backend has no shared locks or semaphores", r.store.shown, r.name, r.o.mode())
+		// The flags ask for what this store cannot do: a usage error,
+		// found before any lock step was sent.
+		return fail(exitUsage, "store %s cannot hold %q %s: its backend has no shared locks or semaphores", r.store.shown, r.name, r.o.mode())
 	case errors.Is(err, context.DeadlineExceeded):
 		return storeError(r.store, fmt.Errorf("no answer within %v", r.o.connectTimeout))
 	}
@@ -350,7 +346,7 @@ func (r *runner) holder(l *dlock.Locker, unknown string) string {
 		return unknown
 	}
 	first := slices.MinFunc(infos, func(a, b dlock.LockInfo) int { return cmp.Compare(a.Fence, b.Fence) })
-	who := first.Metadata
+	who := printable(first.Metadata)
 	if who == "" {
 		who = unknown
 	}
@@ -381,7 +377,9 @@ func (r *runner) release(lock *dlock.Lock) {
 
 type signalError struct{ sig syscall.Signal }
 
-func (e signalError) Error() string { return "interrupted by " + e.sig.String() }
+// Error names the signal as kill -l does ("interrupted by SIGINT"),
+// where its String would say "interrupted by interrupt".
+func (e signalError) Error() string { return "interrupted by " + unix.SignalName(e.sig) }
 
 func signalCause(ctx context.Context) *signalError {
 	var se signalError

@@ -27,6 +27,14 @@ func (s seconds) Set(v string) error {
 	return nil
 }
 
-func (s seconds) String() string { return s.d.String() }
+// String is the duration as a Go duration, and zero as "0": as a bare
+// number of seconds, which pflag takes for a zero default and does not
+// show in --help (where "0s" showed as "(default 0s)").
+func (s seconds) String() string {
+	if *s.d == 0 {
+		return "0"
+	}
+	return s.d.String()
+}
 
 func (s seconds) Type() string { return "duration" }

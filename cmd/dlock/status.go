@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +29,8 @@ func newStatusCmd() *cobra.Command {
 		Long: `Status shows, for each NAME (or every held lock when none is given), sorted
 by name, its fencing token, the lease left on the server ("unknown" where
 the store cannot tell), the holder's owner id, its MODE and what it said
-about itself (host, pid, command). A name with several holders (shared
+about itself (dlock run: host and pid, and the command with
+--record-command), its control characters escaped (\x1b, \n). A name with several holders (shared
 holds, semaphore permits) has one row per holder, oldest (lowest fence)
 first. MODE is "exclusive", "shared", or "permit H/N" for a semaphore of N
 permits of which H are held. It only reads: it creates no table and no
@@ -109,9 +109,9 @@ func printStatus(out io.Writer, shown string, infos []dlock.LockInfo, names []st
 			if e.RemainingMS != nil {
 				left = (time.Duration(*e.RemainingMS) * time.Millisecond).String()
 			}
-			cols = []string{strconv.Quote(e.Name), strconv.FormatUint(e.Fence, 10), left, e.Owner, e.mode}
+			cols = []string{strconv.Quote(e.Name), strconv.FormatUint(e.Fence, 10), left, printable(e.Owner), e.mode}
 		}
-		row(cols, waiters[e.Name], e.Metadata)
+		row(cols, waiters[e.Name], printable(e.Metadata))
 	}
 	return w.Flush()
 }
@@ -226,7 +226,5 @@ func mode(i dlock.LockInfo, holders int) string {
 }
 
 func printStatusJSON(out io.Writer, infos []dlock.LockInfo, names []string) error {
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(statusEntries(infos, names))
+	return writeJSON(out, statusEntries(infos, names), true)
 }

@@ -26,6 +26,7 @@ type store struct {
 	url, shown string
 	isDefault  bool   // the per-user SQLite file
 	path       string // the default store's file, if isDefault
+	base       string // the existing directory path is below, if isDefault: see defaultStorePath
 }
 
 // chooseStore returns the store the user chose (--store, else
@@ -37,12 +38,12 @@ func chooseStore(cmd *cobra.Command) (store, error) {
 		raw = os.Getenv("DLOCK_STORE")
 	}
 	if raw == "" {
-		path, err := defaultStorePath()
+		path, base, err := defaultStorePath()
 		if err != nil {
 			return store{}, usageError{err}
 		}
 		u := "sqlite://" + filepath.ToSlash(path)
-		return store{url: u, shown: u, isDefault: true, path: path}, nil
+		return store{url: u, shown: u, isDefault: true, path: path, base: base}, nil
 	}
 	s := store{url: raw, shown: backend.RedactURL(raw)}
 	u, err := url.Parse(raw)
@@ -63,24 +64,44 @@ func chooseStore(cmd *cobra.Command) (store, error) {
 	return s, nil
 }
 
-// defaultStorePath is the default store's file:
-// $XDG_STATE_HOME/dlock/locks.db, else ~/.local/state/dlock/locks.db.
-func defaultStorePath() (string, error) {
-	dir := os.Getenv("XDG_STATE_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil || home == "" {
-			return "", errors.New("no --store, no $DLOCK_STORE, and no home directory (nor $XDG_STATE_HOME) for the default store: give a store with --store URL")
-		}
-		dir = filepath.Join(home, ".local", "state")
+// defaultStorePath is the default store's file,
+// $XDG_STATE_HOME/dlock/locks.db, else ~/.local/state/dlock/locks.db, and
+// its base: $XDG_STATE_HOME, else the home directory, which dlock never
+// creates (see makeStoreDir).
+func defaultStorePath() (path, base string, err error) {
+	if base = os.Getenv("XDG_STATE_HOME"); base != "" {
+		return filepath.Join(base, "dlock", "locks.db"), base, nil
 	}
-	return filepath.Join(dir, "dlock", "locks.db"), nil
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return "", "", errors.New("no --store, no $DLOCK_STORE, and no home directory (nor $XDG_STATE_HOME) for the default store: give a store with --store URL")
+	}
+	return filepath.Join(home, ".local", "state", "dlock", "locks.db"), home, nil
+}
+
+// makeStoreDir creates the directory of the default store s below its
+// base, which must exist: a system user's home that does not exist
+// (Debian's /nonexistent) is there so that nothing is created in it, and
+// dlock, even as root, does not create it or its parents. Without the
+// base, the error is a usage error that says how to give a store.
+func makeStoreDir(s store) error {
+	if fi, err := os.Stat(s.base); err != nil || !fi.IsDir() {
+		what := "$HOME"
+		if os.Getenv("XDG_STATE_HOME") != "" {
+			what = "$XDG_STATE_HOME"
+		}
+		return usageError{fmt.Errorf("no store: the default store would be %s, but %s (%s) does not exist, and dlock does not create it; give a store with --store URL or $DLOCK_STORE, or set $XDG_STATE_HOME to an existing directory", s.path, what, s.base)}
+	}
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+		return fail(exitStore, "cannot create the default store's directory: %v", err)
+	}
+	return nil
 }
 
 // describeDefaultStore is the default store for --help: its real path, or
 // why there is none.
 func describeDefaultStore() string {
-	path, err := defaultStorePath()
+	path, _, err := defaultStorePath()
 	if err != nil {
 		return "none: no home directory"
 	}
@@ -94,8 +115,8 @@ func describeDefaultStore() string {
 // Open is then left behind, and closed if it ever succeeds.
 func connect(ctx context.Context, s store, timeout time.Duration) (*dlock.Locker, error) {
 	if s.isDefault {
-		if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
-			return nil, fail(exitStore, "cannot create the default store's directory: %v", err)
+		if err := makeStoreDir(s); err != nil {
+			return nil, err
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)

@@ -119,6 +119,8 @@ func TestUsageErrorsContactNothing(t *testing.T) {
 		{"release", "--store", store, "job"},
 		{"release", "--force", "--store", store, ""},
 		{"demo", "--store", store, "--workers", "0"},
+		{"demo", "--store", store, "--ttl", "1ms"},
+		{"demo", "--store", store, "--ttl", "25h"},
 	} {
 		r := run(t, dlockCmd(t, args...))
 		wantCode(t, r, exitUsage, fmt.Sprintf("dlock %q", args))
