@@ -84,12 +84,13 @@
 // against the caller's ACL too, so they are listed):
 //
 //	ACL SETUSER locker on >password resetkeys ~dlock:* resetchannels &dlock:w:* nocommands
-//	    +ping +subscribe +evalsha +eval +scan +time +type +exists +get +set +del +pttl +pexpire
+//	    +ping +select +subscribe +evalsha +eval +scan +time +type +exists +get +set +del +pttl +pexpire
 //	    +hget +hset +hdel +hgetall +lindex +lrange +lpush +rpush +lpop +lset +lrem +publish
 //
-// SCAN serves only Inspect of every name (dlock status without names) and
-// is not limited by the key pattern: leave it out if nothing lists all
-// locks. With another prefix, change the key pattern and the channel
+// SELECT serves a database other than 0 (redis://host/3), which the
+// client selects on each connection. SCAN serves only Inspect of every
+// name (dlock status without names) and is not limited by the key
+// pattern: leave it out if nothing lists all locks. With another prefix, change the key pattern and the channel
 // pattern (prefix + "w:*"). Anyone with that grant can delete another
 // Locker's lock with raw commands; the holder's Done then closes at its
 // next renewal, and the next owner's fencing token is higher.
