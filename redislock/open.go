@@ -104,7 +104,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	client.AddHook(redisquiet.Hook{})
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()
-		return nil, fmt.Errorf("redislock: connect: %w", dlock.StoreError(rediserr.Classifier{}, err))
+		return nil, connectError(err, path)
 	}
 	if err := checkSubscribe(ctx, client, opts.Prefix); err != nil {
 		client.Close()
@@ -116,6 +116,17 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// connectError is Open's error for a failed first PING. A database the
+// server does not have ("ERR DB index is out of range", the answer to the
+// SELECT a client sends as it connects) is an error in the URL, wrapping
+// dlock.ErrBadURL: no retry will find it.
+func connectError(err error, path string) error {
+	if strings.Contains(err.Error(), "DB index is out of range") {
+		return fmt.Errorf("%w: database %s is out of the server's range (its databases setting: 16 by default, 0 to 15)", dlock.ErrBadURL, path)
+	}
+	return fmt.Errorf("redislock: connect: %w", dlock.StoreError(rediserr.Classifier{}, err))
 }
 
 // checkSubscribe subscribes to a channel under the prefix's grant

@@ -24,7 +24,9 @@
 // sentinel, master and node, each checked against its own address unless
 // tls_server_name is set. The user and password go to the master (or
 // every node); Sentinels that demand a password of their own are not
-// supported by URL (use New with a FailoverClient). The clients Open
+// supported by URL (use New with a FailoverClient). A /db the server does
+// not have (beyond its databases setting) fails Open with an error
+// wrapping dlock.ErrBadURL. The clients Open
 // makes are marked so that what go-redis's process-wide logger says about
 // them is dropped (see redis.SetLogger: a program that sets its own
 // logger decides for them too).

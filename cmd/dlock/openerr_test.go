@@ -1,0 +1,22 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dlock-go/dlock/internal/testserver"
+)
+
+// TestRedisDatabaseOutOfRange: a Redis URL naming a database the server
+// does not have (it has 16 by default) is a configuration error, exit 64
+// with the database's number, not "cannot reach store" (74): the
+// adversary is an operator who retries a store that answers at once.
+func TestRedisDatabaseOutOfRange(t *testing.T) {
+	r := testserver.StartRedis(t)
+	store := r.URL("", "") + "/99"
+	res := run(t, dlockCmd(t, "status", "--store", store))
+	wantCode(t, res, exitUsage, "status on database 99 of a server with 16")
+	if !strings.Contains(res.stderr, "database 99") || strings.Contains(res.stderr, "cannot reach") {
+		t.Errorf("status on database 99: stderr %q, want it to name database 99 and not say the store cannot be reached", res.stderr)
+	}
+}
