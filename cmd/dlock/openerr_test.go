@@ -20,3 +20,20 @@ func TestRedisDatabaseOutOfRange(t *testing.T) {
 		t.Errorf("status on database 99: stderr %q, want it to name database 99 and not say the store cannot be reached", res.stderr)
 	}
 }
+
+// TestPostgresWrongPasswordNoTLS: a wrong password on a PostgreSQL server
+// without TLS says the password was refused, exit 77, and mentions no
+// TLS: the adversary is pgx's sslmode=prefer, which tries TLS first and
+// reports both attempts, the TLS refusal first.
+func TestPostgresWrongPasswordNoTLS(t *testing.T) {
+	p := testserver.StartPostgresWith(t, testserver.PostgresOptions{})
+	if _, err := p.DB(t).ExecContext(t.Context(), "CREATE ROLE app LOGIN PASSWORD 'right-pass'"); err != nil {
+		t.Fatal(err)
+	}
+	store := "postgres://app:wrong-pass@" + p.Addr() + "/postgres?migrate=false"
+	res := run(t, dlockCmd(t, "status", "--store", store))
+	wantCode(t, res, exitDenied, "status with a wrong password")
+	if !strings.Contains(res.stderr, `password authentication failed for user "app"`) || strings.Contains(strings.ToLower(res.stderr), "tls") {
+		t.Errorf("status with a wrong password: stderr %q, want the password refused and no TLS error", res.stderr)
+	}
+}
