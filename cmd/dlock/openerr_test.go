@@ -37,3 +37,21 @@ func TestPostgresWrongPasswordNoTLS(t *testing.T) {
 		t.Errorf("status with a wrong password: stderr %q, want the password refused and no TLS error", res.stderr)
 	}
 }
+
+// TestConnectTimeoutHints: an Open that runs out its connect timeout says
+// what it saw. The adversaries are a rediss:// URL for a Redis that
+// speaks no TLS (the handshake is never answered) and an etcd URL whose
+// port refuses connections (the client retries them quietly).
+func TestConnectTimeoutHints(t *testing.T) {
+	r := testserver.StartRedis(t)
+	for _, tc := range []struct{ store, want string }{
+		{strings.Replace(r.URL("", ""), "redis://", "rediss://", 1) + "?tls_insecure_skip_verify=true", "may not speak TLS"},
+		{"etcd://" + closedPort(t), "refused"},
+	} {
+		res := run(t, dlockCmd(t, "status", "--connect-timeout", "2s", "--store", tc.store))
+		wantCode(t, res, exitStore, "status on "+tc.store)
+		if !strings.Contains(res.stderr, tc.want) {
+			t.Errorf("status on %s: stderr %q, want the hint %q", tc.store, res.stderr, tc.want)
+		}
+	}
+}
