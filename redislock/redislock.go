@@ -71,8 +71,11 @@
 //     and whose clock is behind. Run with appendonly yes and appendfsync
 //     always to close it.
 //   - A crashed shared holder or permit holder keeps its place for up to
-//     its TTL plus the clock bound. Locker.Observe polls (the scripts
-//     publish only grants).
+//     its TTL plus the clock bound.
+//   - Locker.Observe reads the store every Options.MaxRetryInterval (and
+//     after the same Locker's own releases): the scripts publish only
+//     grants, so nothing tells it of other clients' changes between reads,
+//     and a hold shorter than the interval may not be reported.
 //
 // # Access control
 //
