@@ -3,12 +3,15 @@ package etcdlock
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock/driver"
@@ -73,8 +76,10 @@ func (d *etcdDriver) queueKeys(ctx context.Context, name string) ([]*mvccpb.KeyV
 
 // Inspect implements driver.Inspector: the holders of a name are the keys
 // at the head of its queue that hold by the queue's rule (see package
-// sessionlock's Mode). The store keeps no lease deadline per lock, so
-// Remaining is 0 (unknown).
+// sessionlock's Mode). A holder's Remaining is the time to live of its
+// key's lease (its Locker's session), in whole seconds, as the server
+// counts it: one LeaseTimeToLive per distinct lease among the holders.
+// It is 0 (unknown) for a lease that expired since the read.
 func (d *etcdDriver) Inspect(ctx context.Context, names []string) ([]driver.Holder, error) {
 	one := ""
 	if len(names) == 1 {
@@ -84,11 +89,19 @@ func (d *etcdDriver) Inspect(ctx context.Context, names []string) ([]driver.Hold
 	if err != nil {
 		return nil, fmt.Errorf("etcdlock: inspect: %w", err)
 	}
+	left := make(map[int64]time.Duration)
 	var hs []driver.Holder
 	for name, q := range d.holding(kvs, names) {
 		for _, h := range q {
+			remaining, ok := left[h.kv.Lease]
+			if !ok {
+				if remaining, err = d.leaseLeft(ctx, h.kv.Lease); err != nil {
+					return nil, fmt.Errorf("etcdlock: inspect %q: %w", name, err)
+				}
+				left[h.kv.Lease] = remaining
+			}
 			hs = append(hs, driver.Holder{Name: name, Owner: h.owner, Fence: uint64(h.kv.CreateRevision), Metadata: string(h.kv.Value),
-				Shared: h.mode.Shared, Limit: h.mode.Limit})
+				Remaining: remaining, Shared: h.mode.Shared, Limit: h.mode.Limit})
 		}
 	}
 	slices.SortFunc(hs, func(a, b driver.Holder) int {
@@ -98,6 +111,22 @@ func (d *etcdDriver) Inspect(ctx context.Context, names []string) ([]driver.Hold
 		return cmp.Compare(a.Fence, b.Fence)
 	})
 	return hs, nil
+}
+
+// leaseLeft returns the time to live of lease id on the server, or 0 for
+// no lease (a key without one) or one already expired.
+func (d *etcdDriver) leaseLeft(ctx context.Context, id int64) (time.Duration, error) {
+	if id == 0 {
+		return 0, nil
+	}
+	resp, err := d.cli.TimeToLive(ctx, clientv3.LeaseID(id))
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("lease time to live: %w", err)
+	}
+	return time.Duration(max(resp.TTL, 0)) * time.Second, nil
 }
 
 // Waiters implements driver.WaiterCounter: a name's waiters are the keys

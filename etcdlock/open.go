@@ -2,6 +2,7 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
@@ -129,10 +131,22 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		err = openCtx.Err() // refused before the watch was disarmed: cli is closing
 	}
 	if err != nil {
+		err = dialHint(err, cli, hosts)
 		d.Close() // closes cli
 		return nil, fail(err)
 	}
 	return dlock.NewLocker(d, lcfg), nil
+}
+
+// dialHint adds to the error of an Open that timed out what the client's
+// connection shows, which the client's own error (its context's) does
+// not: a connection in TRANSIENT_FAILURE had its attempts fail (refused,
+// reset, or ended in the TLS handshake) rather than go unanswered.
+func dialHint(err error, cli *clientv3.Client, hosts []string) error {
+	if !errors.Is(err, context.DeadlineExceeded) || cli.ActiveConnection().GetState() != connectivity.TransientFailure {
+		return err
+	}
+	return fmt.Errorf("%w (each connection to %s failed: refused, reset or cut in its handshake; is etcd listening there, with this scheme?)", err, strings.Join(hosts, ","))
 }
 
 // urlOptions returns the Options that a store URL's query parameters

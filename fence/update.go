@@ -45,8 +45,9 @@ const (
 //
 // (a NULL fence counts as 0). For
 //
-//	Update{Placeholder: fence.Dollar, Table: "accounts",
-//		Set: []fence.Column{{"balance", 90}}, Where: []fence.Column{{"id", 7}}}
+//	fence.Update{Placeholder: fence.Dollar, Table: "accounts",
+//		Set:   []fence.Column{{Name: "balance", Value: 90}},
+//		Where: []fence.Column{{Name: "id", Value: 7}}}
 //
 // Exec runs, with token t,
 //

@@ -2,7 +2,9 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -104,7 +106,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	client.AddHook(redisquiet.Hook{})
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()
-		return nil, fmt.Errorf("redislock: connect: %w", dlock.StoreError(rediserr.Classifier{}, err))
+		return nil, connectError(err, path, tc != nil)
 	}
 	if err := checkSubscribe(ctx, client, opts.Prefix); err != nil {
 		client.Close()
@@ -116,6 +118,23 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// connectError is Open's error for a failed first PING. A database the
+// server does not have ("ERR DB index is out of range", the answer to the
+// SELECT a client sends as it connects) is an error in the URL, wrapping
+// dlock.ErrBadURL: no retry will find it. A PING over TLS (overTLS) that
+// timed out gets a hint: a server that speaks no TLS reads the client's
+// handshake as the start of a command and never answers it.
+func connectError(err error, path string, overTLS bool) error {
+	if strings.Contains(err.Error(), "DB index is out of range") {
+		return fmt.Errorf("%w: database %s is out of the server's range (its databases setting: 16 by default, 0 to 15)", dlock.ErrBadURL, path)
+	}
+	var ne net.Error
+	if overTLS && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()) {
+		err = fmt.Errorf("%w (no answer over TLS: the server may not speak TLS, or the host may drop packets)", err)
+	}
+	return fmt.Errorf("redislock: connect: %w", dlock.StoreError(rediserr.Classifier{}, err))
 }
 
 // checkSubscribe subscribes to a channel under the prefix's grant

@@ -24,7 +24,9 @@
 // sentinel, master and node, each checked against its own address unless
 // tls_server_name is set. The user and password go to the master (or
 // every node); Sentinels that demand a password of their own are not
-// supported by URL (use New with a FailoverClient). The clients Open
+// supported by URL (use New with a FailoverClient). A /db the server does
+// not have (beyond its databases setting) fails Open with an error
+// wrapping dlock.ErrBadURL. The clients Open
 // makes are marked so that what go-redis's process-wide logger says about
 // them is dropped (see redis.SetLogger: a program that sets its own
 // logger decides for them too).
@@ -69,8 +71,11 @@
 //     and whose clock is behind. Run with appendonly yes and appendfsync
 //     always to close it.
 //   - A crashed shared holder or permit holder keeps its place for up to
-//     its TTL plus the clock bound. Locker.Observe polls (the scripts
-//     publish only grants).
+//     its TTL plus the clock bound.
+//   - Locker.Observe reads the store every Options.MaxRetryInterval (and
+//     after the same Locker's own releases): the scripts publish only
+//     grants, so nothing tells it of other clients' changes between reads,
+//     and a hold shorter than the interval may not be reported.
 //
 // # Access control
 //
@@ -84,12 +89,13 @@
 // against the caller's ACL too, so they are listed):
 //
 //	ACL SETUSER locker on >password resetkeys ~dlock:* resetchannels &dlock:w:* nocommands
-//	    +ping +subscribe +evalsha +eval +scan +time +type +exists +get +set +del +pttl +pexpire
+//	    +ping +select +subscribe +evalsha +eval +scan +time +type +exists +get +set +del +pttl +pexpire
 //	    +hget +hset +hdel +hgetall +lindex +lrange +lpush +rpush +lpop +lset +lrem +publish
 //
-// SCAN serves only Inspect of every name (dlock status without names) and
-// is not limited by the key pattern: leave it out if nothing lists all
-// locks. With another prefix, change the key pattern and the channel
+// SELECT serves a database other than 0 (redis://host/3), which the
+// client selects on each connection. SCAN serves only Inspect of every
+// name (dlock status without names) and is not limited by the key
+// pattern: leave it out if nothing lists all locks. With another prefix, change the key pattern and the channel
 // pattern (prefix + "w:*"). Anyone with that grant can delete another
 // Locker's lock with raw commands; the holder's Done then closes at its
 // next renewal, and the next owner's fencing token is higher.

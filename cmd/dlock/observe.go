@@ -20,8 +20,15 @@ func newObserveCmd() *cobra.Command {
 		Short: "Print who holds a lock, then each change as it happens",
 		Long: `Observe prints the holders of the lock NAME now, then one line each time
 they change (a holder comes or goes), until Ctrl-C or SIGTERM (or SIGHUP,
-SIGQUIT), which end it with status 0. Stores that can notify (Redis,
-ZooKeeper, etcd) push the changes; the others are polled.
+SIGQUIT), which end it with status 0.
+
+What it sees depends on the store. etcd, ZooKeeper and SQLite (on Linux)
+push every change. PostgreSQL, MySQL/MariaDB and Redlock wake observe when
+a holder releases, and it reads the store at least every 2 s: a hold that
+starts and ends between two reads is not shown. Redis (and SQLite
+elsewhere) is read every 2 s, and nothing wakes observe between reads: a
+hold shorter than that may not be shown (two holds of 0.8 s and 0.3 s can
+both be missed).
 
 Each line is the local time, NAME, then "free", or each holder, oldest
 (lowest fence) first, separated by "; ":

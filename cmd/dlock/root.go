@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -118,11 +119,13 @@ type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }
 
-// usageArgs marks the errors of an argument validator as usage errors.
+// usageArgs marks the errors of an argument validator as usage errors,
+// naming the command and giving its usage line: cobra's own message
+// ("accepts 1 arg(s), received 2") names neither.
 func usageArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := v(cmd, args); err != nil {
-			return usageError{err}
+			return usageError{fmt.Errorf("%s: %w (usage: %s)", cmd.Name(), err, cmd.UseLine())}
 		}
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ import (
 // serves Inspect of every name (dlock status without names); it is not
 // limited by the key pattern.
 var lockCommands = []string{
-	"ping", "subscribe", "evalsha", "eval", "scan",
+	"ping", "select", "subscribe", "evalsha", "eval", "scan",
 	"time", "type", "exists", "get", "set", "del", "pttl", "pexpire",
 	"hget", "hset", "hdel", "hgetall",
 	"lindex", "lrange", "lpush", "rpush", "lpop", "lset", "lrem",
@@ -385,6 +386,9 @@ func TestDocumentedACL(t *testing.T) {
 	if got, want := strings.Join(doc, " "), lockACL("", lockCommands); got != want {
 		t.Errorf("documented ACL = %q, want %q", got, want)
 	}
+	for _, db := range []int{0, 3} {
+		lockUnderACL(t, strings.Join(doc, " "), db)
+	}
 	readme, err := os.ReadFile("../../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
@@ -397,6 +401,28 @@ func TestDocumentedACL(t *testing.T) {
 	}
 	if want := strings.Join(block, "\n"); !strings.Contains(string(readme), want) {
 		t.Errorf("docs/security.md lacks the package documentation's ACL:\n%s", want)
+	}
+}
+
+// lockUnderACL opens database db of a server as a user granted exactly
+// rules and takes, waits for and releases a lock there. The adversary is a
+// grant that works on database 0 only: go-redis sends SELECT when it
+// connects to any other, which an ACL without +select refuses.
+func lockUnderACL(t *testing.T, rules string, db int) {
+	t.Helper()
+	r := testserver.StartRedisWith(t, testserver.RedisOptions{Users: []string{"locker on >pw " + rules}})
+	u := r.URL("locker", "pw") + "/" + strconv.Itoa(db)
+	l, err := dlock.Open(t.Context(), u)
+	if err != nil {
+		t.Fatalf("Open(%q) under the documented ACL = %v, want a Locker", u, err)
+	}
+	defer l.Close()
+	k, err := l.TryAcquire(t.Context(), "n")
+	if err != nil {
+		t.Fatalf("TryAcquire(n) on database %d under the documented ACL = %v, want a lock", db, err)
+	}
+	if err := k.Release(t.Context()); err != nil {
+		t.Errorf("Release(n) on database %d under the documented ACL = %v, want nil", db, err)
 	}
 }
 

@@ -1,12 +1,15 @@
 package postgres
 
 import (
+	"context"
 	sqldriver "database/sql/driver"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/dlock-go/dlock"
@@ -47,7 +50,7 @@ func connector(u *url.URL, q url.Values) (sqldriver.Connector, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", dlock.ErrBadURL, err)
 		}
-		return stdlib.GetConnector(*cfg), nil
+		return answerFirst{stdlib.GetConnector(*cfg)}, nil
 	}
 	for _, k := range libpqTLSParams {
 		if q.Has(k) {
@@ -64,7 +67,46 @@ func connector(u *url.URL, q url.Values) (sqldriver.Connector, error) {
 	// ParseConfig's default sslmode (prefer) falls back to a connection
 	// without TLS; the tls_* parameters allow none.
 	cfg.TLSConfig, cfg.Fallbacks = tlsConfig, nil
-	return stdlib.GetConnector(*cfg), nil
+	return answerFirst{stdlib.GetConnector(*cfg)}, nil
+}
+
+// answerFirst is a connector whose failed connections report the
+// server's own answer alone when one attempt got one. With libpq's
+// default sslmode (prefer) pgx tries TLS and then a plain connection and
+// joins both errors: a wrong password on a server without TLS read
+// "tls error: server refused TLS connection" before the refusal of the
+// password that was the cause.
+type answerFirst struct{ sqldriver.Connector }
+
+func (c answerFirst) Connect(ctx context.Context) (sqldriver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, serverAnswer(err)
+	}
+	return conn, nil
+}
+
+// serverAnswer returns, for a pgx connect error of several attempts one
+// of which the server answered with an error of its own (a
+// *pgconn.PgError, such as a refused password), that attempt's error
+// alone, with pgx's prefix naming the user and database; any other error
+// as it is.
+func serverAnswer(err error) error {
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	joined, ok := ce.Unwrap().(interface{ Unwrap() []error })
+	if !ok {
+		return err
+	}
+	for _, attempt := range joined.Unwrap() {
+		var pe *pgconn.PgError
+		if errors.As(attempt, &pe) {
+			return fmt.Errorf("failed to connect to `user=%s database=%s`: %w", ce.Config.User, ce.Config.Database, attempt)
+		}
+	}
+	return err
 }
 
 // pgxDSN returns the pgx data source name (a URL) for a postgres:// store
