@@ -37,7 +37,7 @@ func (errorKinds) Classify(err error) driver.ErrorKind {
 	switch {
 	case errors.Is(err, rpctypes.ErrNoSpace):
 		return driver.ErrorNoSpace
-	case wrapsAny(deniedErrors, err), backend.CertificateRefused(err):
+	case wrapsAny(deniedErrors, err), backend.CertificateRefused(err), errors.Is(err, errNoClientCert):
 		return driver.ErrorDenied
 	case errors.Is(err, dlock.ErrClosed):
 		return driver.ErrorOther

@@ -5,8 +5,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
+	"sync/atomic"
+	"syscall"
 
 	"google.golang.org/grpc/credentials"
 
@@ -39,12 +42,32 @@ type tlsCreds struct {
 type tlsWatch struct {
 	mu   sync.Mutex
 	fail func(error) // nil once disarmed or fired
+
+	// asked is set when a server asked for a client certificate that the
+	// client does not have. TLS 1.3 then completes the client's handshake
+	// and the server sends its refusal as an alert and closes; on a
+	// loaded machine the close's reset can arrive before the client reads
+	// the alert, and the kernel drops the unread alert: the read sees only
+	// a reset. After such a request, a reset or EOF at a read is that
+	// refusal, not a passing fault.
+	asked atomic.Bool
 }
+
+// errNoClientCert is the refusal of a server that asked for a client
+// certificate the client did not have, seen as a reset (see tlsWatch).
+var errNoClientCert = errors.New("the server asked for a client certificate, and the URL gives none")
 
 // newTLSCreds returns the credentials for cfg, whose refusals go to fail
 // until the returned watch is disarmed.
 func newTLSCreds(cfg *tls.Config, fail func(error)) (*tlsCreds, *tlsWatch) {
 	w := &tlsWatch{fail: fail}
+	if cfg.GetClientCertificate == nil && len(cfg.Certificates) == 0 {
+		cfg = cfg.Clone()
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			w.asked.Store(true)
+			return &tls.Certificate{}, nil // sends none, as without the callback
+		}
+	}
 	return &tlsCreds{credentials.NewTLS(cfg), cfg.ServerName, w}, w
 }
 
@@ -61,9 +84,15 @@ func (w *tlsWatch) armed() bool {
 	return w.fail != nil
 }
 
-// check passes err to fail if it is a refusal and the watch is armed.
+// check passes err to fail if it is a refusal (or a reset after the
+// server asked for a client certificate the client lacks, see tlsWatch)
+// and the watch is armed.
 func (w *tlsWatch) check(err error) {
-	if err = refusal(err); err == nil {
+	if r := refusal(err); r != nil {
+		err = r
+	} else if w.asked.Load() && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)) {
+		err = fmt.Errorf("%w: %w", errNoClientCert, err)
+	} else {
 		return
 	}
 	w.mu.Lock()
