@@ -128,7 +128,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"release", "--force"}, exitUsage, "release: accepts 1 arg(s), received 0 (usage: dlock release --force NAME"},
 		{[]string{"release", "--force", "a", "b"}, exitUsage, "release: accepts 1 arg(s), received 2 (usage: dlock release --force NAME"},
 		{[]string{"demo", "x"}, exitUsage, "demo: unknown command \"x\" for \"dlock demo\" (usage: dlock demo [flags])"},
-		{[]string{"observe", ""}, exitUsage, "bad lock name"},
+		{[]string{"observe", ""}, exitUsage, "bad lock name \"\": empty lock name\n"}, // not "...: dlock"
 		{[]string{"frobnicate"}, exitUsage, "unknown command"},
 		{[]string{"status", "--store", "nosuch://x"}, exitUsage, `unknown scheme "nosuch"`},
 		{[]string{"status", "--store", "redis://u:secret@127.0.0.1:1"}, exitStore, "xxxxx"},
