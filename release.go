@@ -23,7 +23,10 @@ import (
 // Release frees the name even when ctx has ended, as in the common
 // "defer lock.Release(ctx)" after a request was cancelled: the server
 // step runs with ctx's values but not its cancellation, bounded by a few
-// seconds. If ctx ends before that step is answered, Release returns at
+// seconds. If ctx had ended before the call, Release waits for that step
+// and returns its outcome (nil when the name was freed): a cancelled
+// request's deferred Release reports an error only when the release
+// failed. If ctx ends while the step is under way, Release returns at
 // once with an error wrapping ctx.Err(), and the step goes on in the
 // background (Close waits for it).
 func (k *Lock) Release(ctx context.Context) error {
@@ -78,22 +81,28 @@ func (k *Lock) Release(ctx context.Context) error {
 // releaseLease runs the driver's release of lease with a context that
 // keeps ctx's values but not its cancellation, bounded by cleanupTimeout
 // (see cleanupContext).
-// It returns the step's error, or, if ctx ends first, an error wrapping
-// ctx's and detached: the step finishes in the background, where a
-// failure is retried until the lease could have run out (until).
+// It returns the step's error, or, if ctx ends while the step is under
+// way, an error wrapping ctx's and detached: the step finishes in the
+// background, where a failure is retried until the lease could have run
+// out (until).
 func (l *Locker) releaseLease(ctx context.Context, lease driver.Lease, until time.Time) (err error, detached bool) {
 	lease = ownerOnly(lease)
-	if l.inline && ctx.Err() == nil {
+	if ctx.Err() != nil || ctx.Done() == nil {
+		// ctx ended before the call, so it asks for no earlier return
+		// than the step's own bound, or it cannot end: run the step
+		// here, bounded even if the driver ignores contexts, and report
+		// its outcome.
+		rctx := l.cleanupContext(context.WithoutCancel(ctx))
+		_, err := call(l, rctx, func() (struct{}, error) { return struct{}{}, l.release(rctx, lease) }, nil)
+		return err, false
+	}
+	if l.inline {
 		// The driver honours ctx: try in this goroutine, and only if ctx
 		// ends during the step finish it detached.
 		err := l.release(ctx, lease)
 		if err == nil || ctx.Err() == nil {
 			return err, false
 		}
-	}
-	if ctx.Done() == nil {
-		// ctx cannot end: run the step here, bounded.
-		return l.release(l.cleanupContext(ctx), lease), false
 	}
 	rctx := l.cleanupContext(context.WithoutCancel(ctx))
 	result := make(chan error, 1)

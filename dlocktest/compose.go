@@ -21,18 +21,13 @@ func testReleaseEndedContext(t *testing.T, h Harness) {
 	ctx, cancel := context.WithCancel(t.Context())
 	k := testkit.MustTryAcquire(t, a, name)
 	cancel()
-	if err := k.Release(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		t.Fatalf("Release(%q) with an ended ctx = %v, want nil or an error wrapping context.Canceled", name, err)
+	// Adversary: the README's "defer lock.Release(ctx)" in a request
+	// that was cancelled. Release waits for the step and reports it: nil,
+	// and the name is free when it returns.
+	if err := k.Release(ctx); err != nil {
+		t.Fatalf("Release(%q) with an ended ctx = %v, want nil: it frees the name", name, err)
 	}
-	// The release goes on in the background: another owner gets the name
-	// as soon as it is done (woken), long before the lease could end.
-	wctx, wcancel := context.WithTimeout(t.Context(), h.ttl()*10)
-	defer wcancel()
-	k2, err := b.Acquire(wctx, name, dlock.WithTTL(time.Hour))
-	if err != nil {
-		t.Fatalf("Acquire(%q) after a Release with an ended ctx = %v, want the name freed", name, err)
-	}
-	testkit.MustRelease(t, k2)
+	testkit.MustRelease(t, testkit.MustTryAcquire(t, b, name))
 }
 
 func testDoAndAcquireAll(t *testing.T, h Harness) {

@@ -95,8 +95,9 @@ type runLock struct {
 // Unlock releases the run's lock once MinHold has passed since Lock. If
 // ctx ends first (gocron's job context ends on Shutdown and on removing
 // the job), it releases at once, and a process whose tick comes later may
-// then run this tick again; the release goes on in the background, as
-// dlock.Lock.Release does with an ended ctx. The error wraps
+// then run this tick again; as dlock.Lock.Release does with an ended ctx,
+// it waits for the release step (bounded by a few seconds) and reports
+// its outcome. The error wraps
 // dlock.ErrNotHeld if the lock was lost while the job ran.
 func (r *runLock) Unlock(ctx context.Context) error {
 	if d := time.Until(r.until); d > 0 {
