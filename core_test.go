@@ -330,3 +330,51 @@ func TestAbandonedAcquireIsReleased(t *testing.T) {
 
 // lockerOver returns a Locker with default options over d.
 func lockerOver(d driver.Driver) *dlock.Locker { return dlock.NewLocker(d, dlock.LockerOptions{}) }
+
+// Deadline is the moment Done closes unless the lease is renewed. The
+// adversary trusts it: work that stops just before it still holds the
+// lock, Done closes at it and not later, a renewal moves it, and a
+// released or lost handle has none.
+func TestDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := newFaulty(memlock.NewStore(), true)
+		defer l.Close()
+		const ttl = 10 * time.Second
+		start := time.Now()
+		k, err := l.Acquire(t.Context(), "a", dlock.WithTTL(ttl), dlock.WithoutRenewal())
+		if err != nil {
+			t.Fatalf("Acquire = %v", err)
+		}
+		if got, want := k.Deadline(), start.Add(ttl-ttl/10); !got.Equal(want) {
+			t.Fatalf("Deadline = acquisition + %v, want + %v (TTL less a tenth)", got.Sub(start), want.Sub(start))
+		}
+		time.Sleep(time.Until(k.Deadline()) - time.Nanosecond)
+		synctest.Wait()
+		if testkit.IsClosed(k.Done()) {
+			t.Fatalf("Done closed before Deadline: %v", context.Cause(k.Context()))
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if !testkit.IsClosed(k.Done()) {
+			t.Fatal("Done still open at Deadline without a renewal")
+		}
+		if d := k.Deadline(); !d.IsZero() {
+			t.Errorf("Deadline of a lost lock = %v, want the zero Time", d)
+		}
+
+		r, err := l.Acquire(t.Context(), "b", dlock.WithTTL(ttl))
+		if err != nil {
+			t.Fatalf("Acquire = %v", err)
+		}
+		first := r.Deadline()
+		time.Sleep(ttl / 2) // past the first renewal, at TTL/3
+		synctest.Wait()
+		if got := r.Deadline(); !got.After(first) || got.After(time.Now().Add(ttl)) {
+			t.Errorf("Deadline after a renewal = first + %v, want later than first and within a TTL of now", got.Sub(first))
+		}
+		testkit.MustRelease(t, r)
+		if d := r.Deadline(); !d.IsZero() {
+			t.Errorf("Deadline of a released handle = %v, want the zero Time", d)
+		}
+	})
+}

@@ -38,6 +38,23 @@ func (k *Lock) Fence() uint64 { return k.h.lease.Fence }
 // others. Re-entered handles share it.
 func (k *Lock) Owner() string { return k.h.lease.Owner }
 
+// Deadline returns the moment Done closes unless the lease is renewed
+// first: the TTL, less a tenth, from when the store last confirmed the
+// lease (the acquisition or the latest renewal); the server's lease
+// cannot end before it. It moves forward with each renewal. It carries
+// a monotonic clock reading, so time.Until(k.Deadline()) is not moved by
+// steps of the wall clock. Once this handle is released or the lock is
+// lost it returns the zero Time.
+func (k *Lock) Deadline() time.Time {
+	l := k.h.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if k.done || k.h.state != active {
+		return time.Time{}
+	}
+	return k.h.deadline
+}
+
 // Done returns a channel that is closed when this handle is released or
 // when ownership can no longer be guaranteed (the lease could not be
 // renewed in time, or the lock was found gone). It is closed before the
