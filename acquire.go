@@ -61,29 +61,29 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...Option) (*Loc
 
 func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait bool) (*Lock, error) {
 	if ctx == nil {
-		return nil, fmt.Errorf("dlock: acquire %s: nil context: %w", quote(name), ErrInvalid)
+		return nil, errorf("dlock: acquire %s: nil context: %w", quote(name), ErrInvalid)
 	}
 	if err := ValidateName(name); err != nil {
-		return nil, fmt.Errorf("dlock: acquire: %w", err)
+		return nil, errorf("dlock: acquire: %w", err)
 	}
 	a := &attempt{ctx: ctx}
 	o := &a.opts
 	if err := o.build(opts); err != nil {
-		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), err)
+		return nil, errorf("dlock: acquire %s: %w", quote(name), err)
 	}
 	if (o.shared || o.limit > 0) && !l.multi {
-		return nil, fmt.Errorf("dlock: acquire %s %s: the backend has no shared locks or semaphores: %w", lockmode.String(o.shared, o.limit), quote(name), ErrUnsupported)
+		return nil, errorf("dlock: acquire %s %s: the backend has no shared locks or semaphores: %w", lockmode.String(o.shared, o.limit), quote(name), ErrUnsupported)
 	}
 	a.own = ownerFrom(ctx, l)
 	if k, err := l.reenter(ctx, a.own, name, o); k != nil || err != nil {
 		return k, err
 	}
 	if err := l.begin(); err != nil {
-		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), err)
+		return nil, errorf("dlock: acquire %s: %w", quote(name), err)
 	}
 	defer l.acquiring.Done()
 	if ctx.Err() != nil {
-		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ctxErr(ctx))
+		return nil, errorf("dlock: acquire %s: %w", quote(name), ctxErr(ctx))
 	}
 	a.renew = !o.noRenew
 	a.lease = driver.Lease{Name: name, Owner: l.ownerString(), TTL: o.ttl, Metadata: o.metadata, Shared: o.shared, Limit: o.limit}
@@ -156,7 +156,7 @@ func (l *Locker) attemptLoop(a *attempt, wait bool) (*Lock, error) {
 		a.queued = a.queued || res.Queued
 		if !wait {
 			l.stamps.note(name, res, time.Now())
-			return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ErrNotAcquired)
+			return nil, errorf("dlock: acquire %s: %w", quote(name), ErrNotAcquired)
 		}
 		takeover, until := w.obs.Note(res, time.Now())
 		a.lease.Takeover = takeover
@@ -216,7 +216,7 @@ func (l *Locker) attemptOnce(a *attempt, wait bool) (res driver.Result, sent str
 	}
 	if err != nil {
 		l.abandon(a.lease)
-		return res, sent, nil, l.acquireError(ctx, a.lease.Name, err)
+		return res, sent, nil, l.acquireError(ctx, a.lease, err)
 	}
 	return res, sent, nil, nil
 }
@@ -236,7 +236,7 @@ func (l *Locker) startWait(ctx context.Context, name string, w *waitState) error
 	case err == nil:
 		w.wake, w.stop = wake, stop
 	case ctx.Err() != nil:
-		return l.acquireError(ctx, name, err)
+		return l.acquireError(ctx, driver.Lease{Name: name}, err)
 	}
 	return nil
 }
@@ -271,9 +271,9 @@ func (l *Locker) pause(a *attempt, w *waitState, remaining, until time.Duration)
 	case <-w.local:
 	case <-t.C:
 	case <-a.ctx.Done():
-		return fmt.Errorf("dlock: acquire %s: gave up after %d attempts: %w", quote(a.lease.Name), a.attempts, ctxErr(a.ctx))
+		return errorf("dlock: acquire %s: gave up after %d attempts: %w", quote(a.lease.Name), a.attempts, ctxErr(a.ctx))
 	case <-l.closing:
-		return fmt.Errorf("dlock: acquire %s: %w", quote(a.lease.Name), ErrClosed)
+		return errorf("dlock: acquire %s: %w", quote(a.lease.Name), ErrClosed)
 	}
 	return nil
 }
@@ -356,7 +356,7 @@ func (l *Locker) acquireQueued(a *attempt) (*Lock, error) {
 	}
 	if err != nil {
 		l.abandon(a.lease)
-		return nil, l.acquireError(ctx, a.lease.Name, err)
+		return nil, l.acquireError(ctx, a.lease, err)
 	}
 	return l.register(a, fence, start)
 }
@@ -456,7 +456,7 @@ func (l *Locker) register(a *attempt, fence uint64, start time.Time) (*Lock, err
 	if l.closed {
 		l.mu.Unlock()
 		l.abandon(a.lease)
-		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(a.lease.Name), ErrClosed)
+		return nil, errorf("dlock: acquire %s: %w", quote(a.lease.Name), ErrClosed)
 	}
 	own.put(h)
 	l.track(h)
@@ -465,12 +465,21 @@ func (l *Locker) register(a *attempt, fence uint64, start time.Time) (*Lock, err
 	return k, nil
 }
 
-func (l *Locker) acquireError(ctx context.Context, name string, err error) error {
+// acquireError returns the error of an acquisition of lease whose step
+// failed with err. It names the name and the mode once, and wraps err
+// and the sentinels that apply: ErrInvalid for a name held in another
+// mode, ctx's error if ctx ended.
+func (l *Locker) acquireError(ctx context.Context, lease driver.Lease, err error) error {
+	name := quote(lease.Name)
 	if errors.Is(err, driver.ErrMode) {
-		return fmt.Errorf("dlock: acquire %s: the name is held in another mode (a lock is exclusive or shared; a semaphore's holders all give the same limit): %w: %w", quote(name), ErrInvalid, err)
+		msg := fmt.Sprintf("dlock: acquire %s as %s: %s (a lock is exclusive or shared; a semaphore's holders all give the same limit)",
+			name, lockmode.String(lease.Shared, lease.Limit), modeDetail(err))
+		return said(msg, ErrInvalid, err)
 	}
 	if ctx.Err() != nil && (!errors.Is(err, ctx.Err()) || !errors.Is(err, context.Cause(ctx))) {
-		return fmt.Errorf("dlock: acquire %s: %w: %w", quote(name), ctxErr(ctx), err)
+		cerr := ctxErr(ctx)
+		msg := fmt.Sprintf("dlock: acquire %s: %v: %s", name, cerr, withoutPrefix(err.Error(), name))
+		return said(msg, cerr, err)
 	}
-	return fmt.Errorf("dlock: acquire %s: %w", quote(name), err)
+	return said(fmt.Sprintf("dlock: acquire %s: %s", name, withoutPrefix(err.Error(), name)), err)
 }

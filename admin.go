@@ -25,20 +25,20 @@ type LockInfo struct {
 func (l *Locker) Inspect(ctx context.Context, names ...string) ([]LockInfo, error) {
 	in, ok := l.drv.(driver.Inspector)
 	if !ok {
-		return nil, fmt.Errorf("dlock: inspect: %w", ErrUnsupported)
+		return nil, errorf("dlock: inspect: %w", ErrUnsupported)
 	}
 	if err := l.usable(); err != nil {
-		return nil, fmt.Errorf("dlock: inspect: %w", err)
+		return nil, errorf("dlock: inspect: %w", err)
 	}
 	for _, n := range names {
 		if err := ValidateName(n); err != nil {
-			return nil, fmt.Errorf("dlock: inspect: %w", err)
+			return nil, errorf("dlock: inspect: %w", err)
 		}
 	}
 	hs, err := call(l, ctx, func() ([]driver.Holder, error) { return in.Inspect(ctx, names) }, nil)
 	err = l.storeError(err)
 	if err != nil {
-		return nil, fmt.Errorf("dlock: inspect: %w", err)
+		return nil, errorf("dlock: inspect: %w", err)
 	}
 	infos := make([]LockInfo, len(hs))
 	for i, h := range hs {
@@ -55,18 +55,18 @@ func (l *Locker) Inspect(ctx context.Context, names ...string) ([]LockInfo, erro
 func (l *Locker) ForceRelease(ctx context.Context, name string) (bool, error) {
 	fr, ok := l.drv.(driver.ForceReleaser)
 	if !ok {
-		return false, fmt.Errorf("dlock: force release: %w", ErrUnsupported)
+		return false, errorf("dlock: force release: %w", ErrUnsupported)
 	}
 	if err := l.usable(); err != nil {
-		return false, fmt.Errorf("dlock: force release: %w", err)
+		return false, errorf("dlock: force release: %w", err)
 	}
 	if err := ValidateName(name); err != nil {
-		return false, fmt.Errorf("dlock: force release: %w", err)
+		return false, errorf("dlock: force release: %w", err)
 	}
 	held, err := call(l, ctx, func() (bool, error) { return fr.ForceRelease(ctx, name) }, nil)
 	err = l.storeError(err)
 	if err != nil {
-		return false, fmt.Errorf("dlock: force release %s: %w", quote(name), err)
+		return false, errorf("dlock: force release %s: %w", quote(name), err)
 	}
 	l.wakeLocal(name)
 	return held, nil
@@ -78,13 +78,13 @@ func (l *Locker) ForceRelease(ctx context.Context, name string) (bool, error) {
 func (l *Locker) Waiters(ctx context.Context, name string) (int, error) {
 	wc, ok := l.drv.(driver.WaiterCounter)
 	if !ok {
-		return 0, fmt.Errorf("dlock: waiters: %w", ErrUnsupported)
+		return 0, errorf("dlock: waiters: %w", ErrUnsupported)
 	}
 	if err := l.usable(); err != nil {
-		return 0, fmt.Errorf("dlock: waiters: %w", err)
+		return 0, errorf("dlock: waiters: %w", err)
 	}
 	if err := ValidateName(name); err != nil {
-		return 0, fmt.Errorf("dlock: waiters: %w", err)
+		return 0, errorf("dlock: waiters: %w", err)
 	}
 	n, err := call(l, ctx, func() ([]int, error) { return wc.Waiters(ctx, []string{name}) }, nil)
 	err = l.storeError(err)
@@ -92,7 +92,7 @@ func (l *Locker) Waiters(ctx context.Context, name string) (int, error) {
 		err = fmt.Errorf("driver returned %d counts for 1 name", len(n))
 	}
 	if err != nil {
-		return 0, fmt.Errorf("dlock: waiters %s: %w", quote(name), err)
+		return 0, errorf("dlock: waiters %s: %w", quote(name), err)
 	}
 	return n[0], nil
 }

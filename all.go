@@ -2,7 +2,6 @@ package dlock
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 )
@@ -16,7 +15,7 @@ import (
 // options apply to every name.
 func (l *Locker) AcquireAll(ctx context.Context, names []string, opts ...Option) ([]*Lock, error) {
 	if len(names) == 0 {
-		return nil, fmt.Errorf("dlock: acquire all: no names: %w", ErrInvalid)
+		return nil, errorf("dlock: acquire all: no names: %w", ErrInvalid)
 	}
 	order := make([]int, len(names))
 	for i := range order {
@@ -25,7 +24,7 @@ func (l *Locker) AcquireAll(ctx context.Context, names []string, opts ...Option)
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(names[a], names[b]) })
 	for i := 1; i < len(order); i++ {
 		if names[order[i]] == names[order[i-1]] {
-			return nil, fmt.Errorf("dlock: acquire all: %s given twice: %w", quote(names[order[i]]), ErrInvalid)
+			return nil, errorf("dlock: acquire all: %s given twice: %w", quote(names[order[i]]), ErrInvalid)
 		}
 	}
 	locks := make([]*Lock, len(names))

@@ -147,7 +147,7 @@ func (m *URLMux) Open(ctx context.Context, rawURL string) (*Locker, error) {
 	}
 	l, err := open(ctx, u)
 	if err != nil {
-		return nil, fmt.Errorf("dlock: open %s: %w", redact.URL(rawURL), redact.Error(err, rawURL))
+		return nil, errorf("dlock: open %s: %w", redact.URL(rawURL), redact.Error(err, rawURL))
 	}
 	return l, nil
 }

@@ -70,7 +70,7 @@ func TestURLMuxOpenError(t *testing.T) {
 		return nil, fmt.Errorf("%w: password %s refused", dlock.ErrDenied, p)
 	})
 	_, err := m.Open(t.Context(), "x://u:s3cret@h")
-	if want := "dlock: open x://u:xxxxx@h: dlock: denied by the store: password xxxxx refused"; !errors.Is(err, dlock.ErrDenied) || err.Error() != want {
+	if want := "dlock: open x://u:xxxxx@h: denied by the store: password xxxxx refused"; !errors.Is(err, dlock.ErrDenied) || err.Error() != want {
 		t.Errorf("Open(x://u:s3cret@h) = %v, want ErrDenied saying %q", err, want)
 	}
 }

@@ -1,7 +1,6 @@
 package dlock
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/dlock-go/dlock/hook"
@@ -62,10 +61,10 @@ func (l *Locker) lose(h *held, reason hook.LossReason, cause error) {
 // failed (ErrDenied, say). Called with l.mu held.
 func (l *Locker) loseLapsed(h *held) {
 	if h.renewErr != nil {
-		l.lose(h, hook.LossExpired, fmt.Errorf("%w: lease of %v could not be renewed in time: %w", ErrLost, h.lease.TTL, h.renewErr))
+		l.lose(h, hook.LossExpired, errorf("%w: lease of %v could not be renewed in time: %w", ErrLost, h.lease.TTL, h.renewErr))
 		return
 	}
-	l.lose(h, hook.LossExpired, fmt.Errorf("%w: lease of %v could not be renewed in time", ErrLost, h.lease.TTL))
+	l.lose(h, hook.LossExpired, errorf("%w: lease of %v could not be renewed in time", ErrLost, h.lease.TTL))
 }
 
 // heldHeap orders acquisitions by their loss deadline or by their next

@@ -31,7 +31,7 @@ func (l *Locker) Close() error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return fmt.Errorf("dlock: close: %w", ErrClosed)
+		return errorf("dlock: close: %w", ErrClosed)
 	}
 	l.closed = true
 	l.pool.close()
@@ -77,7 +77,7 @@ func (l *Locker) Close() error {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("dlock: close: %w", err)
+		return errorf("dlock: close: %w", err)
 	}
 	return nil
 }

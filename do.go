@@ -3,7 +3,6 @@ package dlock
 import (
 	"context"
 	"errors"
-	"fmt"
 )
 
 // Do acquires name (waiting, like Acquire), calls fn with the lock's Context, and releases
@@ -16,15 +15,18 @@ import (
 // itself after its TTL.
 func (l *Locker) Do(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
-		return fmt.Errorf("dlock: do %s: nil func: %w", quote(name), ErrInvalid)
+		return errorf("dlock: do %s: nil func: %w", quote(name), ErrInvalid)
 	}
 	k, err := l.Acquire(ctx, name, opts...)
 	if err != nil {
 		return err
 	}
 	ferr, lost := k.run(ctx, fn)
-	if lost != nil {
-		return fmt.Errorf("dlock: do %s: %w", quote(name), errors.Join(lost, ferr))
+	switch {
+	case lost != nil && ferr != nil:
+		return errorf("dlock: do %s: %w; fn returned: %w", quote(name), lost, ferr)
+	case lost != nil:
+		return errorf("dlock: do %s: %w", quote(name), lost)
 	}
 	return ferr
 }
@@ -42,10 +44,10 @@ func (k *Lock) run(ctx context.Context, fn func(ctx context.Context) error) (fer
 	case errors.Is(cause, ErrLost):
 		lost = cause
 	case errors.Is(cause, ErrClosed):
-		lost = fmt.Errorf("%w: %w", ErrLost, cause) // Close released it under fn
+		lost = errorf("%w: %w", ErrLost, cause) // Close released it under fn
 	}
 	if err := k.Release(ctx); errors.Is(err, ErrNotHeld) && lost == nil {
-		lost = fmt.Errorf("%w: %w", ErrLost, err) // found gone at the release
+		lost = errorf("%w: %w", ErrLost, err) // found gone at the release
 	}
 	return ferr, lost
 }

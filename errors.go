@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/dlock-go/dlock/driver"
 )
@@ -96,4 +97,60 @@ func (l *Locker) storeError(err error) error {
 		return err
 	}
 	return storeError(l.errKinds, err)
+}
+
+// saidOnce is an error that wraps errs, for errors.Is and errors.As, but
+// reads as msg: the core's errors say the name, the step and the cause
+// once, where wrapping each layer's error would repeat them.
+type saidOnce struct {
+	msg  string
+	errs []error
+}
+
+func (e *saidOnce) Error() string   { return e.msg }
+func (e *saidOnce) Unwrap() []error { return e.errs }
+
+// withoutPrefix returns a driver's error text without the prefix that
+// repeats what the core's says: "pkg: acquire NAME: " (quoted NAME),
+// where pkg is one word. Any other text is returned whole.
+func withoutPrefix(text, quotedName string) string {
+	pkg, rest, ok := strings.Cut(text, ": acquire "+quotedName+": ")
+	if !ok || pkg == "" || strings.ContainsAny(pkg, ` :"`) {
+		return text
+	}
+	return rest
+}
+
+// modeDetail returns what a driver's error wrapping driver.ErrMode says
+// of the name's mode ("held as a lock"): its last part before the
+// sentinel, which every driver words as how the name is held.
+func modeDetail(err error) string {
+	text := strings.TrimSuffix(err.Error(), ": "+driver.ErrMode.Error())
+	if i := strings.LastIndex(text, ": "); i >= 0 {
+		text = text[i+2:]
+	}
+	if text == "" || text == driver.ErrMode.Error() {
+		return "held in another mode"
+	}
+	return text
+}
+
+// errorf is fmt.Errorf for the core's errors: the text says "dlock: "
+// once, at its start, where the errors it wraps (the sentinels, the
+// core's own) would repeat it ("dlock: acquire "x": dlock: not acquired"
+// reads "dlock: acquire "x": not acquired"). errors.Is and errors.As see
+// everything fmt.Errorf would wrap.
+func errorf(format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	text := err.Error()
+	if !strings.Contains(text, ": dlock: ") {
+		return err
+	}
+	return said(text, err)
+}
+
+// said returns a saidOnce that reads as msg, with "dlock: " said once, and
+// wraps errs.
+func said(msg string, errs ...error) error {
+	return &saidOnce{msg: strings.ReplaceAll(msg, ": dlock: ", ": "), errs: errs}
 }

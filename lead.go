@@ -3,7 +3,6 @@ package dlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -18,7 +17,7 @@ import (
 // bad input and a closed Locker end it at once.
 func (l *Locker) Lead(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
-		return fmt.Errorf("dlock: lead %s: nil func: %w", quote(name), ErrInvalid)
+		return errorf("dlock: lead %s: nil func: %w", quote(name), ErrInvalid)
 	}
 	for {
 		k, err := l.Acquire(ctx, name, opts...)
@@ -27,7 +26,7 @@ func (l *Locker) Lead(ctx context.Context, name string, fn func(ctx context.Cont
 			if k != nil {
 				k.Release(ctx)
 			}
-			return fmt.Errorf("dlock: lead %s: %w", quote(name), ctxErr(ctx))
+			return errorf("dlock: lead %s: %w", quote(name), ctxErr(ctx))
 		case errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed):
 			return err
 		case err != nil:
@@ -45,7 +44,7 @@ func (l *Locker) Lead(ctx context.Context, name string, fn func(ctx context.Cont
 		ferr, lost := k.run(ctx, fn)
 		switch {
 		case ctx.Err() != nil:
-			return fmt.Errorf("dlock: lead %s: %w", quote(name), ctxErr(ctx))
+			return errorf("dlock: lead %s: %w", quote(name), ctxErr(ctx))
 		case lost != nil:
 			continue // leadership lost: campaign again
 		}

@@ -3,7 +3,6 @@ package dlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
@@ -96,7 +95,7 @@ func (k *Lock) Refresh(ctx context.Context) error {
 	case err == nil:
 		h.extended(start)
 	case errors.Is(err, driver.ErrNotHeld):
-		l.lose(h, hook.LossNotHeld, fmt.Errorf("%w: refresh found it held by no one or another owner", ErrLost))
+		l.lose(h, hook.LossNotHeld, errorf("%w: refresh found it held by no one or another owner", ErrLost))
 	}
 	done, st = k.done, h.state
 	l.unlock()
@@ -104,7 +103,7 @@ func (k *Lock) Refresh(ctx context.Context) error {
 		return serr
 	}
 	if err != nil {
-		return fmt.Errorf("dlock: refresh %s: %w", quote(h.lease.Name), err)
+		return errorf("dlock: refresh %s: %w", quote(h.lease.Name), err)
 	}
 	return nil
 }
@@ -112,11 +111,11 @@ func (k *Lock) Refresh(ctx context.Context) error {
 func (k *Lock) stateError(op string, done bool, st state) error {
 	switch {
 	case done:
-		return fmt.Errorf("dlock: %s %s: handle already released: %w", op, quote(k.h.lease.Name), ErrNotHeld)
+		return errorf("dlock: %s %s: handle already released: %w", op, quote(k.h.lease.Name), ErrNotHeld)
 	case st == lost:
-		return fmt.Errorf("dlock: %s %s: %w: %w", op, quote(k.h.lease.Name), ErrNotHeld, k.h.cause)
+		return errorf("dlock: %s %s: %w: %w", op, quote(k.h.lease.Name), ErrNotHeld, k.h.cause)
 	case st == closed:
-		return fmt.Errorf("dlock: %s %s: %w: %w", op, quote(k.h.lease.Name), ErrNotHeld, ErrClosed)
+		return errorf("dlock: %s %s: %w: %w", op, quote(k.h.lease.Name), ErrNotHeld, ErrClosed)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package dlock
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -27,14 +26,14 @@ import (
 // ownership: by the time it is read the holder may be gone.
 func (l *Locker) Observe(ctx context.Context, name string) (<-chan []LockInfo, error) {
 	if ctx == nil {
-		return nil, fmt.Errorf("dlock: observe %s: nil context: %w", quote(name), ErrInvalid)
+		return nil, errorf("dlock: observe %s: nil context: %w", quote(name), ErrInvalid)
 	}
 	if err := ValidateName(name); err != nil {
-		return nil, fmt.Errorf("dlock: observe: %w", err)
+		return nil, errorf("dlock: observe: %w", err)
 	}
 	in, ok := l.drv.(driver.Inspector)
 	if !ok {
-		return nil, fmt.Errorf("dlock: observe %s: %w", quote(name), ErrUnsupported)
+		return nil, errorf("dlock: observe %s: %w", quote(name), ErrUnsupported)
 	}
 	o := &observer{l: l, in: in, name: name, out: make(chan []LockInfo)}
 	if err := o.subscribe(ctx); err != nil {
@@ -44,7 +43,7 @@ func (l *Locker) Observe(ctx context.Context, name string) (<-chan []LockInfo, e
 	if l.closed {
 		l.mu.Unlock()
 		o.stop()
-		return nil, fmt.Errorf("dlock: observe %s: %w", quote(name), ErrClosed)
+		return nil, errorf("dlock: observe %s: %w", quote(name), ErrClosed)
 	}
 	l.bg.Add(1)
 	l.mu.Unlock()
@@ -82,7 +81,7 @@ func (o *observer) subscribe(ctx context.Context) error {
 	err = o.l.storeError(err)
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return fmt.Errorf("dlock: observe %s: %w", quote(o.name), ctxErr(ctx))
+		return errorf("dlock: observe %s: %w", quote(o.name), ctxErr(ctx))
 	case err != nil:
 		o.pushed = false // polling makes up for the missing notifications
 	case stop != nil:

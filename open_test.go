@@ -17,7 +17,7 @@ func TestOpenErrors(t *testing.T) {
 		{"redis://host", `dlock: bad store URL: scheme "redis" needs its backend: import _ "github.com/dlock-go/dlock/redislock" (registered: mem)`},
 		{"postgres://u:s3cret@h/db", `dlock: bad store URL: scheme "postgres" needs its backend: import _ "github.com/dlock-go/dlock/sqllock/postgres"`},
 		{"redis://user:s3cret@host:bad", `dlock: bad store URL: cannot parse "redis://user:xxxxx@host:bad": invalid port ":bad" after host`},
-		{"mem://?ttl=1s", `dlock: open mem://?ttl=1s: dlock: bad store URL: unknown parameter "ttl" for mem:// (known: none)`},
+		{"mem://?ttl=1s", `dlock: open mem://?ttl=1s: bad store URL: unknown parameter "ttl" for mem:// (known: none)`},
 		{"mem://%zz", `dlock: bad store URL: cannot parse "mem://%zz"`},
 	} {
 		_, err := dlock.Open(t.Context(), tc.url)

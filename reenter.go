@@ -2,7 +2,6 @@ package dlock
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/dlock-go/dlock/internal/lockmode"
 )
@@ -30,7 +29,7 @@ func (l *Locker) reenter(ctx context.Context, own *owner, name string, o *acquir
 
 func (l *Locker) reenterLocked(own *owner, name string, o *acquireOptions) (*Lock, error) {
 	if l.closed {
-		return nil, fmt.Errorf("dlock: acquire %s: %w", quote(name), ErrClosed)
+		return nil, errorf("dlock: acquire %s: %w", quote(name), ErrClosed)
 	}
 	h := own.get(name)
 	if h == nil || h.state != active {
@@ -41,7 +40,7 @@ func (l *Locker) reenterLocked(own *owner, name string, o *acquireOptions) (*Loc
 		if h.lease.Shared && !o.shared && o.limit == 0 {
 			why = " (an upgrade, which deadlocks two readers that both try it: release, then acquire exclusively)"
 		}
-		return nil, fmt.Errorf("dlock: acquire %s %s inside a hold of it that is %s%s: %w", lockmode.String(o.shared, o.limit), quote(name), lockmode.String(h.lease.Shared, h.lease.Limit), why, ErrInvalid)
+		return nil, errorf("dlock: acquire %s %s inside a hold of it that is %s%s: %w", lockmode.String(o.shared, o.limit), quote(name), lockmode.String(h.lease.Shared, h.lease.Limit), why, ErrInvalid)
 	}
 	return h.newHandle(), nil
 }

@@ -67,13 +67,13 @@ func (k *Lock) Release(ctx context.Context) error {
 	l.wakeLocal(h.lease.Name)
 	switch {
 	case errors.Is(err, driver.ErrNotHeld):
-		return fmt.Errorf("dlock: release %s: lease found expired or taken over: %w", quote(h.lease.Name), ErrNotHeld)
+		return errorf("dlock: release %s: lease found expired or taken over: %w", quote(h.lease.Name), ErrNotHeld)
 	case err != nil && !detached && retryRelease(err):
 		values := context.WithoutCancel(ctx)
 		l.goBackground(func() { l.keepReleasing(values, h.lease, until, err) })
-		return fmt.Errorf("dlock: release %s: %w (retried in the background until the lease could have run out)", quote(h.lease.Name), err)
+		return errorf("dlock: release %s: %w (retried in the background until the lease could have run out)", quote(h.lease.Name), err)
 	case err != nil:
-		return fmt.Errorf("dlock: release %s: %w", quote(h.lease.Name), err)
+		return errorf("dlock: release %s: %w", quote(h.lease.Name), err)
 	}
 	return nil
 }

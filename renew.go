@@ -158,7 +158,7 @@ func (l *Locker) applyRefresh(r refreshResult) {
 			h.extended(r.start)
 			l.books.renewals.push(h)
 		case errors.Is(err, driver.ErrNotHeld):
-			l.lose(h, hook.LossNotHeld, fmt.Errorf("%w: renewal found it held by no one or another owner", ErrLost))
+			l.lose(h, hook.LossNotHeld, errorf("%w: renewal found it held by no one or another owner", ErrLost))
 		default:
 			// Outcome unknown (network, timeout), or a refusal (ErrDenied,
 			// ErrNoSpace) that the lease on the server outlives: try
@@ -176,7 +176,7 @@ func (l *Locker) applyRefresh(r refreshResult) {
 func (l *Locker) applyLoss(loss driver.Loss) {
 	l.mu.Lock()
 	defer l.unlock()
-	cause := fmt.Errorf("%w: %w", ErrLost, l.storeError(loss.Err))
+	cause := errorf("%w: %w", ErrLost, l.storeError(loss.Err))
 	if loss.Owner != "" {
 		if h := l.books.held[loss.Owner]; h != nil {
 			l.lose(h, hook.LossReported, cause)
@@ -220,7 +220,7 @@ func (l *Locker) refreshSteps(ctx context.Context, leases []driver.Lease) []erro
 		}
 		return errs
 	}
-	err := fmt.Errorf("dlock: the backend's Refresh returned %d results for %d leases", len(errs), len(leases))
+	err := errorf("dlock: the backend's Refresh returned %d results for %d leases", len(errs), len(leases))
 	errs = make([]error, len(leases))
 	for i := range errs {
 		errs[i] = err

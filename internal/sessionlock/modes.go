@@ -116,7 +116,7 @@ func (m Mode) Ahead() int {
 func Place(ahead []Mode, m Mode) (held bool, wait []int, err error) {
 	for _, a := range ahead {
 		if !a.compatible(m) {
-			return false, nil, fmt.Errorf("wanted as %s, held or queued for as %s: %w", m, a, driver.ErrMode)
+			return false, nil, fmt.Errorf("held or queued for as %s: %w", a, driver.ErrMode)
 		}
 	}
 	switch {
