@@ -14,7 +14,9 @@ import (
 // Campaigning is Acquire: woken, not polled, where the store can notify.
 // If the store fails while Lead campaigns, it tries again after a pause
 // (at most the backend's longest retry interval) instead of returning;
-// bad input and a closed Locker end it at once.
+// bad input, a closed Locker and a store that refuses the credentials or
+// the step (ErrDenied: retrying would only repeat the refusal, as the
+// store's logs would show) end it at once with that error.
 func (l *Locker) Lead(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
 		return errorf("dlock: lead %s: nil func: %w", quote(name), ErrInvalid)
@@ -27,7 +29,7 @@ func (l *Locker) Lead(ctx context.Context, name string, fn func(ctx context.Cont
 				k.Release(ctx)
 			}
 			return errorf("dlock: lead %s: %w", quote(name), ctxErr(ctx))
-		case errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed):
+		case errors.Is(err, ErrInvalid), errors.Is(err, ErrClosed), errors.Is(err, ErrDenied), errors.Is(err, ErrUnsupported):
 			return err
 		case err != nil:
 			// The store failed: campaign again after a pause.

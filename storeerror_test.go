@@ -169,3 +169,28 @@ func TestErrorKindString(t *testing.T) {
 		}
 	}
 }
+
+// TestLeadEndsOnDenial: the adversary is a store that refuses every
+// campaign (a missing grant). Lead used to campaign again forever, every
+// retry interval, hiding the refusal; it now returns it at once. A store
+// out of space is not a refusal of the user: Lead keeps campaigning.
+func TestLeadEndsOnDenial(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := newClassifying(memlock.NewStore(), errNoPerm)
+		defer l.Close()
+		err := l.Lead(t.Context(), "a", func(ctx context.Context) error {
+			t.Error("fn ran on a store that refuses every acquisition")
+			return nil
+		})
+		wantRefusal(t, "Lead", err, dlock.ErrDenied, errNoPerm)
+
+		full, _ := newClassifying(memlock.NewStore(), errFull)
+		defer full.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		err = full.Lead(ctx, "a", func(ctx context.Context) error { return nil })
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Lead on a full store = %v, want it to campaign until ctx ends", err)
+		}
+	})
+}
