@@ -138,7 +138,7 @@ func (l *Locker) acquireLoop(a *attempt, wait bool) (*Lock, error) {
 
 // attemptLoop is acquireLoop's loop: attempt, and while the name is held
 // and wait is set, wait for a wake-up and attempt again.
-func (l *Locker) attemptLoop(a *attempt, wait bool) (*Lock, error) {
+func (l *Locker) attemptLoop(a *attempt, wait bool) (k *Lock, err error) {
 	name := a.lease.Name
 	if !wait {
 		// A single attempt takes over a holder in doubt only if earlier
@@ -146,7 +146,7 @@ func (l *Locker) attemptLoop(a *attempt, wait bool) (*Lock, error) {
 		a.lease.Takeover = l.stamps.takeover(name, time.Now())
 	}
 	var w waitState
-	defer l.endWait(name, &w)
+	defer func() { l.endWait(name, &w, k != nil && !a.lease.Shared && a.lease.Limit == 0) }()
 	for {
 		res, sent, k, err := l.attemptOnce(a, wait)
 		if k != nil || err != nil {
@@ -161,9 +161,10 @@ func (l *Locker) attemptLoop(a *attempt, wait bool) (*Lock, error) {
 		takeover, until := w.obs.Note(res, time.Now())
 		a.lease.Takeover = takeover
 		switch {
-		case w.local == nil:
-			// Subscribe before the next attempt, so that a release
-			// between that attempt and the wait is not missed.
+		case w.me == nil:
+			// Queue (and, first in the queue, subscribe) before the next
+			// attempt, so that a release between that attempt and the
+			// wait is not missed.
 			if err := l.startWait(a.ctx, name, &w); err != nil {
 				return nil, err
 			}
@@ -181,9 +182,7 @@ func (l *Locker) attemptLoop(a *attempt, wait bool) (*Lock, error) {
 
 // waitState is what attemptLoop keeps between the attempts of one wait.
 type waitState struct {
-	local chan struct{}   // releases in this Locker; nil until startWait
-	wake  <-chan struct{} // the store's notifications; nil without
-	stop  func()          // ends the store's notifications; nil without
+	me    *waiter         // in the Locker's queue for the name; nil until startWait
 	delay time.Duration   // backoff state (see nextDelay)
 	obs   driver.Observer // the takeover rule, for this wait only
 }
@@ -221,12 +220,23 @@ func (l *Locker) attemptOnce(a *attempt, wait bool) (res driver.Result, sent str
 	return res, sent, nil, nil
 }
 
-// startWait subscribes a waiter on name to its wake-ups: releases in this
-// Locker and, where the store can notify, the store's notifications. The
-// error says ctx ended while subscribing; any other failure of the store's
-// subscription leaves the waiter without notifications.
+// startWait queues a waiter on name in this Locker (see localWaiters);
+// the front of the queue also subscribes to the store's notifications.
+// The error says ctx ended while subscribing.
 func (l *Locker) startWait(ctx context.Context, name string, w *waitState) error {
-	w.local = l.addWaiter(name)
+	me, front := l.joinWait(name)
+	w.me = me
+	if front {
+		return l.subscribe(ctx, name, me)
+	}
+	return nil
+}
+
+// subscribe makes the front waiter me's subscription to the store's
+// notifications for name, where the store can notify. The error says ctx
+// ended while subscribing; any other failure of the subscription leaves
+// the waiters of name without notifications (they fall back to retries).
+func (l *Locker) subscribe(ctx context.Context, name string, me *waiter) error {
 	if l.notifier == nil {
 		return nil
 	}
@@ -234,30 +244,81 @@ func (l *Locker) startWait(ctx context.Context, name string, w *waitState) error
 	err = l.storeError(err)
 	switch {
 	case err == nil:
-		w.wake, w.stop = wake, stop
+		l.setSubscription(me, subscription{wake: wake, stop: stop})
 	case ctx.Err() != nil:
 		return l.acquireError(ctx, driver.Lease{Name: name}, err)
+	default:
+		l.setSubscription(me, subscription{})
 	}
 	return nil
 }
 
-// endWait ends the subscriptions startWait made, if it ran.
-func (l *Locker) endWait(name string, w *waitState) {
-	if w.stop != nil {
-		w.stop()
-	}
-	if w.local != nil {
-		l.removeWaiter(name, w.local)
+// endWait takes the waiter startWait queued, if it ran, out of the queue,
+// handing its turn and subscription to the next (see leaveWait).
+func (l *Locker) endWait(name string, w *waitState, tookExclusive bool) {
+	if w.me != nil {
+		l.leaveWait(name, w.me, tookExclusive)
 	}
 }
 
-// pause waits for a wake-up before a waiter's next attempt: a store
-// notification, a release in this Locker, or the sleep nextDelay gives,
-// shortened while a writer's intent must be kept alive and when a
-// takeover is due (until). The error says ctx ended or the Locker closed.
+// pause waits until a waiter should attempt again. The front of the
+// name's queue waits for a wake-up (frontPause); the others wait for
+// their turn, and attempt on their own only to keep a writer's intent
+// alive. The error says ctx ended or the Locker closed.
 func (l *Locker) pause(a *attempt, w *waitState, remaining, until time.Duration) error {
+	name := a.lease.Name
+	for {
+		front, attempt, sub, tried := l.turn(name, w.me)
+		switch {
+		case front && !tried && l.notifier != nil:
+			// Became the front with no subscription (the one before had
+			// none): subscribe, then attempt, so that a release after
+			// the subscription is not missed.
+			return l.subscribe(a.ctx, name, w.me)
+		case front && attempt:
+			return nil
+		case front:
+			if rung, err := l.frontPause(a, w, sub.wake, remaining, until); !rung || err != nil {
+				return err
+			}
+			continue // rung: look at the turn, which says to attempt
+		}
+		if again, err := l.awaitTurn(a, w); again || err != nil {
+			return err
+		}
+	}
+}
+
+// awaitTurn waits until a waiter behind the front of its queue is rung
+// (it returns false, nil: look at the turn again), or, if it keeps a
+// writer's intent in the store, until that intent needs an attempt to
+// stay alive (true, nil).
+func (l *Locker) awaitTurn(a *attempt, w *waitState) (attempt bool, err error) {
+	var intent <-chan time.Time
+	if a.queued {
+		t := time.NewTimer(a.lease.TTL / 3) // the intent lasts a TTL
+		defer t.Stop()
+		intent = t.C
+	}
+	select {
+	case <-w.me.bell:
+		return false, nil
+	case <-intent:
+		return true, nil
+	case <-a.ctx.Done():
+		return false, gaveUp(a)
+	case <-l.closing:
+		return false, errorf("dlock: acquire %s: %w", quote(a.lease.Name), ErrClosed)
+	}
+}
+
+// frontPause waits for a wake-up before the front waiter's next attempt:
+// a store notification, a release in this Locker, or the sleep nextDelay
+// gives, shortened while a writer's intent must be kept alive and when a
+// takeover is due (until). It reports whether the waiter's bell rang.
+func (l *Locker) frontPause(a *attempt, w *waitState, wake <-chan struct{}, remaining, until time.Duration) (rung bool, err error) {
 	var sleep time.Duration
-	w.delay, sleep = l.nextDelay(w.delay, remaining, w.wake != nil)
+	w.delay, sleep = l.nextDelay(w.delay, remaining, wake != nil)
 	if a.queued {
 		sleep = min(sleep, a.lease.TTL/3) // the intent lasts a TTL
 	}
@@ -267,15 +328,21 @@ func (l *Locker) pause(a *attempt, w *waitState, remaining, until time.Duration)
 	t := time.NewTimer(sleep)
 	defer t.Stop()
 	select {
-	case <-w.wake:
-	case <-w.local:
+	case <-wake:
+	case <-w.me.bell:
+		return true, nil
 	case <-t.C:
 	case <-a.ctx.Done():
-		return errorf("dlock: acquire %s: gave up after %d attempts: %w", quote(a.lease.Name), a.attempts, ctxErr(a.ctx))
+		return false, gaveUp(a)
 	case <-l.closing:
-		return errorf("dlock: acquire %s: %w", quote(a.lease.Name), ErrClosed)
+		return false, errorf("dlock: acquire %s: %w", quote(a.lease.Name), ErrClosed)
 	}
-	return nil
+	return false, nil
+}
+
+// gaveUp is the error of a wait whose ctx ended.
+func gaveUp(a *attempt) error {
+	return errorf("dlock: acquire %s: gave up after %d attempts: %w", quote(a.lease.Name), a.attempts, ctxErr(a.ctx))
 }
 
 // nextDelay returns the backoff state after prev and how long a waiter

@@ -71,7 +71,7 @@ func newLocker(drv driver.Driver, minRetry, maxRetry time.Duration) *Locker {
 			renewals:  newHeldHeap(byRenewal, now),
 		},
 		keeper:  keeperState{timer: time.NewTimer(time.Hour), at: now.Add(time.Hour)},
-		waiters: localWaiters{byName: make(map[string]map[chan struct{}]struct{})},
+		waiters: localWaiters{byName: make(map[string]*nameWaiters)},
 	}
 	l.closingCtx, l.closeNow = context.WithCancelCause(context.Background())
 	l.closing = l.closingCtx.Done()

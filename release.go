@@ -60,11 +60,12 @@ func (k *Lock) Release(ctx context.Context) error {
 	if hs != nil {
 		start = time.Now()
 	}
+	front := l.waitFront(h.lease.Name)
 	err, detached := l.releaseLease(ctx, h.lease, until)
 	if hs != nil {
 		l.released(*hs, ctx, h, start, false, err)
 	}
-	l.wakeLocal(h.lease.Name)
+	l.wakeLocalAfter(h.lease.Name, front)
 	switch {
 	case errors.Is(err, driver.ErrNotHeld):
 		return errorf("dlock: release %s: lease found expired or taken over: %w", quote(h.lease.Name), ErrNotHeld)
