@@ -123,9 +123,13 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		cli.Close()
 		return nil, err
 	}
-	// Grant the session lease now, within ctx: an unreachable cluster
-	// fails here rather than at the first acquisition.
-	_, err = d.session(openCtx)
+	// Grant a session lease now, within ctx: an unreachable cluster
+	// fails here rather than at the first acquisition. It is the one for
+	// dlock.DefaultTTL (or Options.SessionTTL), revoked in time if unused.
+	s, err := d.session(openCtx, dlock.DefaultTTL)
+	if err == nil {
+		d.joined(s)
+	}
 	watch.disarm()
 	if err == nil && openCtx.Err() != nil {
 		err = openCtx.Err() // refused before the watch was disarmed: cli is closing
