@@ -125,7 +125,7 @@ func (d *etcdDriver) keepAlive(s *session) {
 	defer d.bg.Done()
 	timer := time.NewTimer(s.ttl / 3)
 	defer timer.Stop()
-	for renewals := 1; ; {
+	for renewals := 0; ; {
 		select {
 		case <-timer.C:
 		case <-d.ctx.Done():

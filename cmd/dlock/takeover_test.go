@@ -1,12 +1,14 @@
 package main
 
 import (
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
@@ -50,11 +52,7 @@ func TestRunTakeoverAfterKill9(t *testing.T) {
 // and exit.
 func takeover(t *testing.T, store string, holding func(t *testing.T)) time.Duration {
 	t.Helper()
-	dir := t.TempDir()
-	holder := dlockCmd(t, "run", "--store", store, "--ttl", "3", "job", "--",
-		"sh", "-c", `echo $$ > "$1/pid"; exec sleep 600`, "sh", dir)
-	start(t, holder)
-	readPid(t, filepath.Join(dir, "pid"))
+	holder := startHolding(t, store, "3")
 	if holding != nil {
 		holding(t)
 	}
@@ -74,6 +72,40 @@ func takeover(t *testing.T, store string, holding func(t *testing.T)) time.Durat
 	return took
 }
 
+// startHolding starts `dlock run --ttl ttl job` on store and returns it
+// once its command runs.
+func startHolding(t *testing.T, store, ttl string) *exec.Cmd {
+	t.Helper()
+	dir := t.TempDir()
+	holder := dlockCmd(t, "run", "--store", store, "--ttl", ttl, "job", "--",
+		"sh", "-c", `echo $$ > "$1/pid"; exec sleep 600`, "sh", dir)
+	start(t, holder)
+	readPid(t, filepath.Join(dir, "pid"))
+	return holder
+}
+
+// run and lead set a zk:// URL's session_timeout to --ttl unless it has
+// one. The adversary is the server's bounds: a --ttl below 2 tickTimes
+// gets 2 tickTimes (1 s on the test server; 4 s on a default one).
+func TestRunZooKeeperSessionFromTTL(t *testing.T) {
+	z := testserver.StartZooKeeper(t)
+	for _, tc := range []struct {
+		query, ttl string
+		want       time.Duration
+	}{
+		{"", "3", 3 * time.Second},
+		{"?session_timeout=2s", "3", 2 * time.Second},
+		{"", "0.5", 2 * testserver.ZooKeeperTick},
+	} {
+		t.Run("ttl="+tc.ttl+tc.query, func(t *testing.T) {
+			holder := startHolding(t, "zk://"+z.Addr()+tc.query, tc.ttl)
+			wantZKSession(t, z, tc.want)
+			holder.Process.Kill()
+			testkit.Eventually(t, "the killed holder's connection gone", func() bool { return len(z.SessionTimeouts(t)) == 0 })
+		})
+	}
+}
+
 // wantEtcdLease checks that the one lock key under the default prefix is
 // on a lease granted secs seconds.
 func wantEtcdLease(t *testing.T, cli *clientv3.Client, secs int64) {
@@ -87,7 +119,7 @@ func wantEtcdLease(t *testing.T, cli *clientv3.Client, secs int64) {
 		t.Fatalf("TimeToLive(the holder's lease) = %v", err)
 	}
 	if ttl.GrantedTTL != secs {
-		t.Errorf("the lease of a --ttl 3 holder's key was granted %d s, want %d s", ttl.GrantedTTL, secs)
+		t.Errorf("the lease of the holder's key was granted %d s, want %d s", ttl.GrantedTTL, secs)
 	}
 }
 
@@ -101,8 +133,7 @@ func wantZKSession(t *testing.T, z *testserver.ZooKeeper, want time.Duration) {
 	}
 	for sid, to := range got {
 		if to != want {
-			t.Errorf("the --ttl 3 holder's session %x has timeout %v, want %v", sid, to, want)
+			t.Errorf("the holder's session %x has timeout %v, want %v", sid, to, want)
 		}
 	}
 }
-
