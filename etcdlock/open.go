@@ -124,12 +124,8 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		return nil, err
 	}
 	// Grant a session lease now, within ctx: an unreachable cluster
-	// fails here rather than at the first acquisition. It is the one for
-	// dlock.DefaultTTL (or Options.SessionTTL), revoked in time if unused.
-	s, err := d.session(openCtx, dlock.DefaultTTL)
-	if err == nil {
-		d.joined(s)
-	}
+	// fails here rather than at the first acquisition.
+	err = d.grantFirst(openCtx)
 	watch.disarm()
 	if err == nil && openCtx.Err() != nil {
 		err = openCtx.Err() // refused before the watch was disarmed: cli is closing

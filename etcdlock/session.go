@@ -103,6 +103,17 @@ func (d *etcdDriver) session(ctx context.Context, ttl time.Duration) (*session, 
 	return s, nil
 }
 
+// grantFirst grants the session of dlock.DefaultTTL (or of
+// Options.SessionTTL), for Open: it is the one an acquisition without
+// WithTTL uses, and is revoked in time if unused (see reapIdle).
+func (d *etcdDriver) grantFirst(ctx context.Context) error {
+	s, err := d.session(ctx, dlock.DefaultTTL)
+	if err == nil {
+		d.joined(s)
+	}
+	return err
+}
+
 // handOut counts a caller of session among those joining s. d.mu is held.
 func (d *etcdDriver) handOut(s *session) {
 	s.joining++
