@@ -16,13 +16,16 @@
 // for a server with --client-cert-auth, tls_server_name,
 // tls_insecure_skip_verify=true only when named; any of them makes etcd://
 // speak TLS too). With authentication on, the user is the URL's, or else
-// the client certificate's common name. Open grants the Locker's session
-// lease before it returns.
+// the client certificate's common name. Open grants a session lease (the
+// one for dlock.DefaultTTL) before it returns.
 //
 // # Guarantees
 //
-//   - Every acquisition, held or waiting, is a key attached to the Locker's
-//     etcd lease; the keys of a name, of every mode, form one queue ordered
+//   - Every acquisition, held or waiting, is a key attached to one of the
+//     Locker's etcd leases (sessions): the one whose TTL is the
+//     acquisition's TTL rounded up to whole seconds, shared by every
+//     acquisition of that TTL, or the single one of Options.SessionTTL if
+//     set. The keys of a name, of every mode, form one queue ordered
 //     by create revision, so waiters are served in arrival order and a
 //     writer is never overtaken by readers that come after it.
 //   - A waiter watches only the keys whose deletion may let it in: a release
@@ -38,10 +41,15 @@
 //
 // # Limits
 //
-//   - If the holder's process dies, the next waiter gets the lock after
-//     Options.SessionTTL (DefaultSessionTTL, 10 s), not after the lock's
-//     TTL. Every lock of a session is lost when its lease is found revoked
-//     or expired.
+//   - If the holder's process dies, the next waiter gets the lock when
+//     the lease of the holder's key expires: after the lock's TTL rounded
+//     up to whole seconds (etcd raises a TTL below its minimum, about 2 s
+//     with its default timing, to that minimum), or after
+//     Options.SessionTTL if set. Every lock of a session is lost when its
+//     lease is found revoked or expired; the locks of other TTLs are not.
+//   - A Locker keeps one lease, and one keep-alive loop, per distinct TTL
+//     it holds or waits with; a lease with no key attached is revoked
+//     within about its TTL.
 //   - Each acquisition makes two revisions, which etcd keeps until its
 //     history is compacted (see below).
 //   - Anyone with write access to the prefix can delete a holder's key; the
@@ -100,6 +108,7 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -116,7 +125,11 @@ const (
 	// DefaultPrefix is Options.Prefix's default.
 	DefaultPrefix = "dlock/"
 
-	// DefaultSessionTTL is Options.SessionTTL's default.
+	// DefaultSessionTTL was Options.SessionTTL's default.
+	//
+	// Deprecated: SessionTTL's default is now 0, a lease per lock TTL, so
+	// that a dead holder's lock frees after its own TTL. Set SessionTTL to
+	// DefaultSessionTTL for the former behaviour.
 	DefaultSessionTTL = 10 * time.Second
 )
 
@@ -125,10 +138,13 @@ type Options struct {
 	// Prefix is prepended to every key dlock uses. Default: DefaultPrefix.
 	Prefix string
 
-	// SessionTTL is the TTL of the Locker's etcd lease, rounded up to
-	// whole seconds; the server may raise it to its minimum (about
-	// 1.5 election timeouts). A holder that dies keeps its locks this long.
-	// Default: DefaultSessionTTL.
+	// SessionTTL, if positive, makes every acquisition of the Locker use
+	// one etcd lease of this TTL, rounded up to whole seconds; the server
+	// may raise it to its minimum (about 1.5 election timeouts). A holder
+	// that dies then keeps its locks this long, whatever their TTLs. If
+	// 0, each acquisition uses the lease of its own TTL, rounded up to
+	// whole seconds (one lease per distinct TTL), and a dead holder's lock
+	// frees after its TTL. Default: 0, a lease per TTL.
 	SessionTTL time.Duration
 
 	// CompactEvery, if positive, makes the Locker compact the cluster's
@@ -155,8 +171,9 @@ type Options struct {
 // New returns a Locker on the etcd cluster behind cli. The Locker does
 // not close cli; close the Locker first. A nil opts means defaults. A nil
 // cli or a negative SessionTTL or CompactEvery gets an error wrapping
-// dlock.ErrInvalid. New makes no request: the Locker's session lease is
-// granted by its first acquisition, within that call's context (and a
+// dlock.ErrInvalid. New makes no request: the session lease of a TTL is
+// granted by the first acquisition with that TTL, within that call's
+// context (and a
 // CompactEvery loop makes its first one a period later).
 func New(cli *clientv3.Client, opts *Options) (*dlock.Locker, error) {
 	l, _, err := newLocker(cli, opts)
@@ -193,15 +210,13 @@ func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	if o.SessionTTL == 0 {
-		o.SessionTTL = DefaultSessionTTL
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &etcdDriver{
 		cli:        cli,
 		ownClient:  ownClient,
 		prefix:     o.Prefix,
 		sessionTTL: int64((o.SessionTTL + time.Second - 1) / time.Second),
+		sessions:   make(map[int64]*session),
 		ctx:        ctx,
 		cancel:     cancel,
 	}
@@ -242,16 +257,16 @@ type etcdDriver struct {
 	cli        *clientv3.Client
 	ownClient  bool // made by Open: Close closes it
 	prefix     string
-	sessionTTL int64 // seconds
+	sessionTTL int64 // seconds; 0: a session per acquisition TTL
 
 	ctx    context.Context // cancelled by Close; bounds background calls
 	cancel context.CancelFunc
 	leases *sessionlock.Leases[entry]
 	bg     sync.WaitGroup // keep-alive loops, the compaction loop
 
-	mu     sync.Mutex
-	closed bool
-	sess   *session // the live session, nil until granted again
+	mu       sync.Mutex
+	closed   bool
+	sessions map[int64]*session // the live sessions, by session.secs
 }
 
 // entry is an acquisition's key: its create revision (the fencing token)
@@ -279,8 +294,8 @@ func (d *etcdDriver) Close() error {
 	es := d.leases.Close()
 	d.mu.Lock()
 	d.closed = true
-	s := d.sess
-	d.sess = nil
+	live := d.sessions
+	d.sessions = nil
 	d.mu.Unlock()
 	d.cancel() // stops the keep-alive and compaction loops
 	d.bg.Wait()
@@ -288,20 +303,20 @@ func (d *etcdDriver) Close() error {
 
 	ctx, cancel := sessionlock.CleanupContext()
 	defer cancel()
-	var err error
-	if s != nil {
-		// Revoking the session deletes every key still attached to it.
-		if _, rerr := d.cli.Revoke(ctx, s.id); rerr != nil {
-			err = fmt.Errorf("etcdlock: close: revoke lease %x: %w", s.id, rerr)
+	var errs []error
+	for _, s := range live {
+		// Revoking a session deletes every key still attached to it.
+		if _, err := d.cli.Revoke(ctx, s.id); err != nil {
+			errs = append(errs, fmt.Errorf("etcdlock: close: revoke lease %x: %w", s.id, err))
 		}
 	}
 	for _, e := range es {
-		if s == nil || e.sess != s {
+		if e.sess == nil || live[e.sess.secs] != e.sess {
 			d.deleteKey(ctx, e.key, e.rev)
 		}
 	}
 	if d.ownClient {
 		d.cli.Close()
 	}
-	return err
+	return errors.Join(errs...)
 }

@@ -123,9 +123,9 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		cli.Close()
 		return nil, err
 	}
-	// Grant the session lease now, within ctx: an unreachable cluster
+	// Grant a session lease now, within ctx: an unreachable cluster
 	// fails here rather than at the first acquisition.
-	_, err = d.session(openCtx)
+	err = d.grantFirst(openCtx)
 	watch.disarm()
 	if err == nil && openCtx.Err() != nil {
 		err = openCtx.Err() // refused before the watch was disarmed: cli is closing

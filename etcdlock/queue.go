@@ -39,16 +39,17 @@ type queue struct{ d *etcdDriver }
 // Classify is the driver's: sessionlock retries ErrorTransient.
 func (q queue) Classify(err error) driver.ErrorKind { return q.d.Classify(err) }
 
-// Join gets the live session (granting one if needed), puts the key and
-// reads the keys ahead of it, in one transaction.
+// Join gets the live session for l's TTL (granting one if needed), puts
+// the key and reads the keys ahead of it, in one transaction.
 func (q queue) Join(ctx context.Context, l driver.Lease) (entry, driver.Result, []entry, error) {
-	s, err := q.d.session(ctx)
+	s, err := q.d.session(ctx, l.TTL)
 	if err != nil {
 		return entry{}, driver.Result{}, nil, err
 	}
 	key := q.d.key(l)
 	start := time.Now()
 	j, err := q.d.enqueue(ctx, Key(q.d.prefix, l.Name), key, l.Metadata, sessionlock.ModeOf(l), s)
+	q.d.joined(s)
 	if err != nil {
 		return entry{key: key, sess: s}, driver.Result{}, nil, err // the put may have been applied
 	}

@@ -124,9 +124,10 @@ func startEtcd(t *testing.T, _ string, d time.Duration) *target {
 		url: "etcd://" + e.Addr(), fault: fmt.Sprintf("etcd killed with -9 and restarted (auto-compaction periodic %v)", ret),
 		restart: e.Restart, pids: e.PIDs, probe: probe,
 		left: func(t *testing.T) (map[string]float64, map[string]float64, map[string]string) {
-			// A Locker's Close revokes its lease; a lease orphaned by the
-			// restart expires within its TTL.
-			deadline := time.Now().Add(etcdlock.DefaultSessionTTL + 2*time.Second)
+			// A Locker's Close revokes its leases; a lease orphaned by the
+			// restart expires within its TTL: soak.TTL, plus at most a
+			// second once rounded up to whole seconds.
+			deadline := time.Now().Add(soak.TTL + time.Second + 2*time.Second)
 			got := probe(t.Context())
 			for got["state keys"] > 0 && time.Now().Before(deadline) {
 				time.Sleep(500 * time.Millisecond)
@@ -134,7 +135,7 @@ func startEtcd(t *testing.T, _ string, d time.Duration) *target {
 			}
 			return map[string]float64{"state keys": got["state keys"]},
 				map[string]float64{"state keys": 0},
-				map[string]string{"state keys": "etcdlock doc: keys live on the Locker's lease, revoked by Close or expired within SessionTTL"}
+				map[string]string{"state keys": "etcdlock doc: keys live on the lease of their TTL, revoked by Close or expired within that TTL"}
 		},
 	}
 }

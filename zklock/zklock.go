@@ -40,7 +40,13 @@
 //
 //   - If the holder's process dies, nothing deletes its child until the
 //     server expires its session: the next waiter gets the lock after the
-//     session timeout, not after the TTL.
+//     session timeout (the URL's session_timeout, 10 s by default; for New,
+//     the one conn negotiated), not after the lock's TTL (WithTTL). The
+//     server bounds the timeout to 2 to 20 tickTimes (4 s to 40 s by
+//     default) and the client adopts the one it grants. The session is
+//     the connection's, shared by every lock of the Locker, so it cannot
+//     follow each lock's TTL; dlock run and lead set session_timeout from
+//     --ttl.
 //   - Every lock held through the connection is lost when the session
 //     expires, or when the connection has been lost for longer than
 //     Options.SuspendTimeout (by default: at once).

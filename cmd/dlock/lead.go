@@ -24,6 +24,10 @@ campaigns, the first of SIGINT, SIGTERM, SIGHUP and SIGQUIT ends it
 (128+N). Everything run guarantees holds for each term: kill -9 of dlock
 kills the command, Ctrl-Z stops both, a lease that may have run out while
 dlock was stopped kills the command (and lead campaigns again).
+If dlock's host dies or dlock is killed, another lead takes over once --ttl
+has run out, on every store; on ZooKeeper once the session times out,
+which dlock sets to --ttl (unless the zk:// URL has session_timeout) and
+the server bounds to 2 to 20 tickTimes, 4 s to 40 s by default.
 
 On stderr, lead says when it becomes leader and when it lost leadership
 (not with --quiet).

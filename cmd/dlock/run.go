@@ -70,6 +70,10 @@ The command lives and dies with the lock:
   - If the lock is lost while it runs, its process group gets SIGTERM, then
     SIGKILL after --grace, and run exits 69.
   - If dlock is killed, even by SIGKILL, the kernel kills the command.
+    Another run takes over once --ttl has run out, on every store; on
+    ZooKeeper once the session times out, which dlock sets to --ttl (unless
+    the zk:// URL has session_timeout) and the server bounds to 2 to 20
+    tickTimes, 4 s to 40 s by default: a --ttl below 4 s gives 4 s there.
   - Stopped (Ctrl-Z, SIGTSTP, SIGTTIN, SIGTTOU), dlock stops the command
     with it; continued, it continues the command only if the lease cannot
     have run out meanwhile (it is renewed until the stop, so a stop of up

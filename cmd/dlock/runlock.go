@@ -64,6 +64,7 @@ func (r *runner) main(cmd *cobra.Command, argv []string) error {
 	if err != nil {
 		return err
 	}
+	s.url = withTTLSession(s.url, r.o.ttl)
 	r.store = s
 	ctx, endWait := waitForSignals()
 	defer func() { endWait() }()

@@ -64,6 +64,26 @@ func chooseStore(cmd *cobra.Command) (store, error) {
 	return s, nil
 }
 
+// withTTLSession returns the store URL raw with, for a zk:// URL that has
+// no session_timeout, session_timeout set to ttl: on ZooKeeper a dead
+// holder's lock goes when its session expires, so this makes --ttl what
+// governs takeover there as on every other store. The server bounds the
+// timeout to [2, 20] tickTimes (4 s to 40 s by default) and the client
+// takes the one it grants. Other URLs are returned as they are.
+func withTTLSession(raw string, ttl time.Duration) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "zk" {
+		return raw
+	}
+	q := u.Query()
+	if q.Has("session_timeout") {
+		return raw
+	}
+	q.Set("session_timeout", ttl.String())
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 // defaultStorePath is the default store's file,
 // $XDG_STATE_HOME/dlock/locks.db, else ~/.local/state/dlock/locks.db, and
 // its base: $XDG_STATE_HOME, else the home directory, which dlock never

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,7 +110,7 @@ dataDir=%s
 clientPort=%d
 clientPortAddress=127.0.0.1
 admin.enableServer=false
-4lw.commands.whitelist=ruok,conf,srvr,wchs,mntr
+4lw.commands.whitelist=ruok,conf,srvr,wchs,mntr,cons
 maxClientCnxns=0
 forceSync=no
 `, ZooKeeperTick.Milliseconds(), data, port)
@@ -219,6 +220,30 @@ func (z *ZooKeeper) Watches(t testing.TB) int {
 	}
 	return n
 }
+
+// SessionTimeouts returns the timeout the server negotiated for the
+// session of each client connection (four-letter word cons), by session
+// id.
+func (z *ZooKeeper) SessionTimeouts(t testing.TB) map[int64]time.Duration {
+	t.Helper()
+	out, err := fourLetterWord(z.port0(), "cons")
+	if err != nil {
+		t.Fatalf("cons on zookeeper %s: %v", z.Addr(), err)
+	}
+	m := make(map[int64]time.Duration)
+	for _, match := range consSession.FindAllStringSubmatch(out, -1) {
+		sid, err1 := strconv.ParseInt(match[1], 16, 64)
+		ms, err2 := strconv.ParseInt(match[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("cons on zookeeper %s answered %q", z.Addr(), out)
+		}
+		m[sid] = time.Duration(ms) * time.Millisecond
+	}
+	return m
+}
+
+// consSession matches a session's id and timeout in a line of cons.
+var consSession = regexp.MustCompile(`sid=0x([0-9a-f]+),.*?\bto=([0-9]+)`)
 
 func (z *ZooKeeper) port0() int {
 	z.mu.Lock()
