@@ -43,13 +43,13 @@ func TestOpenURLs(t *testing.T) {
 
 func TestOpenURLErrors(t *testing.T) {
 	for _, tc := range []struct{ url, want string }{
-		{"redlock://", "dlock: bad store URL: redlock:// URL has no host"},
-		{"redlock://h:1,h:2", "dlock: bad store URL: redlock:// needs at least 3 hosts, got 2"},
-		{"redlock://h:1,h:2,h:99999", `dlock: bad store URL: bad port "99999" for host "h"`},
-		{"redlock://h:1,h:2,h:3?clock_bound=10", `dlock: bad store URL: clock_bound "10" is not a duration`},
-		{"redlock://h:1,h:2,h:3?clock_bound=-1s", `dlock: bad store URL: clock_bound "-1s" is not a duration`},
-		{"redlock://h:1,h:2,h:3/0", `dlock: bad store URL: redlock:// takes no path (got "0")`},
-		{"redlock://h:1,h:2,h:3?table=t", `dlock: bad store URL: unknown parameter "table" for redlock:// (known: prefix, clock_bound, tls, tls_ca, tls_cert, tls_key, tls_server_name, tls_insecure_skip_verify)`},
+		{"redlock://", "bad store URL: redlock:// URL has no host"},
+		{"redlock://h:1,h:2", "bad store URL: redlock:// needs at least 3 hosts, got 2"},
+		{"redlock://h:1,h:2,h:99999", `bad store URL: bad port "99999" for host "h"`},
+		{"redlock://h:1,h:2,h:3?clock_bound=10", `bad store URL: clock_bound "10" is not a duration`},
+		{"redlock://h:1,h:2,h:3?clock_bound=-1s", `bad store URL: clock_bound "-1s" is not a duration`},
+		{"redlock://h:1,h:2,h:3/0", `bad store URL: redlock:// takes no path (got "0")`},
+		{"redlock://h:1,h:2,h:3?table=t", `bad store URL: unknown parameter "table" for redlock:// (known: prefix, clock_bound, tls, tls_ca, tls_cert, tls_key, tls_server_name, tls_insecure_skip_verify)`},
 	} {
 		_, err := dlock.Open(t.Context(), tc.url)
 		if !errors.Is(err, dlock.ErrBadURL) || !strings.Contains(err.Error(), tc.want) {
