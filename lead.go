@@ -12,6 +12,10 @@ import (
 // error (nil included). Lead returns ctx's error once ctx ends.
 //
 // Campaigning is Acquire: woken, not polled, where the store can notify.
+// If the leader's process dies, another Lead takes over once its lease
+// ends: after the TTL (WithTTL) on every store but ZooKeeper, where locks
+// live in the connection's session and end with its session timeout
+// (zklock's doc).
 // If the store fails while Lead campaigns, it tries again after a pause
 // (at most the backend's longest retry interval) instead of returning;
 // bad input, a closed Locker and a store that refuses the credentials or
