@@ -146,11 +146,31 @@ func errorf(format string, args ...any) error {
 	if !strings.Contains(text, ": dlock: ") {
 		return err
 	}
-	return said(text, err)
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		return said(text, u.Unwrap()...)
+	case interface{ Unwrap() error }:
+		return said(text, u.Unwrap())
+	}
+	return said(text)
 }
 
-// said returns a saidOnce that reads as msg, with "dlock: " said once, and
-// wraps errs.
+// said returns an error that reads as msg, with "dlock: " said once, and
+// wraps errs: a saidOnce, or for one error a saidOnce1, which
+// errors.Unwrap unwraps as it would fmt.Errorf's error with one %w.
 func said(msg string, errs ...error) error {
-	return &saidOnce{msg: strings.ReplaceAll(msg, ": dlock: ", ": "), errs: errs}
+	msg = strings.ReplaceAll(msg, ": dlock: ", ": ")
+	if len(errs) == 1 {
+		return &saidOnce1{msg: msg, err: errs[0]}
+	}
+	return &saidOnce{msg: msg, errs: errs}
 }
+
+// saidOnce1 is saidOnce for one wrapped error.
+type saidOnce1 struct {
+	msg string
+	err error
+}
+
+func (e *saidOnce1) Error() string { return e.msg }
+func (e *saidOnce1) Unwrap() error { return e.err }

@@ -29,9 +29,12 @@ func TestExitSharedOnRedlock(t *testing.T) {
 	}
 }
 
-// oneLine reports whether stderr is one line from dlock.
+// oneLine reports whether stderr is one line from dlock, which says
+// "dlock: " once (a backend's wrapped sentinel used to repeat it:
+// "redislock: connect: dlock: denied by the store").
 func oneLine(stderr string) bool {
-	return strings.HasPrefix(stderr, "dlock: ") && strings.Count(stderr, "\n") == 1 && strings.HasSuffix(stderr, "\n")
+	return strings.HasPrefix(stderr, "dlock: ") && strings.Count(stderr, "dlock: ") == 1 &&
+		strings.Count(stderr, "\n") == 1 && strings.HasSuffix(stderr, "\n")
 }
 
 // TestExitDemoWrongPassword: the adversary is a store that refuses the

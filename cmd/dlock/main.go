@@ -115,8 +115,11 @@ func badName(cmd, name string, err error) error {
 	return usageError{fmt.Errorf("%s: bad lock name %q: %s", cmd, name, why)}
 }
 
-// plain strips the "dlock: " prefixes an error message starts with.
+// plain strips the "dlock: " prefixes an error message starts with, and
+// those of the sentinels that backends wrap inside it
+// ("redislock: connect: dlock: denied by the store: ...").
 func plain(msg string) string {
+	msg = strings.ReplaceAll(msg, ": dlock: ", ": ")
 	for {
 		rest, ok := strings.CutPrefix(msg, "dlock: ")
 		if !ok {
