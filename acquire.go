@@ -35,6 +35,12 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...Option) (*
 // ctx.Err() and context.Cause(ctx), and nothing of the wait is left
 // behind.
 //
+// The Acquire calls of one Locker waiting on a name queue in arrival
+// order, and a release wakes only the oldest (which, taking a shared
+// hold or a permit, wakes the next): a release costs each Locker one
+// attempt, however many of its calls wait. The store decides between
+// Lockers.
+//
 // If ctx carries a Lock of this Locker holding name (see Lock.Context),
 // Acquire re-enters it instead: the new handle shares the acquisition's
 // lease and fencing token. Re-entering keeps the acquisition's TTL,
