@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/url"
 	"strings"
@@ -52,7 +53,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	user, pass := u.User.Username(), backend.URLPassword(u)
 	clients := make([]redis.UniversalClient, len(hosts))
 	for i, h := range hosts {
-		clients[i] = redis.NewClient(&redis.Options{Addr: h, Username: user, Password: pass, TLSConfig: tc, ContextTimeoutEnabled: true})
+		clients[i] = redis.NewClient(masterOptions(h, user, pass, tc))
 		clients[i].AddHook(redisquiet.Hook{}) // go-redis logs nothing about them
 	}
 	d, err := newDriver(clients, opts)
@@ -78,6 +79,12 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		return nil, fmt.Errorf("redlock: connect: %d of %d masters answered, want %d: %w", up, len(clients), d.quorum, dlock.StoreError(rediserr.Classifier{}, firstErr))
 	}
 	return d.locker(), nil
+}
+
+// masterOptions returns the options of the client Open makes for the
+// master at addr.
+func masterOptions(addr, user, pass string, tc *tls.Config) *redis.Options {
+	return &redis.Options{Addr: addr, Username: user, Password: pass, TLSConfig: tc, ContextTimeoutEnabled: true}
 }
 
 func closeAll(clients []redis.UniversalClient) {
