@@ -82,9 +82,18 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 }
 
 // masterOptions returns the options of the client Open makes for the
-// master at addr.
+// master at addr. A step on a master is tried once, with one dial: the
+// other masters' answers, not a retry, are Redlock's answer to a master
+// that fails, and go-redis's defaults (3 retries of a command, 5 dials per
+// connection, with pauses between them) would make each step on a dead
+// master last its whole per-master timeout, and a Release wait for it.
 func masterOptions(addr, user, pass string, tc *tls.Config) *redis.Options {
-	return &redis.Options{Addr: addr, Username: user, Password: pass, TLSConfig: tc, ContextTimeoutEnabled: true}
+	return &redis.Options{
+		Addr: addr, Username: user, Password: pass, TLSConfig: tc,
+		ContextTimeoutEnabled: true, // the per-master timeout bounds each step
+		MaxRetries:            -1,   // no retry of a failed command
+		DialerRetries:         1,    // one dial per connection
+	}
 }
 
 func closeAll(clients []redis.UniversalClient) {

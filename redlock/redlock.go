@@ -167,6 +167,10 @@ type Options struct {
 //
 // Each client must reach one master (a *redis.Client); there must be at
 // least three, and an odd number is best. The Locker does not close them.
+// A client that retries (go-redis's default: 3 retries of a failed
+// command, 5 dials per connection) makes each step on a dead master last
+// the per-master timeout; Open's clients set MaxRetries to -1 and
+// DialerRetries to 1, since the other masters are Redlock's retry.
 // A nil opts means defaults. Fewer than three clients, a nil one, one
 // that is not a single node, or invalid Options get an error wrapping
 // dlock.ErrInvalid.
