@@ -64,7 +64,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	d.own = true
 	errs := each(ctx, d, 5*time.Second, errNoAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) error {
 		return c.Ping(ctx).Err()
-	}, nil)
+	}, nil, func(_ int, err error) bool { return err == nil })
 	up := 0
 	var firstErr error
 	for _, err := range errs {

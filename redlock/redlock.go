@@ -342,32 +342,43 @@ func (d *rlDriver) attemptOwner(l driver.Lease) driver.Lease {
 }
 
 // each runs step on every master in parallel, each with its own timeout,
-// and returns their outcomes in the masters' order once all are in or the
-// timeout has passed, whichever comes first: go-redis does not always
+// and returns their outcomes in the masters' order once all are in, or
+// once a quorum of them are outcomes that settled (if not nil) accepts, or
+// the timeout has passed, whichever comes first: go-redis does not always
 // honour a context (the handshake of a new connection to a stopped
 // server, for one), and one stuck master must not hold up the others'
-// answers. A master that has not answered by then gets missing; a step
-// that completes after that is passed to late, if not nil (to give back
-// what it took), from the step's goroutine.
-func each[T any](ctx context.Context, d *rlDriver, timeout time.Duration, missing T, step func(ctx context.Context, i int, c redis.UniversalClient) T, late func(i int, v T)) []T {
+// answers, nor a dead minority an outcome a majority already decided. A
+// master that has not answered by then gets missing. The steps see ctx's
+// cancellation until each returns, not after: a step that goes on (a slow
+// master's) finishes, bounded by its timeout and ctx's deadline (Close
+// waits for it), and its outcome is passed to late, if not nil (to give
+// back what it took), from the step's goroutine.
+func each[T any](ctx context.Context, d *rlDriver, timeout time.Duration, missing T, step func(ctx context.Context, i int, c redis.UniversalClient) T, late func(i int, v T), settled func(i int, v T) bool) []T {
 	out := make([]T, len(d.masters))
 	for i := range out {
 		out[i] = missing
 	}
+	sctx, cancel := stepContext(ctx, timeout)
+	detach := context.AfterFunc(ctx, cancel)
+	defer detach()
 	var (
 		mu       sync.Mutex
 		returned bool
+		decided  bool // all is closed
 		pending  = len(d.masters)
+		running  = len(d.masters)
+		accepted int // outcomes settled accepts
 		all      = make(chan struct{})
 	)
 	for i, c := range d.masters {
 		d.steps.Add(1)
 		go func() { // ends when step returns, bounded by go-redis's own timeouts; Close waits
 			defer d.steps.Done()
-			sctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
 			v := step(sctx, i, c)
 			mu.Lock()
+			if running--; running == 0 {
+				cancel()
+			}
 			if returned {
 				mu.Unlock()
 				if late != nil {
@@ -376,7 +387,11 @@ func each[T any](ctx context.Context, d *rlDriver, timeout time.Duration, missin
 				return
 			}
 			out[i] = v
-			if pending--; pending == 0 {
+			if settled != nil && settled(i, v) {
+				accepted++
+			}
+			if pending--; !decided && (pending == 0 || accepted == d.quorum) {
+				decided = true
 				close(all)
 			}
 			mu.Unlock()
@@ -392,6 +407,17 @@ func each[T any](ctx context.Context, d *rlDriver, timeout time.Duration, missin
 	defer mu.Unlock()
 	returned = true
 	return slices.Clone(out)
+}
+
+// stepContext returns the context of each's steps: ctx's values, and a
+// deadline timeout from now or ctx's, whichever is earlier, but not ctx's
+// cancellation (each passes that on while it waits).
+func stepContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
 }
 
 // eachGrace is how long past its timeout each waits for a step that has
