@@ -118,11 +118,12 @@ func (d *rlDriver) refreshOn(ctx context.Context, c redis.UniversalClient, ls []
 
 // Release frees l.Name on every master where l.Owner holds it and wakes
 // its waiters. It reports ErrNotHeld if the owner held it on too few
-// masters to have held the lock. It returns nil as soon as a quorum freed
-// it, without waiting for the other masters (a dead or stalled minority):
-// the lease is then on a minority at most, which no one counts as held,
-// and their steps go on in the background, bounded by the per-master
-// timeout (Close waits for them).
+// masters to have held the lock. It returns nil once a quorum freed it
+// and the other masters had as long again (see each), without waiting
+// longer for them (a dead or stalled minority): the lease is then on a
+// minority at most, which no one counts as held, and their steps go on
+// in the background, bounded by the per-master timeout (Close waits for
+// them).
 func (d *rlDriver) Release(ctx context.Context, l driver.Lease) error {
 	defer d.forget(l.Owner)
 	var errs []error

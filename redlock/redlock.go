@@ -347,7 +347,9 @@ func (d *rlDriver) attemptOwner(l driver.Lease) driver.Lease {
 // the timeout has passed, whichever comes first: go-redis does not always
 // honour a context (the handshake of a new connection to a stopped
 // server, for one), and one stuck master must not hold up the others'
-// answers, nor a dead minority an outcome a majority already decided. A
+// answers, nor a dead minority an outcome a majority already decided
+// (after a quorum settled, each gives the others as long again as the
+// quorum took, so that healthy masters' answers are not left behind). A
 // master that has not answered by then gets missing. The steps see ctx's
 // cancellation until each returns, not after: a step that goes on (a slow
 // master's) finishes, bounded by its timeout and ctx's deadline (Close
@@ -364,11 +366,12 @@ func each[T any](ctx context.Context, d *rlDriver, timeout time.Duration, missin
 	var (
 		mu       sync.Mutex
 		returned bool
-		decided  bool // all is closed
 		pending  = len(d.masters)
 		running  = len(d.masters)
 		accepted int // outcomes settled accepts
 		all      = make(chan struct{})
+		quorum   = make(chan struct{}) // closed when accepted reaches d.quorum
+		start    = time.Now()
 	)
 	for i, c := range d.masters {
 		d.steps.Add(1)
@@ -388,25 +391,42 @@ func each[T any](ctx context.Context, d *rlDriver, timeout time.Duration, missin
 			}
 			out[i] = v
 			if settled != nil && settled(i, v) {
-				accepted++
+				if accepted++; accepted == d.quorum {
+					close(quorum)
+				}
 			}
-			if pending--; !decided && (pending == 0 || accepted == d.quorum) {
-				decided = true
+			if pending--; pending == 0 {
 				close(all)
 			}
 			mu.Unlock()
 		}()
 	}
-	t := time.NewTimer(timeout + eachGrace)
-	defer t.Stop()
-	select {
-	case <-all:
-	case <-t.C:
-	}
+	await(start, timeout+eachGrace, all, quorum)
 	mu.Lock()
 	defer mu.Unlock()
 	returned = true
 	return slices.Clone(out)
+}
+
+// await returns when all is closed, or limit after start, or, once quorum
+// is closed, when the time since start has passed again.
+func await(start time.Time, limit time.Duration, all, quorum <-chan struct{}) {
+	t := time.NewTimer(limit - time.Since(start))
+	defer t.Stop()
+	select {
+	case <-all:
+		return
+	case <-t.C:
+		return
+	case <-quorum:
+	}
+	g := time.NewTimer(time.Since(start))
+	defer g.Stop()
+	select {
+	case <-all:
+	case <-t.C:
+	case <-g.C:
+	}
 }
 
 // stepContext returns the context of each's steps: ctx's values, and a
