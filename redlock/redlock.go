@@ -40,6 +40,12 @@
 //     shorten it).
 //   - Waiters are woken by the masters' release notifications, and retry
 //     after a random delay when contenders split the votes.
+//   - A minority of masters down does not delay a release: Release returns
+//     once a majority freed the name. An acquisition waits for every
+//     master's answer (the restart guard compares them all), up to
+//     Options.NodeTimeout: a master whose port refuses connections costs
+//     one failed dial (Open's clients neither retry a command nor redial),
+//     a silent one (stopped, or cut off) the whole NodeTimeout.
 //
 // # Limits
 //
