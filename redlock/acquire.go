@@ -41,10 +41,10 @@ func (d *rlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 		if v.granted { // too late to count: give it back on that master
 			d.releaseOn(d.masters[i], l, "c")
 		}
-	})
+	}, nil) // every answer, not the first quorum: tally's reference age needs them all
 	answered, counting, granted := d.tally(votes)
 	if granted < d.quorum {
-		d.giveBack(ctx, l, "c")
+		d.giveBack(ctx, l, "c", nil)
 		if err := ctx.Err(); err != nil {
 			return driver.Result{}, fmt.Errorf("redlock: acquire %q: %w", l.Name, err)
 		}
@@ -75,7 +75,7 @@ func (d *rlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 			err = driver.ErrNotHeld
 		}
 		return err
-	}, nil)
+	}, nil, func(i int, err error) bool { return votes[i].granted && votes[i].counts && err == nil })
 	written := 0
 	for i, err := range confirmed {
 		if votes[i].granted && votes[i].counts && err == nil {
@@ -87,7 +87,7 @@ func (d *rlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 	}
 	validity := l.TTL - time.Since(sent) - d.driftFor(l.TTL)
 	if written < d.quorum || validity <= 0 {
-		d.giveBack(ctx, l, "c")
+		d.giveBack(ctx, l, "c", nil)
 		if err := ctx.Err(); err != nil {
 			return driver.Result{}, fmt.Errorf("redlock: acquire %q: %w", l.Name, err)
 		}
@@ -184,17 +184,20 @@ func (d *rlDriver) remaining(votes []vote, ttl time.Duration) time.Duration {
 
 // giveBack releases l on every master, answered or not, with message
 // ("r" for a release, "c" for a failed attempt's give-back) for waiters.
-// It runs even if ctx has ended, bounded by the per-master timeout.
-func (d *rlDriver) giveBack(ctx context.Context, l driver.Lease, message string) []error {
+// It runs even if ctx has ended, bounded by the per-master timeout, and
+// returns once every master answered, or a quorum of answers satisfy
+// settled (if not nil; see each): the other masters' steps go on.
+func (d *rlDriver) giveBack(ctx context.Context, l driver.Lease, message string, settled func(int, error) bool) []error {
 	ctx = context.WithoutCancel(ctx)
 	return each(ctx, d, d.timeoutFor(l.TTL), errNoAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) error {
 		return d.release(ctx, c, l, message)
-	}, nil)
+	}, nil, settled)
 }
 
 // giveBackAny releases, on every master, a key left by any attempt of l's
 // acquisition (whatever its attempt number), for a Release after an
-// Acquire that failed or whose reply was lost.
+// Acquire that failed or whose reply was lost. It returns once a quorum
+// freed it (or every master answered): the others' steps go on.
 func (d *rlDriver) giveBackAny(ctx context.Context, l driver.Lease) []error {
 	ctx = context.WithoutCancel(ctx)
 	return each(ctx, d, d.timeoutFor(l.TTL), errNoAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) error {
@@ -203,8 +206,12 @@ func (d *rlDriver) giveBackAny(ctx context.Context, l driver.Lease) []error {
 			err = driver.ErrNotHeld
 		}
 		return err
-	}, nil)
+	}, nil, wasFreed)
 }
+
+// wasFreed accepts a release step that freed the name on its master: once a
+// quorum did, the release is decided (see Release).
+func wasFreed(_ int, err error) bool { return err == nil }
 
 // release runs the release script for l on one master.
 func (d *rlDriver) release(ctx context.Context, c redis.UniversalClient, l driver.Lease, message string) error {

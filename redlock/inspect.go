@@ -34,7 +34,7 @@ func (d *rlDriver) Inspect(ctx context.Context, names []string) ([]driver.Holder
 	answers := each(ctx, d, inspectTimeout, answer{err: errNoAnswer}, func(ctx context.Context, _ int, c redis.UniversalClient) answer {
 		keys, err := d.read(ctx, c, names)
 		return answer{keys, err}
-	}, nil)
+	}, nil, nil)
 	all := map[string][]seen{}
 	answered := 0
 	var firstErr error
@@ -135,7 +135,7 @@ func (d *rlDriver) ForceRelease(ctx context.Context, name string) (bool, error) 
 			err = driver.ErrNotHeld
 		}
 		return err
-	}, nil)
+	}, nil, nil)
 	deleted, answered := 0, 0
 	var firstErr error
 	for _, err := range results {

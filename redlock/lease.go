@@ -59,7 +59,7 @@ func (d *rlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	}
 	results := each(ctx, d, timeout, noAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) []int {
 		return d.refreshOn(ctx, c, onMasters, tokens)
-	}, nil)
+	}, nil, nil) // every answer: a refresh left to finish after a Release could re-create the key
 	for j, i := range send {
 		l := ls[i]
 		held, unknown := 0, 0
@@ -77,7 +77,7 @@ func (d *rlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 			errs[i] = fmt.Errorf("redlock: refresh %q: %d of %d masters extended it and %d did not answer, want %d", l.Name, held, len(d.masters), unknown, d.quorum)
 		default:
 			errs[i] = fmt.Errorf("redlock: refresh %q: held on %d of %d masters, want %d: %w", l.Name, held, len(d.masters), d.quorum, driver.ErrNotHeld)
-			d.giveBack(ctx, onMasters[j], "r") // what it re-created, and the minority it still held
+			d.giveBack(ctx, onMasters[j], "r", nil) // what it re-created, and the minority it still held
 			d.forget(l.Owner)
 		}
 	}
@@ -118,13 +118,18 @@ func (d *rlDriver) refreshOn(ctx context.Context, c redis.UniversalClient, ls []
 
 // Release frees l.Name on every master where l.Owner holds it and wakes
 // its waiters. It reports ErrNotHeld if the owner held it on too few
-// masters to have held the lock.
+// masters to have held the lock. It returns nil once a quorum freed it
+// and the other masters had as long again (see each), without waiting
+// longer for them (a dead or stalled minority): the lease is then on a
+// minority at most, which no one counts as held, and their steps go on
+// in the background, bounded by the per-master timeout (Close waits for
+// them).
 func (d *rlDriver) Release(ctx context.Context, l driver.Lease) error {
 	defer d.forget(l.Owner)
 	var errs []error
 	if h := d.token(l.Owner); h.key != "" {
 		l.Owner = h.key
-		errs = d.giveBack(ctx, l, "r")
+		errs = d.giveBack(ctx, l, "r", wasFreed)
 	} else {
 		// An acquisition that failed or whose reply was lost: free what
 		// any of its attempts may have left (the core no longer retries).

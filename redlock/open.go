@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/url"
 	"strings"
@@ -52,7 +53,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	user, pass := u.User.Username(), backend.URLPassword(u)
 	clients := make([]redis.UniversalClient, len(hosts))
 	for i, h := range hosts {
-		clients[i] = redis.NewClient(&redis.Options{Addr: h, Username: user, Password: pass, TLSConfig: tc, ContextTimeoutEnabled: true})
+		clients[i] = redis.NewClient(masterOptions(h, user, pass, tc))
 		clients[i].AddHook(redisquiet.Hook{}) // go-redis logs nothing about them
 	}
 	d, err := newDriver(clients, opts)
@@ -63,7 +64,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	d.own = true
 	errs := each(ctx, d, 5*time.Second, errNoAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) error {
 		return c.Ping(ctx).Err()
-	}, nil)
+	}, nil, func(_ int, err error) bool { return err == nil })
 	up := 0
 	var firstErr error
 	for _, err := range errs {
@@ -78,6 +79,21 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		return nil, fmt.Errorf("redlock: connect: %d of %d masters answered, want %d: %w", up, len(clients), d.quorum, dlock.StoreError(rediserr.Classifier{}, firstErr))
 	}
 	return d.locker(), nil
+}
+
+// masterOptions returns the options of the client Open makes for the
+// master at addr. A step on a master is tried once, with one dial: the
+// other masters' answers, not a retry, are Redlock's answer to a master
+// that fails, and go-redis's defaults (3 retries of a command, 5 dials per
+// connection, with pauses between them) would make each step on a dead
+// master last its whole per-master timeout, and a Release wait for it.
+func masterOptions(addr, user, pass string, tc *tls.Config) *redis.Options {
+	return &redis.Options{
+		Addr: addr, Username: user, Password: pass, TLSConfig: tc,
+		ContextTimeoutEnabled: true, // the per-master timeout bounds each step
+		MaxRetries:            -1,   // no retry of a failed command
+		DialerRetries:         1,    // one dial per connection
+	}
 }
 
 func closeAll(clients []redis.UniversalClient) {

@@ -40,6 +40,12 @@
 //     shorten it).
 //   - Waiters are woken by the masters' release notifications, and retry
 //     after a random delay when contenders split the votes.
+//   - A minority of masters down does not delay a release: Release returns
+//     once a majority freed the name. An acquisition waits for every
+//     master's answer (the restart guard compares them all), up to
+//     Options.NodeTimeout: a master whose port refuses connections costs
+//     one failed dial (Open's clients neither retry a command nor redial),
+//     a silent one (stopped, or cut off) the whole NodeTimeout.
 //
 // # Limits
 //
@@ -167,6 +173,10 @@ type Options struct {
 //
 // Each client must reach one master (a *redis.Client); there must be at
 // least three, and an odd number is best. The Locker does not close them.
+// A client that retries (go-redis's default: 3 retries of a failed
+// command, 5 dials per connection) makes each step on a dead master last
+// the per-master timeout; Open's clients set MaxRetries to -1 and
+// DialerRetries to 1, since the other masters are Redlock's retry.
 // A nil opts means defaults. Fewer than three clients, a nil one, one
 // that is not a single node, or invalid Options get an error wrapping
 // dlock.ErrInvalid.
@@ -338,32 +348,46 @@ func (d *rlDriver) attemptOwner(l driver.Lease) driver.Lease {
 }
 
 // each runs step on every master in parallel, each with its own timeout,
-// and returns their outcomes in the masters' order once all are in or the
-// timeout has passed, whichever comes first: go-redis does not always
+// and returns their outcomes in the masters' order once all are in, or
+// once a quorum of them are outcomes that settled (if not nil) accepts, or
+// the timeout has passed, whichever comes first: go-redis does not always
 // honour a context (the handshake of a new connection to a stopped
 // server, for one), and one stuck master must not hold up the others'
-// answers. A master that has not answered by then gets missing; a step
-// that completes after that is passed to late, if not nil (to give back
-// what it took), from the step's goroutine.
-func each[T any](ctx context.Context, d *rlDriver, timeout time.Duration, missing T, step func(ctx context.Context, i int, c redis.UniversalClient) T, late func(i int, v T)) []T {
+// answers, nor a dead minority an outcome a majority already decided
+// (after a quorum settled, each gives the others as long again as the
+// quorum took, so that healthy masters' answers are not left behind). A
+// master that has not answered by then gets missing. The steps see ctx's
+// cancellation until each returns, not after: a step that goes on (a slow
+// master's) finishes, bounded by its timeout and ctx's deadline (Close
+// waits for it), and its outcome is passed to late, if not nil (to give
+// back what it took), from the step's goroutine.
+func each[T any](ctx context.Context, d *rlDriver, timeout time.Duration, missing T, step func(ctx context.Context, i int, c redis.UniversalClient) T, late func(i int, v T), settled func(i int, v T) bool) []T {
 	out := make([]T, len(d.masters))
 	for i := range out {
 		out[i] = missing
 	}
+	sctx, cancel := stepContext(ctx, timeout)
+	detach := context.AfterFunc(ctx, cancel)
+	defer detach()
 	var (
 		mu       sync.Mutex
 		returned bool
 		pending  = len(d.masters)
+		running  = len(d.masters)
+		accepted int // outcomes settled accepts
 		all      = make(chan struct{})
+		quorum   = make(chan struct{}) // closed when accepted reaches d.quorum
+		start    = time.Now()
 	)
 	for i, c := range d.masters {
 		d.steps.Add(1)
 		go func() { // ends when step returns, bounded by go-redis's own timeouts; Close waits
 			defer d.steps.Done()
-			sctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
 			v := step(sctx, i, c)
 			mu.Lock()
+			if running--; running == 0 {
+				cancel()
+			}
 			if returned {
 				mu.Unlock()
 				if late != nil {
@@ -372,22 +396,54 @@ func each[T any](ctx context.Context, d *rlDriver, timeout time.Duration, missin
 				return
 			}
 			out[i] = v
+			if settled != nil && settled(i, v) {
+				if accepted++; accepted == d.quorum {
+					close(quorum)
+				}
+			}
 			if pending--; pending == 0 {
 				close(all)
 			}
 			mu.Unlock()
 		}()
 	}
-	t := time.NewTimer(timeout + eachGrace)
-	defer t.Stop()
-	select {
-	case <-all:
-	case <-t.C:
-	}
+	await(start, timeout+eachGrace, all, quorum)
 	mu.Lock()
 	defer mu.Unlock()
 	returned = true
 	return slices.Clone(out)
+}
+
+// await returns when all is closed, or limit after start, or, once quorum
+// is closed, when the time since start has passed again.
+func await(start time.Time, limit time.Duration, all, quorum <-chan struct{}) {
+	t := time.NewTimer(limit - time.Since(start))
+	defer t.Stop()
+	select {
+	case <-all:
+		return
+	case <-t.C:
+		return
+	case <-quorum:
+	}
+	g := time.NewTimer(time.Since(start))
+	defer g.Stop()
+	select {
+	case <-all:
+	case <-t.C:
+	case <-g.C:
+	}
+}
+
+// stepContext returns the context of each's steps: ctx's values, and a
+// deadline timeout from now or ctx's, whichever is earlier, but not ctx's
+// cancellation (each passes that on while it waits).
+func stepContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
 }
 
 // eachGrace is how long past its timeout each waits for a step that has

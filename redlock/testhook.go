@@ -27,4 +27,5 @@ func init() {
 		return d.locker(), d, nil
 	}
 	testhook.Scripts = scripts
+	testhook.MasterOptions = func(addr string) *redis.Options { return masterOptions(addr, "", "", nil) }
 }

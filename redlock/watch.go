@@ -55,7 +55,7 @@ func (d *rlDriver) Watch(ctx context.Context, name string) (<-chan struct{}, fun
 		if ps != nil {
 			ps.Close() // confirmed too late to be used
 		}
-	})
+	}, nil)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, ps := range subs {

@@ -20,6 +20,11 @@ var NewDriver func(clients []redis.UniversalClient, pause func()) (driver.Driver
 // "Script"), for the test that every one assembles and compiles.
 var Scripts map[string]*luascript.Script
 
+// MasterOptions returns the options of the client Open makes for the
+// master at addr (no user, password or TLS), for the tests of what a step
+// on a dead master costs.
+var MasterOptions func(addr string) *redis.Options
+
 // New is redlock.New(clients, nil), also returning the driver under
 // the Locker, for dlocktest's Harness.LockerAndDriver. (It cannot take a
 // *redlock.Options: redlock imports this package.)
