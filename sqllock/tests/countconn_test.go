@@ -169,13 +169,20 @@ func (s *countingStmt) Close() error  { return s.s.Close() }
 func (s *countingStmt) NumInput() int { return s.s.NumInput() }
 
 func (s *countingStmt) Exec(args []sqldriver.Value) (sqldriver.Result, error) {
-	s.n.Add(1)
-	return s.s.Exec(args) //nolint:staticcheck // the driver's own fallback
+	return s.ExecContext(context.Background(), named(args))
 }
 
 func (s *countingStmt) Query(args []sqldriver.Value) (sqldriver.Rows, error) {
-	s.n.Add(1)
-	return s.s.Query(args) //nolint:staticcheck // the driver's own fallback
+	return s.QueryContext(context.Background(), named(args))
+}
+
+// named numbers args as database/sql does.
+func named(args []sqldriver.Value) []sqldriver.NamedValue {
+	nv := make([]sqldriver.NamedValue, len(args))
+	for i, v := range args {
+		nv[i] = sqldriver.NamedValue{Ordinal: i + 1, Value: v}
+	}
+	return nv
 }
 
 func (s *countingStmt) ExecContext(ctx context.Context, args []sqldriver.NamedValue) (sqldriver.Result, error) {
