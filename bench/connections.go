@@ -17,7 +17,8 @@ import (
 const (
 	mConnPeak   = "conn_peak"    // most client connections seen at once (sampled every 50 ms)
 	mConnMax    = "conn_max"     // MariaDB Max_used_connections since the run's FLUSH STATUS
-	mRefusedSrv = "refused_srv"  // MariaDB Connection_errors_max_connections + Aborted_connects, delta
+	mRefusedSrv = "refused_srv"  // MariaDB Connection_errors_max_connections, delta
+	mAborted    = "aborted"      // MariaDB Aborted_connects, delta: failed connection attempts of any cause
 	mRefusedCli = "refused_cli"  // clients' errors saying the server had too many connections
 	mConnLimit  = "conn_limit"   // the server's max_connections
 	mAcqs       = "acquisitions" // acquisitions in a run
@@ -55,13 +56,14 @@ func openConnAdmin(st store) (*connAdmin, error) {
 type connCounts struct {
 	connected int64 // MariaDB Threads_connected; PostgreSQL client backends in pg_stat_activity
 	maxUsed   int64 // MariaDB Max_used_connections; PostgreSQL: none (-1)
-	refused   int64 // MariaDB Connection_errors_max_connections + Aborted_connects; PostgreSQL: none (-1)
+	refused   int64 // MariaDB Connection_errors_max_connections; PostgreSQL: none (-1)
+	aborted   int64 // MariaDB Aborted_connects; PostgreSQL: none (-1)
 	limit     int64 // max_connections
 }
 
 func (a *connAdmin) read(ctx context.Context) (connCounts, error) {
 	if a.name == "Postgres" {
-		c := connCounts{maxUsed: -1, refused: -1}
+		c := connCounts{maxUsed: -1, refused: -1, aborted: -1}
 		err := a.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'),
 	current_setting('max_connections')::bigint`).Scan(&c.connected, &c.limit)
 		return c, err
@@ -86,8 +88,10 @@ func (a *connAdmin) read(ctx context.Context) (connCounts, error) {
 			c.connected = v
 		case "Max_used_connections":
 			c.maxUsed = v
-		default:
-			c.refused += v
+		case "Connection_errors_max_connections":
+			c.refused = v
+		case "Aborted_connects":
+			c.aborted = v
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -140,8 +144,8 @@ func watchConns(a *connAdmin) *connWatch {
 }
 
 // end stops the sampling and adds the run's figures under key k: the
-// peak, MariaDB's high-water mark, refusals the server counted, and the
-// limit.
+// peak, MariaDB's high-water mark, refusals for lack of connections and
+// aborted connection attempts the server counted, and the limit.
 func (w *connWatch) end(fg figures, k string) error {
 	if w.a == nil {
 		return nil
@@ -157,6 +161,7 @@ func (w *connWatch) end(fg figures, k string) error {
 	if after.maxUsed >= 0 {
 		fg.add(k, mConnMax, float64(after.maxUsed))
 		fg.add(k, mRefusedSrv, float64(after.refused-w.before.refused))
+		fg.add(k, mAborted, float64(after.aborted-w.before.aborted))
 	}
 	return nil
 }

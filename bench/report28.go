@@ -141,25 +141,25 @@ func sumOf(fg figures, metric string, keys []string) (float64, bool) {
 // waiters chart and the default-limit runs.
 func (b *bench) writeConnections(p func(string, ...any)) {
 	p("### Connections at the SQL servers\n\n")
-	p("MariaDB and PostgreSQL run at their default `max_connections` (151 and 100). Around each run the bench reads the server's own counters over a connection of its own (included in the figures): MariaDB `SHOW GLOBAL STATUS` (`FLUSH STATUS` before the run; Threads_connected sampled every 50 ms, Max_used_connections, Connection_errors_max_connections + Aborted_connects as a delta), PostgreSQL `pg_stat_activity` (client backends, sampled every 50 ms). PostgreSQL counts no refusal: refused connections are the clients' errors with SQLSTATE 53300 (\"too many clients\"), and on MariaDB error 1040 too. Median (min–max) over rounds.\n\n")
-	p("| store | run | peak connections | Max_used_connections | refused (server) | refused (clients) |\n|---|---|---:|---:|---:|---:|\n")
+	p("MariaDB and PostgreSQL run at their default `max_connections` (151 and 100). Around each run the bench reads the server's own counters over a connection of its own (included in the figures): MariaDB `SHOW GLOBAL STATUS` (`FLUSH STATUS` before the run; Threads_connected sampled every 50 ms, Max_used_connections; Connection_errors_max_connections, the refusals for lack of connections, and Aborted_connects, failed connection attempts of any cause, as deltas), PostgreSQL `pg_stat_activity` (client backends, sampled every 50 ms). PostgreSQL counts no refusal: refused connections are the clients' errors with SQLSTATE 53300 (\"too many clients\"), and on MariaDB error 1040 too. Median (min–max) over rounds.\n\n")
+	p("| store | run | peak connections | Max_used_connections | refused (server) | Aborted_connects | refused (clients) |\n|---|---|---:|---:|---:|---:|---:|\n")
 	for _, st := range []string{"MariaDB", "Postgres"} {
 		for _, n := range scaleWaiters {
 			k := scaleKey(st, n)
-			p("| %s | %d waiters, %d processes | %s | %s | %s | %s |\n", st, n, scaleProcs, b.scaleW.get(k, mConnPeak).format(fInt),
-				b.scaleW.get(k, mConnMax).format(fInt), b.scaleW.get(k, mRefusedSrv).format(fInt), b.scaleW.get(k, mRefusedCli).format(fInt))
+			p("| %s | %d waiters, %d processes | %s | %s | %s | %s | %s |\n", st, n, scaleProcs, b.scaleW.get(k, mConnPeak).format(fInt),
+				b.scaleW.get(k, mConnMax).format(fInt), b.scaleW.get(k, mRefusedSrv).format(fInt), b.scaleW.get(k, mAborted).format(fInt), b.scaleW.get(k, mRefusedCli).format(fInt))
 		}
 	}
 	p("\n### At the default connection limits, %d processes\n\n", limitProcs)
 	p("%d processes (this one and workers), each with one Locker opened by store URL with the default pool (sqllock `max_conns` %d), for %v after the queue forms; each contender loops acquire, %v busy wait, release. 1,000 waiters: 1,001 contenders on one name; 10,000 waiters: 10,000 contenders, 10 per name (one per process) on 1,000 names. Median (min–max) over rounds.\n\n", limitProcs, sqllock.DefaultMaxConns, b.cfg.scaleDur, b.cfg.hold)
-	p("| store | run | acquisitions | handoff p50 | peak connections | Max_used_connections | max_connections | refused (server) | refused (clients) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| store | run | acquisitions | handoff p50 | peak connections | Max_used_connections | max_connections | refused (server) | Aborted_connects | refused (clients) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, st := range []string{"MariaDB", "Postgres"} {
 		for _, r := range limitRuns {
 			k := limitKey(st, r.key)
 			fg := b.i28.limits
-			p("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", st, r.what, fg.get(k, mAcqs).format(fInt), fg.get(k, mHandP50).format(fDur),
+			p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", st, r.what, fg.get(k, mAcqs).format(fInt), fg.get(k, mHandP50).format(fDur),
 				fg.get(k, mConnPeak).format(fInt), fg.get(k, mConnMax).format(fInt), fg.get(k, mConnLimit).format(fInt),
-				fg.get(k, mRefusedSrv).format(fInt), fg.get(k, mRefusedCli).format(fInt))
+				fg.get(k, mRefusedSrv).format(fInt), fg.get(k, mAborted).format(fInt), fg.get(k, mRefusedCli).format(fInt))
 		}
 	}
 	p("\n")
@@ -168,7 +168,7 @@ func (b *bench) writeConnections(p func(string, ...any)) {
 // writeRenewal renders the renewal runs.
 func (b *bench) writeRenewal(p func(string, ...any)) {
 	p("### Renewal of locks held by one Locker\n\n")
-	p("One Locker takes k distinct names (16 goroutines, %v lease: the core renews every TTL/3) and, once it holds them, the bench adds up the `Renewed` hook's batches (one `driver.Refresh` call each, `hook.Renewal.Duration` measured by the core around the call, loopback) until every lock was renewed once: the driver calls and their total time for one renewal cycle, and the largest call. Inside a call each driver batches again: Redis pipelines, the SQL stores send one statement per 200 exclusive leases and one transaction per 200 shared holds or permits, ZooKeeper and etcd renew their session only (a lock is an ephemeral node or a key under the session's lease: no per-lock request). k up to %d on Redis, %d on the SQL stores, %d on ZooKeeper and etcd (`-scale-held`). One run.\n\n", renewTTL, b.heldCap("Redis"), b.heldCap("SQLite"), b.heldCap("etcd"))
+	p("One Locker takes k distinct names (16 goroutines, %v lease: the core renews every TTL/3) and, once it holds them, the bench adds up the `Renewed` hook's batches (one `driver.Refresh` call each, `hook.Renewal.Duration` measured by the core around the call, loopback) until every lock was renewed once: the driver calls and their total time for one renewal cycle, and the largest call. Inside a call each driver batches again: Redis pipelines, the SQL stores send one statement per 200 exclusive leases and one transaction per 200 shared holds or permits, etcd checks the locks' keys in one transaction per 128 (their leases are the session's, which its keep-alive renews), ZooKeeper checks each lock's ephemeral node with an Exists request, all pipelined on the session's connection (the session's heartbeats keep the nodes). k up to %d on Redis, %d on the SQL stores, %d on ZooKeeper and etcd (`-scale-held`). One run.\n\n", renewTTL, b.heldCap("Redis"), b.heldCap("SQLite"), b.heldCap("etcd"))
 	p("| store |")
 	for _, k := range renewHeld {
 		p(" %d held: time (calls, largest) |", k)
