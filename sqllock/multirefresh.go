@@ -9,9 +9,9 @@ import (
 )
 
 // multiRefreshSQL are the templates of the batched refresh of shared holds
-// and permits, with ? parameters and placeholders that multiRefresh fills
-// for each batch: {names} (one ? per lease), {match} (one owner check per
-// lease) and {ttl} (a CASE giving each lease its TTL).
+// and permits, with ? parameters and placeholders that batch fills for
+// each batch: {names} (one ? per lease), {match} (the holders' owner
+// checks) and {ttl} (the leases' TTL).
 type multiRefreshSQL struct {
 	numbered  bool   // PostgreSQL: $n parameters, typed
 	lock      string // locks the rows of {names} in name order, or "" (SQLite: the first write locks the database)
@@ -50,42 +50,71 @@ type multiBatch struct {
 	matchArgs          []any // the names' and matches' arguments
 }
 
-// batch fills the templates for ls.
+// batch fills the templates for ls. The holders match by row values,
+// (name, owner, fence) for a lease with a token, (name, owner) for one
+// without; the TTL is one parameter when every lease of the batch has
+// the same, as a Locker's usually do, else a CASE by holder.
 func (m *multiRefreshSQL) batch(ls []driver.Lease) multiBatch {
 	var b multiBatch
-	var ttl, names, match strings.Builder
-	ttlParam := "?"
-	if m.numbered {
-		ttlParam = "?::bigint"
-	}
-	ttl.WriteString("(CASE")
-	var ttlArgs, matchArgs []any
+	var names strings.Builder
+	var owned, fenced []string
+	var ownedArgs, fencedArgs []any
 	for i, l := range ls {
 		if i > 0 {
 			names.WriteString(", ")
-			match.WriteString(" OR ")
 		}
 		names.WriteString("?")
 		b.names = append(b.names, l.Name)
-		ttl.WriteString(" WHEN name = ? AND owner = ? THEN " + ttlParam)
-		ttlArgs = append(ttlArgs, l.Name, l.Owner, micros(l.TTL))
 		if l.Fence == 0 {
-			match.WriteString("(name = ? AND owner = ?)")
-			matchArgs = append(matchArgs, l.Name, l.Owner)
+			owned = append(owned, "(?, ?)")
+			ownedArgs = append(ownedArgs, l.Name, l.Owner)
 			continue
 		}
-		match.WriteString("(name = ? AND owner = ? AND fence = ?)")
-		matchArgs = append(matchArgs, l.Name, l.Owner, int64(l.Fence))
+		fenced = append(fenced, "(?, ?, ?)")
+		fencedArgs = append(fencedArgs, l.Name, l.Owner, int64(l.Fence))
 	}
-	ttl.WriteString(" END)")
-	fill := strings.NewReplacer("{names}", names.String(), "{match}", match.String(), "{ttl}", ttl.String())
+	var match []string
+	if len(owned) > 0 {
+		match = append(match, "(name, owner) IN ("+strings.Join(owned, ", ")+")")
+	}
+	if len(fenced) > 0 {
+		match = append(match, "(name, owner, fence) IN ("+strings.Join(fenced, ", ")+")")
+	}
+	ttl, ttlArgs := m.ttlOf(ls)
+	fill := strings.NewReplacer("{names}", names.String(), "{match}", strings.Join(match, " OR "), "{ttl}", ttl)
 	b.lock, b.extend, b.held = m.filled(fill, m.lock), m.filled(fill, m.extend), m.filled(fill, m.held)
 	if m.returning {
 		b.extend += " RETURNING name, owner, fence"
 	}
-	b.matchArgs = append(append([]any{}, b.names...), matchArgs...)
+	b.matchArgs = append(append(append([]any{}, b.names...), ownedArgs...), fencedArgs...)
 	b.extendArgs = append(ttlArgs, b.matchArgs...)
 	return b
+}
+
+// ttlOf returns the expression of the leases' TTL in µs and its
+// arguments: one parameter if they all have the same, else a CASE by
+// holder.
+func (m *multiRefreshSQL) ttlOf(ls []driver.Lease) (string, []any) {
+	param := "?"
+	if m.numbered {
+		param = "?::bigint"
+	}
+	same := true
+	for _, l := range ls {
+		same = same && l.TTL == ls[0].TTL
+	}
+	if same {
+		return param, []any{micros(ls[0].TTL)}
+	}
+	var b strings.Builder
+	var args []any
+	b.WriteString("(CASE")
+	for _, l := range ls {
+		b.WriteString(" WHEN name = ? AND owner = ? THEN " + param)
+		args = append(args, l.Name, l.Owner, micros(l.TTL))
+	}
+	b.WriteString(" END)")
+	return b.String(), args
 }
 
 // filled is template s filled by fill, its parameters numbered on
