@@ -36,7 +36,7 @@ type dsnConnector struct {
 }
 
 func (c dsnConnector) Connect(context.Context) (sqldriver.Conn, error) { return c.drv.Open(c.dsn) }
-func (c dsnConnector) Driver() sqldriver.Driver                       { return c.drv }
+func (c dsnConnector) Driver() sqldriver.Driver                        { return c.drv }
 
 type countingConnector struct {
 	inner sqldriver.Connector

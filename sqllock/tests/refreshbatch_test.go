@@ -74,8 +74,8 @@ func testRefreshBatches(t *testing.T, db *sql.DB, dsn string, d sqllock.Dialect)
 // testRefreshBatchOwnerChecked checks that a batch renews each lease only
 // for its owner and token. The adversaries: a permit whose lease ended
 // and that another owner took, and a lease renewed with a stale token;
-// the others of the batch renew, and the summary row of a shared name
-// moves with its holders.
+// the others of the batch renew (with their tokens, or one without), and
+// the summary row of a shared name moves with its holders.
 func testRefreshBatchOwnerChecked(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	ctx := t.Context()
 	l, drv, err := testhook.New(db, d.String(), false)
@@ -103,6 +103,7 @@ func testRefreshBatchOwnerChecked(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	setExpired(t, db, d, ls[0].Name, -time.Second, false)
 	stale := ls[1]
 	stale.Fence++
+	ls[2].Fence = 0 // no token: renewed for its owner alone, beside the leases checked with theirs
 	batch := append([]driver.Lease{lost, stale}, ls...)
 	errs := drv.Refresh(ctx, batch)
 	for i, err := range errs {
