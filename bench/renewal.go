@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/hook"
 )
 
@@ -79,10 +80,36 @@ func (r *renewTally) cycle(k int, timeout time.Duration) (renewCounts, error) {
 	}
 }
 
-// renewalScaling holds k locks with a renewTTL lease in one Locker, for
-// each k of renewHeld up to heldCap, and records the driver calls and
-// time of one renewal cycle over all of them.
-func (b *bench) renewalScaling(st store) error {
+// renewSharedStores are the stores whose shared holds are renewed apart
+// from their exclusive locks (in a transaction per batch, not a
+// statement), measured in rows of their own.
+var renewSharedStores = []string{"MariaDB", "Postgres", "SQLite"}
+
+// renewKey is the renewal figures' key of k locks (shared holds with
+// shared) on store.
+func renewKey(store string, shared bool, k int) string {
+	if shared {
+		store += " (shared holds)"
+	}
+	return scaleKey(store, k)
+}
+
+// sharedLocker takes names as shared holds.
+type sharedLocker struct{ *dlockLocker }
+
+func (s sharedLocker) lock(ctx context.Context, name string) (func(context.Context) error, error) {
+	k, err := s.l.Acquire(ctx, name, dlock.WithTTL(s.ttl), dlock.Shared())
+	if err != nil {
+		return nil, err
+	}
+	return k.Release, nil
+}
+
+// renewalScaling holds k locks (shared holds with shared) with a
+// renewTTL lease in one Locker, for each k of renewHeld up to heldCap,
+// and records the driver calls and time of one renewal cycle over all
+// of them.
+func (b *bench) renewalScaling(st store, shared bool) error {
 	lk, err := scaleLib(st).open(st.url, renewTTL)
 	if err != nil {
 		return err
@@ -94,6 +121,9 @@ func (b *bench) renewalScaling(st store) error {
 	}
 	var tally renewTally
 	dl.l.AddHook(hook.Hook{Renewed: tally.renewed})
+	if shared {
+		lk = sharedLocker{dl}
+	}
 	prefix := fmt.Sprintf("renew:%d:", time.Now().UnixNano())
 	held := 0
 	for _, k := range renewHeld {
@@ -108,7 +138,7 @@ func (b *bench) renewalScaling(st store) error {
 		if err != nil {
 			return fmt.Errorf("renew %d locks: %w", k, err)
 		}
-		key := scaleKey(st.name, k)
+		key := renewKey(st.name, shared, k)
 		b.i28.renew.add(key, mRenewTime, float64(c.time))
 		b.i28.renew.add(key, mRenewCalls, float64(c.calls))
 		b.i28.renew.add(key, mRenewMax, float64(c.most))

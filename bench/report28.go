@@ -168,23 +168,28 @@ func (b *bench) writeConnections(p func(string, ...any)) {
 // writeRenewal renders the renewal runs.
 func (b *bench) writeRenewal(p func(string, ...any)) {
 	p("### Renewal of locks held by one Locker\n\n")
-	p("One Locker takes k distinct names (16 goroutines, %v lease: the core renews every TTL/3) and, once it holds them, the bench adds up the `Renewed` hook's batches (one `driver.Refresh` call each, `hook.Renewal.Duration` measured by the core around the call, loopback) until every lock was renewed once: the driver calls and their total time for one renewal cycle, and the largest call. Inside a call each driver batches again: Redis pipelines, the SQL stores send one statement per 200 exclusive leases and one transaction per 200 shared holds or permits, etcd checks the locks' keys in one transaction per 128 (their leases are the session's, which its keep-alive renews), ZooKeeper checks each lock's ephemeral node with an Exists request, all pipelined on the session's connection (the session's heartbeats keep the nodes). k up to %d on Redis, %d on the SQL stores, %d on ZooKeeper and etcd (`-scale-held`). One run.\n\n", renewTTL, b.heldCap("Redis"), b.heldCap("SQLite"), b.heldCap("etcd"))
+	p("One Locker takes k distinct names (16 goroutines, %v lease: the core renews every TTL/3; on the SQL stores, in a second run, as shared holds, which they renew apart) and, once it holds them, the bench adds up the `Renewed` hook's batches (one `driver.Refresh` call each, `hook.Renewal.Duration` measured by the core around the call, loopback) until every lock was renewed once: the driver calls and their total time for one renewal cycle, and the largest call. Inside a call each driver batches again: Redis pipelines, the SQL stores send one statement per 200 exclusive leases and one transaction per 200 shared holds or permits, etcd checks the locks' keys in one transaction per 128 (their leases are the session's, which its keep-alive renews), ZooKeeper checks each lock's ephemeral node with an Exists request, all pipelined on the session's connection (the session's heartbeats keep the nodes). k up to %d on Redis, %d on the SQL stores, %d on ZooKeeper and etcd (`-scale-held`). One run.\n\n", renewTTL, b.heldCap("Redis"), b.heldCap("SQLite"), b.heldCap("etcd"))
 	p("| store |")
 	for _, k := range renewHeld {
 		p(" %d held: time (calls, largest) |", k)
 	}
 	p("\n|---|%s\n", strings.Repeat("---:|", len(renewHeld)))
 	for _, st := range b.scalingStores() {
-		p("| %s |", st.name)
-		for _, k := range renewHeld {
-			key := scaleKey(st.name, k)
-			if b.i28.renew.get(key, mRenewCalls).n == 0 {
-				p(" %s |", noValue)
+		for _, shared := range []bool{false, true} {
+			if shared && !slices.Contains(renewSharedStores, st.name) {
 				continue
 			}
-			p(" %s (%s, %s) |", b.i28.renew.get(key, mRenewTime).format(fDur), b.i28.renew.get(key, mRenewCalls).format(fInt), b.i28.renew.get(key, mRenewMax).format(fInt))
+			p("| %s |", strings.TrimSuffix(renewKey(st.name, shared, 0), "/0"))
+			for _, k := range renewHeld {
+				key := renewKey(st.name, shared, k)
+				if b.i28.renew.get(key, mRenewCalls).n == 0 {
+					p(" %s |", noValue)
+					continue
+				}
+				p(" %s (%s, %s) |", b.i28.renew.get(key, mRenewTime).format(fDur), b.i28.renew.get(key, mRenewCalls).format(fInt), b.i28.renew.get(key, mRenewMax).format(fInt))
+			}
+			p("\n")
 		}
-		p("\n")
 	}
 	p("\n")
 }

@@ -383,8 +383,14 @@ func (b *bench) runIssue16() error {
 			b.errorf("held locks %s: %v", st.name, err)
 		}
 		b.progress("scaling: %s renewal batches of locks held (up to %d)", st.name, b.heldCap(st.name))
-		if err := b.renewalScaling(st); err != nil {
+		if err := b.renewalScaling(st, false); err != nil {
 			b.errorf("renewal %s: %v", st.name, err)
+		}
+		if slices.Contains(renewSharedStores, st.name) {
+			b.progress("scaling: %s renewal batches of shared holds (up to %d)", st.name, b.heldCap(st.name))
+			if err := b.renewalScaling(st, true); err != nil {
+				b.errorf("renewal %s shared holds: %v", st.name, err)
+			}
 		}
 	}
 	return nil
