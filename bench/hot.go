@@ -30,6 +30,9 @@ type hotJob struct {
 	// this process's CPU from then until StopNs, away from the queue's
 	// filling at the start and its cancellations at the stop.
 	WindowNs int64
+	// Names, when above 1, has owner o contend for Name + "/" + o%Names
+	// instead of Name: contenders spread over that many names.
+	Names int
 }
 
 // hotEvent is one acquisition: when the owner called lock, when it
@@ -78,6 +81,10 @@ func runHot(job hotJob) hotHalf {
 	)
 	for g := range job.Goroutines {
 		owner := job.FirstOwner + g
+		name := job.Name
+		if job.Names > 1 {
+			name = fmt.Sprintf("%s/%d", job.Name, owner%job.Names)
+		}
 		wg.Go(func() {
 			var evs []hotEvent
 			var censored []int64
@@ -88,7 +95,7 @@ func runHot(job hotJob) hotHalf {
 					break
 				}
 				ctx, cancel := context.WithDeadline(context.Background(), stop)
-				unlock, err := lk.lock(ctx, job.Name)
+				unlock, err := lk.lock(ctx, name)
 				cancel()
 				if err != nil {
 					if errors.Is(err, context.DeadlineExceeded) || time.Now().After(stop) {

@@ -152,6 +152,7 @@ type bench struct {
 	demoErr   error
 	scaleW    figures // scaleKey(store, waiters) -> metric
 	scaleH    figures // scaleKey(store, held) -> metric
+	i28       issue28 // connection counters, default-limit runs, renewal batches
 
 	mu     sync.Mutex
 	errors []string

@@ -68,6 +68,11 @@ func (b *bench) writeReport(srv *redisServer, libs map[string]lib) error {
 		p("- **%s** %s: %s\n", t.verdict, t.what, t.measured)
 	}
 	p("\n")
+	p("## Targets for dlock (issue 28)\n\n")
+	for _, t := range b.targets28() {
+		p("- **%s** %s: %s\n", t.verdict, t.what, t.measured)
+	}
+	p("\n")
 
 	p("## Settings\n\n")
 	p("| setting | value |\n|---|---|\n")

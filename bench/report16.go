@@ -192,31 +192,9 @@ func (b *bench) writeIssue16(p func(string, ...any)) error {
 	p("Stores: Redis (scenarios 1–4's server) and, with `-stores`, MariaDB, PostgreSQL, ZooKeeper and etcd started by dlock's test harness (`internal/testserver`, imported by this module) and a SQLite file in a temporary directory; dlock opens them by store URL (`dlock.Open`), default options.\n\n")
 	p("### Handoff against the number of waiters\n\n")
 	p("One name, n+1 contenders for n waiters, spread evenly over up to %d processes (this one and workers; each process shares one Locker), each holding the lock for a %v busy wait, for %v per point after 2 ms per waiter for the queue to form; %d round(s), stores interleaved. Handoff: from one owner's release call to the next acquisition by another owner. CPU and commands are measured over the steady window, after the queue's forming and the first fifth of the run (away from the queue filling up at the start and its waiters' cancellations at the stop), and divided by the acquisitions in it: all the processes' CPU (`getrusage`), redis-server's (`INFO cpu`) and Redis commands (`INFO commandstats` delta, inside scripts included). Median (min–max) over rounds.\n\n", scaleProcs, b.cfg.hold, b.cfg.scaleDur, b.cfg.scaleRounds)
-	p("| store | waiters | acquisitions/s | handoff p50 | handoff p99 | client CPU / acquisition | redis-server CPU / acquisition | Redis commands / acquisition |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, st := range stores {
-		for _, n := range scaleWaiters {
-			k := scaleKey(st.name, n)
-			p("| %s | %d | %s | %s | %s | %s | %s | %s |\n", st.name, n, b.scaleW.get(k, mOps).format(fInt), b.scaleW.get(k, mHandP50).format(fDur),
-				b.scaleW.get(k, mHandP99).format(fDur), b.scaleW.get(k, mCliCPU).format(fDur), b.scaleW.get(k, mSrvCPU).format(fDur), b.scaleW.get(k, mCmds).format(f2))
-		}
-	}
-	p("\n")
-	var growth []string
-	for _, st := range stores {
-		a, z := b.scaleW.get(scaleKey(st.name, scaleWaiters[0]), mHandP50), b.scaleW.get(scaleKey(st.name, scaleWaiters[len(scaleWaiters)-1]), mHandP50)
-		if a.n > 0 && z.n > 0 {
-			growth = append(growth, fmt.Sprintf("%s %s", st.name, fRatio(z.med/a.med)))
-		}
-	}
-	if len(growth) > 0 {
-		p("Handoff p50 at %d waiters ÷ at %d: %s.", scaleWaiters[len(scaleWaiters)-1], scaleWaiters[0], strings.Join(growth, ", "))
-		a, z := b.scaleW.get(scaleKey("Redis", scaleWaiters[0]), mSrvCPU), b.scaleW.get(scaleKey("Redis", scaleWaiters[len(scaleWaiters)-1]), mSrvCPU)
-		if a.n > 0 && z.n > 0 {
-			p(" redis-server CPU per acquisition, the same ratio: %s.", fRatio(z.med/a.med))
-		}
-		p("\n\n")
-	}
+	b.writeWaiters(p, stores)
 	p("![handoff against waiters](%s)\n\n![CPU per acquisition against waiters](%s)\n\n", chartScaleHandoff, chartScaleCPU)
+	b.writeConnections(p)
 
 	p("### Uncontended cycle against locks already held\n\n")
 	p("One Locker takes k distinct names (16 goroutines, 1 h lease, so no renewal falls in the run) and then times acquire+release of one more name for %v, for k = 1, 10, … up to %d on Redis, %d on the SQL stores and %d on ZooKeeper and etcd (filling and emptying more costs minutes there: a few ms per write; `-scale-held` sets them). One run; p50 (p99).\n\n", b.cfg.scaleHeldDur, b.heldCap("Redis"), b.heldCap("SQLite"), b.heldCap("etcd"))
@@ -238,8 +216,43 @@ func (b *bench) writeIssue16(p func(string, ...any)) error {
 		p("\n")
 	}
 	p("\n![uncontended cycle against locks held](%s)\n\n", chartScaleHeld)
+	b.writeRenewal(p)
 
 	return b.scalingCharts(stores)
+}
+
+// writeWaiters renders the waiters chart's table and the growth of its
+// handoff p50.
+func (b *bench) writeWaiters(p func(string, ...any), stores []store) {
+	p("| store | waiters | acquisitions/s | handoff p50 | ÷ 1 waiter | handoff p99 | client CPU / acquisition | redis-server CPU / acquisition | Redis commands / acquisition |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, st := range stores {
+		one := b.scaleW.get(scaleKey(st.name, scaleWaiters[0]), mHandP50)
+		for _, n := range scaleWaiters {
+			k := scaleKey(st.name, n)
+			h := b.scaleW.get(k, mHandP50)
+			ratio := noValue
+			if h.n > 0 && one.n > 0 {
+				ratio = fRatio(h.med / one.med)
+			}
+			p("| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", st.name, n, b.scaleW.get(k, mOps).format(fInt), h.format(fDur), ratio,
+				b.scaleW.get(k, mHandP99).format(fDur), b.scaleW.get(k, mCliCPU).format(fDur), b.scaleW.get(k, mSrvCPU).format(fDur), b.scaleW.get(k, mCmds).format(f2))
+		}
+	}
+	p("\n")
+	var growth []string
+	for _, st := range stores {
+		if r, ok := b.handoffRatio(st.name); ok {
+			growth = append(growth, fmt.Sprintf("%s %s", st.name, fRatio(r)))
+		}
+	}
+	if len(growth) > 0 {
+		p("Handoff p50 at %d waiters ÷ at %d: %s.", scaleWaiters[len(scaleWaiters)-1], scaleWaiters[0], strings.Join(growth, ", "))
+		a, z := b.scaleW.get(scaleKey("Redis", scaleWaiters[0]), mSrvCPU), b.scaleW.get(scaleKey("Redis", scaleWaiters[len(scaleWaiters)-1]), mSrvCPU)
+		if a.n > 0 && z.n > 0 {
+			p(" redis-server CPU per acquisition, the same ratio: %s.", fRatio(z.med/a.med))
+		}
+		p("\n\n")
+	}
 }
 
 func (b *bench) scalingCharts(stores []store) error {

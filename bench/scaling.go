@@ -126,7 +126,7 @@ const scaleProcs = 4
 // scalingStores returns Redis (scenarios 1-4's server) and the other
 // stores, each with its dlock lib and whether it is the Redis one.
 func (b *bench) scalingStores() []store {
-	list := []store{{"Redis", b.addr}}
+	list := []store{{name: "Redis", url: b.addr}}
 	if b.stores != nil {
 		list = append(list, b.stores.list...)
 	}
@@ -146,45 +146,59 @@ func scaleLib(st store) lib {
 func (b *bench) roundWaiters(round int) {
 	for _, n := range scaleWaiters {
 		for _, st := range b.scalingStores() {
-			name := fmt.Sprintf("scale:%s:%d:%d", st.name, n, round)
-			// 1,000 waiters take seconds to queue up on SQLite, ZooKeeper
-			// and etcd (one write each): the steady window starts after
-			// 2 ms per waiter.
-			spec := spreadSpec{contenders: n + 1, procs: scaleProcs, d: b.cfg.scaleDur, settle: time.Duration(n) * 2 * time.Millisecond}
-			sc := steadyCost{b: b, redis: st.name == "Redis"}
-			spec.steady = sc.measure
-			f, halves, err := b.spreadFigures(scaleLib(st), st.url, name, spec)
-			if err != nil {
-				b.errorf("waiters %s n=%d: %v", st.name, n, err)
-				continue
-			}
-			if f.overlaps > 0 {
-				b.errorf("waiters %s n=%d: %d acquisitions began before the previous holder called release (mutual exclusion broken?)", st.name, n, f.overlaps)
-			}
-			k := scaleKey(st.name, n)
-			b.scaleW.add(k, mOps, f.rate)
-			if len(f.handoffs) > 0 {
-				b.scaleW.add(k, mHandP50, float64(percentile(f.handoffs, 50)))
-				b.scaleW.add(k, mHandP99, float64(percentile(f.handoffs, 99)))
-			}
-			acqs, cpu := 0, time.Duration(0)
-			for _, h := range halves {
-				cpu += h.WindowCPU
-				for _, e := range h.Events {
-					if e.Acq >= sc.from.UnixNano() && e.Acq < sc.to.UnixNano() {
-						acqs++
-					}
-				}
-			}
-			if acqs == 0 {
-				continue
-			}
-			b.scaleW.add(k, mCliCPU, float64(cpu)/float64(acqs))
-			if st.name == "Redis" && sc.err == nil {
-				b.scaleW.add(k, mSrvCPU, float64(sc.cpu)/float64(acqs))
-				b.scaleW.add(k, mCmds, float64(sc.cmds.total())/float64(acqs))
+			b.waitersPoint(st, n, round)
+		}
+	}
+}
+
+// waitersPoint runs one point of the waiters chart: n waiters on st. On
+// MariaDB and PostgreSQL it records the server's connection counters
+// around the run and the connections the clients saw refused.
+func (b *bench) waitersPoint(st store, n, round int) {
+	name := fmt.Sprintf("scale:%s:%d:%d", st.name, n, round)
+	// 1,000 waiters take seconds to queue up on SQLite, ZooKeeper
+	// and etcd (one write each): the steady window starts after
+	// 2 ms per waiter.
+	spec := spreadSpec{contenders: n + 1, procs: scaleProcs, d: b.cfg.scaleDur, settle: time.Duration(n) * 2 * time.Millisecond}
+	sc := steadyCost{b: b, redis: st.name == "Redis"}
+	spec.steady = sc.measure
+	k := scaleKey(st.name, n)
+	w := watchConns(b.i28.admins[st.name])
+	f, halves, err := b.spreadFigures(scaleLib(st), st.url, name, spec)
+	if werr := w.end(b.scaleW, k); werr != nil {
+		b.errorf("waiters %s n=%d: %v", st.name, n, werr)
+	}
+	if err != nil {
+		b.errorf("waiters %s n=%d: %v", st.name, n, err)
+		return
+	}
+	if f.overlaps > 0 {
+		b.errorf("waiters %s n=%d: %d acquisitions began before the previous holder called release (mutual exclusion broken?)", st.name, n, f.overlaps)
+	}
+	if w.a != nil {
+		b.scaleW.add(k, mRefusedCli, float64(refusedErrors(halves)))
+	}
+	b.scaleW.add(k, mOps, f.rate)
+	if len(f.handoffs) > 0 {
+		b.scaleW.add(k, mHandP50, float64(percentile(f.handoffs, 50)))
+		b.scaleW.add(k, mHandP99, float64(percentile(f.handoffs, 99)))
+	}
+	acqs, cpu := 0, time.Duration(0)
+	for _, h := range halves {
+		cpu += h.WindowCPU
+		for _, e := range h.Events {
+			if e.Acq >= sc.from.UnixNano() && e.Acq < sc.to.UnixNano() {
+				acqs++
 			}
 		}
+	}
+	if acqs == 0 {
+		return
+	}
+	b.scaleW.add(k, mCliCPU, float64(cpu)/float64(acqs))
+	if st.name == "Redis" && sc.err == nil {
+		b.scaleW.add(k, mSrvCPU, float64(sc.cpu)/float64(acqs))
+		b.scaleW.add(k, mCmds, float64(sc.cmds.total())/float64(acqs))
 	}
 }
 
@@ -355,14 +369,28 @@ func (b *bench) runIssue16() error {
 	if !c.scaling {
 		return nil
 	}
+	b.openAdmins()
+	defer b.closeAdmins()
 	for r := range c.scaleRounds {
 		b.progress("scaling %d/%d: handoff against %v waiters over %d processes", r+1, c.scaleRounds, scaleWaiters, scaleProcs)
 		b.roundWaiters(r)
+		b.progress("scaling %d/%d: default connection limits, %d processes", r+1, c.scaleRounds, limitProcs)
+		b.roundLimits()
 	}
 	for _, st := range b.scalingStores() {
 		b.progress("scaling: %s cycle against locks held (up to %d)", st.name, b.heldCap(st.name))
 		if err := b.heldScaling(st); err != nil {
 			b.errorf("held locks %s: %v", st.name, err)
+		}
+		b.progress("scaling: %s renewal batches of locks held (up to %d)", st.name, b.heldCap(st.name))
+		if err := b.renewalScaling(st, false); err != nil {
+			b.errorf("renewal %s: %v", st.name, err)
+		}
+		if slices.Contains(renewSharedStores, st.name) {
+			b.progress("scaling: %s renewal batches of shared holds (up to %d)", st.name, b.heldCap(st.name))
+			if err := b.renewalScaling(st, true); err != nil {
+				b.errorf("renewal %s shared holds: %v", st.name, err)
+			}
 		}
 	}
 	return nil

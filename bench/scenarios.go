@@ -252,6 +252,9 @@ type spreadSpec struct {
 	// steady, when set, measures CPU and Redis commands only over the
 	// steady window, the run's last four fifths: see steadyCost.
 	steady func(from, to time.Time)
+	// names, when above 1, spreads the contenders over that many names
+	// (see hotJob.Names) instead of one.
+	names int
 }
 
 // hotOn runs a hot-name run of l on the store at addr; with redis set,
@@ -329,7 +332,7 @@ func (b *bench) runSpread(l lib, addr, name string, spec spreadSpec) ([]hotHalf,
 			Lib: l.key, Addr: addr, Name: name,
 			Goroutines: n, FirstOwner: first,
 			StartNs: start.UnixNano(), StopNs: stop.UnixNano(),
-			Hold: b.cfg.hold, TTL: b.cfg.ttl, WindowNs: window,
+			Hold: b.cfg.hold, TTL: b.cfg.ttl, WindowNs: window, Names: spec.names,
 		}
 		first += n
 	}

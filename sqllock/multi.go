@@ -65,6 +65,8 @@ type multiSQL struct {
 	clear  string   // name, owner: clear owner's intent
 	force  string   // name: delete every holder
 	notify string   // channel, name: wake waiters (PostgreSQL), or ""
+
+	refresh multiRefreshSQL // the batched refresh
 }
 
 // newMultiSQL writes the multi-holder statements with ? parameters;
@@ -93,6 +95,8 @@ WHERE name = ?`),
 WHERE name = ? AND owner = '*' AND lim = 0 AND expires > {live_after} AND (intent = '' OR intent = ? OR intent_expires <= {now})`),
 		clear: r.Replace(`UPDATE {t} SET intent = '' WHERE name = ? AND intent = ?`),
 		force: r.Replace(`DELETE FROM {h} WHERE name = ?`),
+
+		refresh: newMultiRefreshSQL(t, h, c, numbered),
 	}
 	if numbered {
 		for _, s := range []*string{&m.live, &m.purge, &m.insert, &m.extend, &m.fenced, &m.remove, &m.sum, &m.intent, &m.clear, &m.force} {
@@ -296,16 +300,6 @@ func rowMode(s rowState) string {
 		return mode(s.lim)
 	}
 	return mode(0)
-}
-
-// refreshMulti extends a shared hold or permit that l.Owner still holds
-// (with token l.Fence, unless 0), and the row's summary with it. It
-// reports whether it did.
-func (d *sqlDriver) refreshMulti(ctx context.Context, l driver.Lease) (bool, error) {
-	if l.Fence == 0 {
-		return d.changeHolder(ctx, l, d.q.multi.extend, false, micros(l.TTL), l.Name, l.Owner)
-	}
-	return d.changeHolder(ctx, l, d.q.multi.fenced, false, micros(l.TTL), l.Name, l.Owner, int64(l.Fence))
 }
 
 // releaseMulti deletes a shared hold or permit that l.Owner holds, updates

@@ -130,6 +130,7 @@ ORDER BY 1, 3`)
 ON CONFLICT (name) DO UPDATE SET owner = l.owner
 RETURNING {now_us}, owner, fence, {left_us}, lim, intent, {intent_left_us}`)}
 	multi.notify = `SELECT pg_notify($1, $2)`
+	multi.refresh.returning = true
 	// Concurrent CREATE TABLE IF NOT EXISTS can fail on PostgreSQL's
 	// catalog; an advisory lock on the table's name serializes them.
 	lockKey := `SELECT pg_advisory_xact_lock(hashtext($1))`

@@ -89,6 +89,8 @@ ORDER BY 1, 3`)
 	multi.lock = []string{r.Replace(`INSERT INTO {t} (name, owner, fence, expires) VALUES (?1, '', 0, {now})
 ON CONFLICT (name) DO UPDATE SET owner = owner
 RETURNING {now}, owner, fence, expires - {now}, lim, intent, intent_expires - {now}`)}
+	// The batched refresh's first statement, a write, locks the database.
+	multi.refresh.lock, multi.refresh.returning = "", true
 
 	q := &queries{
 		migrate: func(ctx context.Context, db *sql.DB) error {

@@ -331,33 +331,44 @@ func (d *sqlDriver) maybeCleanup(ctx context.Context) {
 	}
 }
 
-// Refresh extends exclusive leases in batches of one statement each (as
-// many as refreshBatch), and shared holds and permits one transaction
-// each.
+// Refresh extends leases in batches of as many as refreshBatch: the
+// exclusive ones in one statement per batch, the shared holds and permits
+// in one transaction per batch (see refreshMulti).
 func (d *sqlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	errs := make([]error, len(ls))
-	var excl []int // indexes of the exclusive leases in ls
+	var excl, multi []int // indexes in ls of the exclusive leases, and of the others
 	for i, l := range ls {
-		if !l.Shared && l.Limit == 0 {
-			excl = append(excl, i)
+		if l.Shared || l.Limit > 0 {
+			multi = append(multi, i)
 			continue
 		}
-		ok, err := retry(ctx, func() (bool, error) { return d.refreshMulti(ctx, l) })
-		errs[i] = refreshError(l, ok, err)
+		excl = append(excl, i)
 	}
-	for start := 0; start < len(excl); start += refreshBatch {
-		idx := excl[start:min(start+refreshBatch, len(excl))]
-		chunk := make([]driver.Lease, len(idx))
-		for j, i := range idx {
+	refreshBatches(ls, excl, errs, func(chunk []driver.Lease) (map[leaseKey]uint64, error) {
+		return retry(ctx, func() (map[leaseKey]uint64, error) { return d.q.refresh(ctx, d.stmts, chunk) })
+	})
+	refreshBatches(ls, multi, errs, func(chunk []driver.Lease) (map[leaseKey]uint64, error) {
+		return retry(ctx, func() (map[leaseKey]uint64, error) { return d.refreshMulti(ctx, chunk) })
+	})
+	return errs
+}
+
+// refreshBatches runs refresh on the leases of ls at indexes idx, as many
+// as refreshBatch at a time, and sets their errors in errs: a lease is
+// held if refresh returned it with its token (any, if its Fence is 0).
+func refreshBatches(ls []driver.Lease, idx []int, errs []error, refresh func([]driver.Lease) (map[leaseKey]uint64, error)) {
+	for start := 0; start < len(idx); start += refreshBatch {
+		part := idx[start:min(start+refreshBatch, len(idx))]
+		chunk := make([]driver.Lease, len(part))
+		for j, i := range part {
 			chunk[j] = ls[i]
 		}
-		held, err := retry(ctx, func() (map[leaseKey]uint64, error) { return d.q.refresh(ctx, d.stmts, chunk) })
+		held, err := refresh(chunk)
 		for j, l := range chunk {
 			fence, ok := held[leaseKey{l.Name, l.Owner}]
-			errs[idx[j]] = refreshError(l, ok && (l.Fence == 0 || fence == l.Fence), err)
+			errs[part[j]] = refreshError(l, ok && (l.Fence == 0 || fence == l.Fence), err)
 		}
 	}
-	return errs
 }
 
 // refreshError is the error of refreshing l: nil if held, else err or

@@ -30,6 +30,7 @@ type Postgres struct {
 	port   int              // kept across restarts
 	opts   *PostgresOptions // nil for StartPostgres: trust over TCP, no TLS
 	clock  *Clock           // the server's wall clock; nil: the host's
+	limits bool             // the server's default max_connections, not 300
 
 	mu   sync.Mutex
 	proc *process // the postmaster; its backends are its children
@@ -52,6 +53,15 @@ func StartPostgres(t testing.TB) *Postgres {
 func StartPostgresClock(t testing.TB, c *Clock) *Postgres {
 	t.Helper()
 	return startPostgres(t, nil, c)
+}
+
+// StartPostgresDefaultLimits is StartPostgres with the server's default
+// max_connections (100, 3 of them reserved for superusers) instead of the
+// 300 that StartPostgres sets for tests that open many pools: for
+// measurements at the limits an application meets.
+func StartPostgresDefaultLimits(t testing.TB) *Postgres {
+	t.Helper()
+	return startPostgresLimits(t, nil, nil, true)
 }
 
 // PostgresOptions secures a server started by StartPostgresWith. The zero
@@ -97,7 +107,14 @@ func StartPostgresWith(t testing.TB, opts PostgresOptions) *Postgres {
 // startPostgres is StartPostgres, or StartPostgresWith when opts is set.
 func startPostgres(t testing.TB, opts *PostgresOptions, clock *Clock) *Postgres {
 	t.Helper()
-	p := &Postgres{bin: postgresBin(t, "postgres"), opts: opts, clock: clock}
+	return startPostgresLimits(t, opts, clock, false)
+}
+
+// startPostgresLimits is startPostgres, with the server's default
+// max_connections if defaultLimits is set.
+func startPostgresLimits(t testing.TB, opts *PostgresOptions, clock *Clock, defaultLimits bool) *Postgres {
+	t.Helper()
+	p := &Postgres{bin: postgresBin(t, "postgres"), opts: opts, clock: clock, limits: defaultLimits}
 	initdb := postgresBin(t, "initdb")
 	// Not t.TempDir: its parents are private to root, and the socket path
 	// must stay short.
@@ -175,8 +192,10 @@ func (p *Postgres) startLocked(t testing.TB) {
 			"-c", "listen_addresses=127.0.0.1",
 			"-c", "fsync=off",
 			"-c", "full_page_writes=off",
-			"-c", "max_connections=300",
 		)
+		if !p.limits {
+			a = append(a, "-c", "max_connections=300")
+		}
 		if p.opts != nil {
 			a = append(a, "-c", "password_encryption=scram-sha-256")
 		}

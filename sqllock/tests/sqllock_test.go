@@ -110,6 +110,7 @@ func TestMariaDB(t *testing.T) {
 	t.Run("ServerPaused", func(t *testing.T) { testServerPaused(t, m, db, sqllock.MySQL) })
 	t.Run("ServerRestarted", func(t *testing.T) { testServerRestarted(t, m, db, sqllock.MySQL) })
 	t.Run("Wakeups", func(t *testing.T) { testMySQLWakeups(t, db, m.DSN()) })
+	t.Run("RefreshBatches", func(t *testing.T) { testRefreshBatches(t, db, m.DSN(), sqllock.MySQL) })
 }
 
 func TestPostgres(t *testing.T) {
@@ -125,6 +126,7 @@ func TestPostgres(t *testing.T) {
 	t.Run("ListenerLostNotification", func(t *testing.T) { testListenerLostNotification(t, db) })
 	t.Run("ListenerDownAtWatch", func(t *testing.T) { testListenerDownAtWatch(t, p, db) })
 	t.Run("PoolOfOne", func(t *testing.T) { testPoolOfOne(t, p) })
+	t.Run("RefreshBatches", func(t *testing.T) { testRefreshBatches(t, db, p.DSN(), sqllock.PostgreSQL) })
 }
 
 func TestSQLite(t *testing.T) {
@@ -134,6 +136,7 @@ func TestSQLite(t *testing.T) {
 	testProperties(t, db, sqllock.SQLite, "sqlite://"+path)
 	t.Run("OpenURL", func(t *testing.T) { testOpenURL(t, "sqlite://"+path, newLocker(t, db, sqllock.SQLite, nil)) })
 	t.Run("Processes", func(t *testing.T) { testProcesses(t, "sqlite://"+path) })
+	t.Run("RefreshBatches", func(t *testing.T) { testRefreshBatches(t, db, sqliteDSN(path), sqllock.SQLite) })
 }
 
 // testProperties runs the properties beyond the conformance suite that
@@ -149,6 +152,7 @@ func testProperties(t *testing.T, db *sql.DB, d sqllock.Dialect, store string) {
 	t.Run("NoMigrate", func(t *testing.T) { testNoMigrate(t, db, d, store) })
 	t.Run("Modes", func(t *testing.T) { testModes(t, db, d) })
 	t.Run("ClockDoubt", func(t *testing.T) { testDoubtRule(t, db, d) })
+	t.Run("RefreshBatchOwnerChecked", func(t *testing.T) { testRefreshBatchOwnerChecked(t, db, d) })
 }
 
 func BenchmarkMariaDB(b *testing.B) {

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/hook"
+)
+
+// Issue 28: the automatic renewal of many locks held by one Locker. The
+// core renews in batches (one driver.Refresh call for the locks due at
+// about the same time, see hook.Renewal); each driver batches again
+// inside the call: Redis pipelines, the SQL stores send one statement
+// (exclusive locks) or one transaction (shared holds, permits) per 200
+// leases, ZooKeeper and etcd renew their session only (a lock is an
+// ephemeral node, a key under the session's lease).
+
+// renewHeld are the held-lock counts of the renewal table, each capped
+// by heldCap.
+var renewHeld = []int{1000, 10_000, 100_000}
+
+// renewTTL is the lease of the renewal runs' locks: the core renews every
+// TTL/3, so a cycle over all of them takes about 5 s.
+const renewTTL = 15 * time.Second
+
+// Metrics of the renewal runs.
+const (
+	mRenewTime  = "renew_time"  // driver time to renew every held lock once, ns
+	mRenewCalls = "renew_calls" // driver calls it took
+	mRenewMax   = "renew_max"   // leases in its largest call
+	mRenewLost  = "renew_lost"  // leases not renewed (not held, or failed)
+)
+
+// renewCounts add up renewal batches.
+type renewCounts struct {
+	calls, leases, most int
+	lost                int
+	time                time.Duration
+}
+
+// renewTally adds up the renewal batches a Locker's hook reports.
+type renewTally struct {
+	mu sync.Mutex
+	c  renewCounts
+}
+
+func (r *renewTally) renewed(e hook.Renewal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.c.calls++
+	r.c.leases += e.Size
+	r.c.most = max(r.c.most, e.Size)
+	r.c.lost += e.NotHeld + e.Failed
+	r.c.time += e.Duration
+}
+
+// cycle forgets the batches so far, then waits until batches of at least
+// k leases in all completed (every held lock renewed once) or until
+// timeout, and returns them.
+func (r *renewTally) cycle(k int, timeout time.Duration) (renewCounts, error) {
+	r.mu.Lock()
+	r.c = renewCounts{}
+	r.mu.Unlock()
+	end := time.Now().Add(timeout)
+	for {
+		r.mu.Lock()
+		got := r.c
+		r.mu.Unlock()
+		if got.leases >= k {
+			return got, nil
+		}
+		if time.Now().After(end) {
+			return got, fmt.Errorf("%d of %d leases renewed in %v", got.leases, k, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// renewSharedStores are the stores whose shared holds are renewed apart
+// from their exclusive locks (in a transaction per batch, not a
+// statement), measured in rows of their own.
+var renewSharedStores = []string{"MariaDB", "Postgres", "SQLite"}
+
+// renewKey is the renewal figures' key of k locks (shared holds with
+// shared) on store.
+func renewKey(store string, shared bool, k int) string {
+	if shared {
+		store += " (shared holds)"
+	}
+	return scaleKey(store, k)
+}
+
+// sharedLocker takes names as shared holds.
+type sharedLocker struct{ *dlockLocker }
+
+func (s sharedLocker) lock(ctx context.Context, name string) (func(context.Context) error, error) {
+	k, err := s.l.Acquire(ctx, name, dlock.WithTTL(s.ttl), dlock.Shared())
+	if err != nil {
+		return nil, err
+	}
+	return k.Release, nil
+}
+
+// renewalScaling holds k locks (shared holds with shared) with a
+// renewTTL lease in one Locker, for each k of renewHeld up to heldCap,
+// and records the driver calls and time of one renewal cycle over all
+// of them.
+func (b *bench) renewalScaling(st store, shared bool) error {
+	lk, err := scaleLib(st).open(st.url, renewTTL)
+	if err != nil {
+		return err
+	}
+	defer lk.close()
+	dl, ok := lk.(*dlockLocker)
+	if !ok {
+		return errors.New("not a dlock Locker")
+	}
+	var tally renewTally
+	dl.l.AddHook(hook.Hook{Renewed: tally.renewed})
+	if shared {
+		lk = sharedLocker{dl}
+	}
+	prefix := fmt.Sprintf("renew:%d:", time.Now().UnixNano())
+	held := 0
+	for _, k := range renewHeld {
+		if k > b.heldCap(st.name) {
+			break
+		}
+		if err := takeMany(lk, 16, held, k, func(i int) string { return fmt.Sprintf("%s%07d", prefix, i) }); err != nil {
+			return fmt.Errorf("take %d locks: %w", k, err)
+		}
+		held = k
+		c, err := tally.cycle(k, renewTTL+time.Minute)
+		if err != nil {
+			return fmt.Errorf("renew %d locks: %w", k, err)
+		}
+		key := renewKey(st.name, shared, k)
+		b.i28.renew.add(key, mRenewTime, float64(c.time))
+		b.i28.renew.add(key, mRenewCalls, float64(c.calls))
+		b.i28.renew.add(key, mRenewMax, float64(c.most))
+		b.i28.renew.add(key, mRenewLost, float64(c.lost))
+	}
+	if st.name == "Redis" { // Close releases each lock: let it find none
+		return b.admin.FlushAll(context.Background()).Err()
+	}
+	return nil
+}
