@@ -14,10 +14,13 @@ if ARGV[7] == 'x' and ARGV[4] == '1' and type(v0) == 'string' then
     local bound, qms = tonumber(ARGV[#ARGV]), {{queue_ms}}
     local t = redis.call('TIME')
     local now = math.floor((tonumber(t[1]) * 1000000 + tonumber(t[2])) / 1000)
-    local keep = tonumber(ARGV[5])
-    local qx, extend = tonumber(string.match(v0, '^,(%d+)', pos)), false
-    if not (qx and qx >= now + keep and qx <= now + qms) then qx, extend = now + qms, true end
-    local e = ARGV[1] .. '|' .. ARGV[8] .. '|' .. tonumber(ARGV[2]) .. '|' .. string.format('%.0f', now) .. '|' .. keep .. '|' .. string.format('%.0f', qx) .. '|x|' .. ARGV[3]
+    -- Strings are reused where they are what the general path would
+    -- format (the Go caller sends decimal integers, and the scripts
+    -- write times with '%.0f'): each number formatted costs a sprintf.
+    local qxs = string.match(v0, '^,(%d+)', pos)
+    local qx, extend = tonumber(qxs), false
+    if not (qx and qx >= now + tonumber(ARGV[5]) and qx <= now + qms) then qxs, extend = string.format('%.0f', now + qms), true end
+    local e = ARGV[1] .. '|' .. ARGV[8] .. '|' .. ARGV[2] .. '|' .. string.format('%.0f', now) .. '|' .. ARGV[5] .. '|' .. qxs .. '|x|' .. ARGV[3]
     local ahead = redis.call('RPUSH', KEYS[2], e) - 1
     if extend or ahead == 0 then redis.call('PEXPIRE', KEYS[2], qms) end
     local wait = 0

@@ -17,15 +17,24 @@ if held and first then
     local now = math.floor(us / 1000)
     if tonumber(w) + tonumber(keep) >= now then
       local gms, qms, fms = {{grant_ms}}, {{queue_ms}}, {{fresh_ms}}
+      -- Strings are reused where they are what the general path would
+      -- format (times and leases written with '%.0f'): each number
+      -- formatted costs a sprintf.
+      local ls = lease
       lease = tonumber(lease)
-      if tk == '0' or now - tonumber(w) >= fms then tk, lease = '0', math.min(lease, gms) end
-      local q = math.max(tonumber(string.match(v, '^,(%d+)', pos)) or 0, tonumber(qx))
+      if tk == '0' or now - tonumber(w) >= fms then
+        tk = '0'
+        if lease > gms then lease, ls = gms, string.format('%.0f', gms) end
+      end
+      local vq = string.match(v, '^,(%d+)', pos)
+      local q, qs = tonumber(qx), qx
+      if vq and tonumber(vq) > q then q, qs = tonumber(vq), vq end
       if not (q >= now + qms / 2 and q <= now + qms) then
         redis.call('PEXPIRE', KEYS[2], qms)
-        q = now + qms
+        qs = string.format('%.0f', now + qms)
       end
       local f = string.format('%.0f', math.max(tonumber(last) + 1, us))
-      local val = h .. '|' .. f .. '.' .. string.format('%.0f', lease) .. '.0,' .. string.format('%.0f', q)
+      local val = h .. '|' .. f .. '.' .. ls .. '.0,' .. qs
       if meta ~= '' then val = val .. '|' .. meta end
       redis.call('SET', KEYS[1], val, 'PX', lease + tonumber(ARGV[#ARGV]))
       local lk = string.match(h, '^[^:]*')
