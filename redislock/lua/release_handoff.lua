@@ -5,11 +5,11 @@
 -- with the commands and the reply of release.lua's general path for that
 -- case (see grant and queue_alive in common.lua): TIME, SET, PEXPIRE when
 -- the queue may need it, PUBLISH unless the waiter is the releasing
--- Locker's. A dead or unreadable head, or one that waits for a shared
--- hold or a permit, goes on to the general path (which then reads TIME
--- again).
+-- Locker's. A dead or unreadable head (one without an owner, too), or
+-- one that waits for a shared hold or a permit, goes on to the general
+-- path (which then reads TIME again).
 if held and first then
-  local h, tk, lease, w, keep, qx, mode, meta = string.match(first, '^([^|]*)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|(.*)$')
+  local h, tk, lease, w, keep, qx, mode, meta = string.match(first, '^([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|(.*)$')
   local last, pos = string.match(v, '^[^|]*|(%d+)%.?%d*%.?%d*()')
   if h and mode == 'x' and last then
     local t = redis.call('TIME')

@@ -359,6 +359,7 @@ func TestReleaseHandoffFastPath(t *testing.T) {
 		{"waiter-leaves", steps(take("H:1"), queue("W:1", "x", "", 1)), releaseArgs("W:1"), false},
 		{"not-held", steps(take("X:1"), queue("W:1", "x", "", 1)), h, false},
 		{"no-ttl-recorded", steps(setValue("H:1|123"), queue("W:1", "x", "", 1)), h, true},
+		{"entry-without-owner", steps(take("H:1"), pushEntry(func(now int64) string { return entry("", 1, now, now+6000, "x", "") })), h, false},
 	} {
 		runFastPathCase(t, client, s, c)
 	}
