@@ -16,8 +16,10 @@ import (
 //go:embed lua/*.lua
 var lua embed.FS
 
-// commonVars are the values of common.lua's placeholders: the constants
-// the scripts share with this package, in ms.
+// commonVars are the values of the placeholders of common.lua and of the
+// fast paths that stand in for its helpers (queue_fast.lua,
+// release_handoff.lua): the constants the scripts share with this
+// package, in ms.
 var commonVars = map[string]string{
 	"grant_ms": strconv.FormatInt(grantLease.Milliseconds(), 10),
 	"queue_ms": strconv.FormatInt(queueTTL.Milliseconds(), 10),
@@ -25,19 +27,25 @@ var commonVars = map[string]string{
 }
 
 // acquireScript takes a name, queues for it or re-enters it
-// (lua/acquire.lua); its fast path takes a free name nobody waits for
-// before the helpers of the general case are defined.
+// (lua/acquire.lua). Two paths return before the helpers of the general
+// case are defined: the uncontended acquire, which takes a free name
+// nobody waits for (lua/acquire_fast.lua), and the queued acquire, which
+// puts an exclusive waiter in line behind another exclusive holder
+// (lua/queue_fast.lua).
 var acquireScript = luascript.Must(luascript.New(lua, commonVars,
-	"lua/acquire_fast.lua", "lua/common.lua", "lua/acquire.lua"))
+	"lua/acquire_fast.lua", "lua/queue_fast.lua", "lua/common.lua", "lua/acquire.lua"))
 
 // refreshScript extends an owner's lease (lua/refresh.lua).
 var refreshScript = luascript.Must(luascript.New(lua, nil, "lua/refresh.lua"))
 
 // releaseScript frees an owner's hold or takes a waiter out of the queue,
-// handing the name on (lua/release.lua); an exclusive holder nobody waits
-// behind is done before the helpers of the general case are defined.
+// handing the name on (lua/release.lua). Two paths return before the
+// helpers of the general case are defined: the release of an exclusive
+// holder nobody waits behind (lua/release_fast.lua), and one that hands
+// the name to a live exclusive waiter at the head of the queue
+// (lua/release_handoff.lua).
 var releaseScript = luascript.Must(luascript.New(lua, commonVars,
-	"lua/owner_held.lua", "lua/release_fast.lua", "lua/common.lua", "lua/release.lua"))
+	"lua/owner_held.lua", "lua/release_fast.lua", "lua/release_handoff.lua", "lua/common.lua", "lua/release.lua"))
 
 // forceReleaseScript frees a name whatever its holders
 // (lua/force_release.lua).

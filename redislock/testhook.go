@@ -17,6 +17,7 @@ func init() {
 		return inspectHashScript.Run(ctx, c, []string{key}).Slice()
 	}
 	testhook.Scripts = scripts
+	testhook.ScriptVars = commonVars
 	testhook.New = func(client redis.UniversalClient) (*dlock.Locker, driver.Driver, error) {
 		return newLocker(client, nil, false)
 	}

@@ -21,6 +21,11 @@ var InspectHash func(ctx context.Context, c redis.UniversalClient, key string) (
 // "Script"), for the test that every one assembles and compiles.
 var Scripts map[string]*luascript.Script
 
+// ScriptVars are the values the scripts' placeholders take, for tests
+// that assemble parts of them in other combinations (a fast path alone,
+// the general path without it).
+var ScriptVars map[string]string
+
 // New is redislock.New(client, nil), also returning the driver under
 // the Locker, for dlocktest's Harness.LockerAndDriver and for tests of
 // the driver's steps. (It cannot take a *redislock.Options: redislock
