@@ -43,8 +43,8 @@
 //
 //   - If the holder's process dies, the next waiter gets the lock when
 //     the lease of the holder's key expires: after the lock's TTL rounded
-//     up to whole seconds (etcd raises a TTL below its minimum, about 2 s
-//     with its default timing, to that minimum), or after
+//     up to whole seconds, and at least 2 s (etcd's own minimum with its
+//     default timing; a server may raise it further), or after
 //     Options.SessionTTL if set. Every lock of a session is lost when its
 //     lease is found revoked or expired; the locks of other TTLs are not.
 //   - A Locker keeps one lease, and one keep-alive loop, per distinct TTL

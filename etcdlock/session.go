@@ -47,7 +47,7 @@ func (d *etcdDriver) Losses() <-chan driver.Loss { return d.leases.Losses() }
 
 // leaseSeconds returns the TTL, in whole seconds, of the session for an
 // acquisition with TTL ttl: Options.SessionTTL's if set, else ttl rounded
-// up (dlock.DefaultTTL for none).
+// up (dlock.DefaultTTL for none), and at least minLeaseSeconds.
 func (d *etcdDriver) leaseSeconds(ttl time.Duration) int64 {
 	if d.sessionTTL > 0 {
 		return d.sessionTTL
@@ -55,8 +55,17 @@ func (d *etcdDriver) leaseSeconds(ttl time.Duration) int64 {
 	if ttl <= 0 {
 		ttl = dlock.DefaultTTL
 	}
-	return int64((ttl + time.Second - 1) / time.Second)
+	return max(int64((ttl+time.Second-1)/time.Second), minLeaseSeconds)
 }
+
+// minLeaseSeconds is the shortest session lease: etcd's own minimum with
+// its default timing (1.5 election timeouts of 1 s, rounded up). A
+// server tuned for shorter timeouts would grant 1 s, whose keep-alive
+// must then succeed every 0.9 s, which a loaded server or client misses
+// (a 1 s lock failed its renewals so in a test run beside a fault
+// suite). The lock's own TTL still bounds its holder's Done; only a dead
+// holder's takeover waits for the longer lease.
+const minLeaseSeconds = 2
 
 // session returns the live session for an acquisition with TTL ttl,
 // granting a new lease if there is none, and counts the caller among
