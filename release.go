@@ -88,7 +88,17 @@ func (k *Lock) Release(ctx context.Context) error {
 // out (until).
 func (l *Locker) releaseLease(ctx context.Context, lease driver.Lease, until time.Time) (err error, detached bool) {
 	lease = ownerOnly(lease)
-	if ctx.Err() != nil || ctx.Done() == nil {
+	endedBefore := ctx.Err() != nil
+	if !endedBefore && l.inline {
+		// The driver honours ctx: try in this goroutine (the hot path:
+		// no context of its own), and only if ctx ends during the step
+		// finish it detached.
+		err := l.release(ctx, lease)
+		if err == nil || ctx.Err() == nil {
+			return err, false
+		}
+	}
+	if endedBefore || ctx.Done() == nil {
 		// ctx ended before the call, so it asks for no earlier return
 		// than the step's own bound, or it cannot end: run the step
 		// here, bounded even if the driver ignores contexts, and report
@@ -96,14 +106,6 @@ func (l *Locker) releaseLease(ctx context.Context, lease driver.Lease, until tim
 		rctx := l.cleanupContext(context.WithoutCancel(ctx))
 		_, err := call(l, rctx, func() (struct{}, error) { return struct{}{}, l.release(rctx, lease) }, nil)
 		return err, false
-	}
-	if l.inline {
-		// The driver honours ctx: try in this goroutine, and only if ctx
-		// ends during the step finish it detached.
-		err := l.release(ctx, lease)
-		if err == nil || ctx.Err() == nil {
-			return err, false
-		}
 	}
 	rctx := l.cleanupContext(context.WithoutCancel(ctx))
 	result := make(chan error, 1)
