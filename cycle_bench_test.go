@@ -17,17 +17,9 @@ import (
 // Acquire with a cancellable context, and Acquire from 64 goroutines on
 // distinct names at once (the benchmark's scenario 2 on Redis).
 func BenchmarkCycle(b *testing.B) {
-	cancellable, cancel := context.WithCancel(context.Background())
+	cases, cancel := cycleCases()
 	defer cancel()
-	for _, c := range []struct {
-		name string
-		ctx  context.Context
-		wait bool
-	}{
-		{"try", context.Background(), false},
-		{"acquire", context.Background(), true},
-		{"acquire-cancellable", cancellable, true},
-	} {
+	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			l, _ := memlock.New(nil)
 			defer l.Close()
@@ -83,17 +75,9 @@ const cycleAllocs = 4
 // and the bench's 64-goroutine throughput fell from 1.5× to 1.0× the
 // hand-written lock. Allocation counts are exact, not timed.
 func TestCycleAllocs(t *testing.T) {
-	cancellable, cancel := context.WithCancel(context.Background())
+	cases, cancel := cycleCases()
 	defer cancel()
-	for _, c := range []struct {
-		name string
-		ctx  context.Context
-		wait bool
-	}{
-		{"try", context.Background(), false},
-		{"acquire", context.Background(), true},
-		{"acquire-cancellable", cancellable, true},
-	} {
+	for _, c := range cases {
 		l, _ := memlock.New(nil)
 		got := testing.AllocsPerRun(1000, func() {
 			var k *dlock.Lock
@@ -115,4 +99,25 @@ func TestCycleAllocs(t *testing.T) {
 			t.Errorf("%s: %v allocations per cycle, want at most %d", c.name, got, cycleAllocs)
 		}
 	}
+}
+
+// cycleCase is one kind of uncontended cycle: TryAcquire, or Acquire,
+// with ctx.
+type cycleCase struct {
+	name string
+	ctx  context.Context
+	wait bool
+}
+
+// cycleCases are the cycles BenchmarkCycle times and TestCycleAllocs
+// counts: TryAcquire and Acquire with a context that cannot end (as a
+// service's background loop calls them), and Acquire with one that can.
+// cancel ends the cancellable one.
+func cycleCases() (cases []cycleCase, cancel context.CancelFunc) {
+	cancellable, cancel := context.WithCancel(context.Background())
+	return []cycleCase{
+		{"try", context.Background(), false},
+		{"acquire", context.Background(), true},
+		{"acquire-cancellable", cancellable, true},
+	}, cancel
 }
