@@ -58,7 +58,6 @@ type multiSQL struct {
 	purge  string   // delete name's expired holders
 	insert string   // name, owner, fence, ttl, meta, shared, lim
 	extend string   // ttl, name, owner: extend a live holder
-	fenced string   // ttl, name, owner, fence: extend a live holder with that token
 	remove string   // name, owner: delete a live holder
 	sum    string   // fence, owner whose intent to clear, name ×4: the row's summary
 	intent string   // owner, ttl, name, owner: record a writer's intent
@@ -67,6 +66,15 @@ type multiSQL struct {
 	notify string   // channel, name: wake waiters (PostgreSQL), or ""
 
 	refresh multiRefreshSQL // the batched refresh
+}
+
+// summary is the SET list that makes a name's row sum up its live
+// holders in {h} (h), where live is the condition on h: whether any
+// holds it, the limit they hold it with, and when the last lease ends.
+func summary(live string) string {
+	return `owner = CASE WHEN EXISTS (SELECT 1 FROM {h} h WHERE ` + live + `) THEN '*' ELSE '' END,
+	lim = COALESCE((SELECT MAX(h.lim) FROM {h} h WHERE ` + live + `), 0),
+	expires = COALESCE((SELECT MAX(h.expires) FROM {h} h WHERE ` + live + `), {now})`
 }
 
 // newMultiSQL writes the multi-holder statements with ? parameters;
@@ -83,13 +91,10 @@ func newMultiSQL(t, h string, c clock, numbered bool) multiSQL {
 		purge:  r.Replace(`DELETE FROM {h} WHERE name = ? AND expires <= {live_after}`),
 		insert: r.Replace(`INSERT INTO {h} (name, owner, fence, expires, meta, shared, lim) VALUES (?, ?, ?, {plus}, ?, ?, ?)`),
 		extend: r.Replace(`UPDATE {h} SET expires = {plus} WHERE name = ? AND owner = ? AND expires > {live_after}`),
-		fenced: r.Replace(`UPDATE {h} SET expires = {plus} WHERE name = ? AND owner = ? AND expires > {live_after} AND fence = ?`),
 		remove: r.Replace(`DELETE FROM {h} WHERE name = ? AND owner = ? AND expires > {live_after}`),
 		sum: r.Replace(`UPDATE {t} SET fence = ?,
 	intent = CASE WHEN intent = ? THEN '' ELSE intent END,
-	owner = CASE WHEN EXISTS (SELECT 1 FROM {h} h WHERE ` + live + `) THEN '*' ELSE '' END,
-	lim = COALESCE((SELECT MAX(h.lim) FROM {h} h WHERE ` + live + `), 0),
-	expires = COALESCE((SELECT MAX(h.expires) FROM {h} h WHERE ` + live + `), {now})
+	` + summary(live) + `
 WHERE name = ?`),
 		intent: r.Replace(`UPDATE {t} SET intent = ?, intent_expires = {plus}
 WHERE name = ? AND owner = '*' AND lim = 0 AND expires > {live_after} AND (intent = '' OR intent = ? OR intent_expires <= {now})`),
@@ -99,7 +104,7 @@ WHERE name = ? AND owner = '*' AND lim = 0 AND expires > {live_after} AND (inten
 		refresh: newMultiRefreshSQL(t, h, c, numbered),
 	}
 	if numbered {
-		for _, s := range []*string{&m.live, &m.purge, &m.insert, &m.extend, &m.fenced, &m.remove, &m.sum, &m.intent, &m.clear, &m.force} {
+		for _, s := range []*string{&m.live, &m.purge, &m.insert, &m.extend, &m.remove, &m.sum, &m.intent, &m.clear, &m.force} {
 			*s = dollarParams(*s)
 		}
 	}
@@ -306,32 +311,22 @@ func rowMode(s rowState) string {
 // the row's summary (free once no holder is left) and, on PostgreSQL,
 // wakes waiters. It reports whether l.Owner held it.
 func (d *sqlDriver) releaseMulti(ctx context.Context, l driver.Lease) (bool, error) {
-	return d.changeHolder(ctx, l, d.q.multi.remove, true, l.Name, l.Owner)
-}
-
-// changeHolder runs stmt with args on l's holder under the row's lock and,
-// if it changed the holder, updates the row's summary and (with wake)
-// notifies.
-func (d *sqlDriver) changeHolder(ctx context.Context, l driver.Lease, stmt string, wake bool, args ...any) (bool, error) {
 	m := &d.q.multi
-	var changed bool
+	var removed bool
 	err := d.inTx(ctx, func(tx *sql.Tx) (bool, error) {
 		s, err := d.lockRow(ctx, tx, l.Name)
 		if err != nil {
 			return false, err
 		}
-		if changed, err = affected(tx.ExecContext(ctx, stmt, args...)); err != nil || !changed {
+		if removed, err = affected(tx.ExecContext(ctx, m.remove, l.Name, l.Owner)); err != nil || !removed {
 			return false, err
 		}
 		if _, err := tx.ExecContext(ctx, m.sum, s.fence, "", l.Name, l.Name, l.Name, l.Name); err != nil {
 			return false, err
 		}
-		if wake {
-			return true, d.notify(ctx, tx, l.Name)
-		}
-		return true, nil
+		return true, d.notify(ctx, tx, l.Name)
 	})
-	return changed, err
+	return removed, err
 }
 
 // notify wakes name's waiters when tx commits, on PostgreSQL.

@@ -36,9 +36,7 @@ func newMultiRefreshSQL(t, h string, c clock, numbered bool) multiRefreshSQL {
 		extend:   r.Replace(`UPDATE {h} SET expires = {plus_ttl} WHERE name IN ({names}) AND ({match}) AND expires > {live_after}`),
 		held:     r.Replace(`SELECT name, owner, fence FROM {h} WHERE name IN ({names}) AND ({match}) AND expires > {now}`),
 		sum: r.Replace(`UPDATE {t} SET
-	owner = CASE WHEN EXISTS (SELECT 1 FROM {h} h WHERE ` + live + `) THEN '*' ELSE '' END,
-	lim = COALESCE((SELECT MAX(h.lim) FROM {h} h WHERE ` + live + `), 0),
-	expires = COALESCE((SELECT MAX(h.expires) FROM {h} h WHERE ` + live + `), {now})
+	` + summary(live) + `
 WHERE name IN ({names})`),
 	}
 }

@@ -107,8 +107,7 @@ func warn(format string, args ...any) {
 
 // badName is the usage error for a lock name dlock.ValidateName rejects.
 func badName(cmd, name string, err error) error {
-	why := strings.TrimSuffix(err.Error(), ": "+dlock.ErrInvalid.Error())
-	why = strings.TrimSuffix(plain(why), ": "+plain(dlock.ErrInvalid.Error()))
+	why := plain(strings.TrimSuffix(err.Error(), ": "+dlock.ErrInvalid.Error()))
 	if len(name) > 40 {
 		name = name[:40] + "..."
 	}
