@@ -69,8 +69,17 @@ func StartMariaDBWith(t testing.TB, opts *MariaDBOptions) *MariaDB {
 		t.Fatalf("create mariadb directory: %v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) }) // runs after the kill below
+	// A private tmpdir: every mariadbd that starts deletes the #sql* files
+	// in its tmpdir (leftover temporary tables), and in a shared /tmp that
+	// included the tables of a bootstrap running beside it ("Unknown table
+	// 'mysql.tmp_proxies_priv'", seen in CI with modules tested in
+	// parallel).
+	if err := os.Mkdir(filepath.Join(dir, "tmp"), 0o700); err != nil {
+		t.Fatalf("create mariadb tmpdir: %v", err)
+	}
 	out, err := exec.Command(install, "--no-defaults", "--user=root",
 		"--datadir="+filepath.Join(dir, "data"),
+		"--tmpdir="+filepath.Join(dir, "tmp"),
 		"--auth-root-authentication-method=normal").CombinedOutput()
 	if err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
@@ -116,6 +125,7 @@ func (m *MariaDB) startLocked(t testing.TB) {
 		a := []string{
 			"--no-defaults", "--user=root",
 			"--datadir=" + data,
+			"--tmpdir=" + filepath.Join(m.dir, "tmp"),
 			"--port=" + strconv.Itoa(port),
 			"--bind-address=127.0.0.1",
 			"--socket=" + filepath.Join(m.dir, "sock"),
