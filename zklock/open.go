@@ -121,7 +121,7 @@ func connect(ctx context.Context, hosts []string, timeout time.Duration) (*zk.Co
 		}
 	}
 	var dialed lastError
-	conn, events, err := zk.Connect(addrs, timeout, zk.WithLogger(quiet{}), zk.WithDialer(dialed.dial))
+	conn, events, err := zk.Connect(addrs, timeout, zk.WithLogger(quiet{}), zk.WithDialer(BoundedDialer(timeout, dialed.dial)))
 	if err != nil {
 		return nil, sessionlock.ConnectError(ctx, "zklock", hosts, err)
 	}

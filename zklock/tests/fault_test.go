@@ -105,7 +105,7 @@ func (c *frozenConn) Write(b []byte) (int, error) {
 // connect returns a connection through f once it has a session.
 func connect(t *testing.T, addr string, session time.Duration, f *freezer) *zk.Conn {
 	t.Helper()
-	c, events, err := zk.Connect([]string{addr}, session, zk.WithDialer(f.dial), zk.WithLogger(quiet{}))
+	c, events, err := zk.Connect([]string{addr}, session, zk.WithDialer(zklock.BoundedDialer(session, f.dial)), zk.WithLogger(quiet{}))
 	if err != nil {
 		t.Fatal(err)
 	}
