@@ -56,10 +56,16 @@
 //     connection.
 //   - After losing its connection the zk client pauses a fixed second
 //     between rounds of dials, with no jitter.
+//   - The zk client waits up to 6.7 session timeouts for a server's answer
+//     to a connect request; a restarting server may never answer one.
+//     Open bounds that wait; a conn passed to New should be made with
+//     BoundedDialer.
 //
 // # Example
 //
-//	conn, _, err := zk.Connect([]string{"localhost:2181"}, 10*time.Second)
+//	const session = 10 * time.Second
+//	conn, _, err := zk.Connect([]string{"localhost:2181"}, session,
+//		zk.WithDialer(zklock.BoundedDialer(session, nil))) // see BoundedDialer
 //	if err != nil {
 //		return err
 //	}

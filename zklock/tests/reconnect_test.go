@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/zklock"
 )
 
 // The adversary is a server restart under load: 32 goroutines keep
@@ -30,7 +31,7 @@ func TestReconnectPace(t *testing.T) {
 		return net.DialTimeout(network, addr, timeout)
 	}
 	const session = 10 * time.Second // outlives the restart
-	conn, events, err := zk.Connect([]string{z.Addr()}, session, zk.WithDialer(dial), zk.WithLogger(quiet{}))
+	conn, events, err := zk.Connect([]string{z.Addr()}, session, zk.WithDialer(zklock.BoundedDialer(session, dial)), zk.WithLogger(quiet{}))
 	if err != nil {
 		t.Fatalf("zk.Connect = %v", err)
 	}
