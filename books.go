@@ -12,6 +12,7 @@ type books struct {
 	held      map[string]*held // by owner string
 	deadlines heldHeap         // soonest loss deadline first
 	renewals  heldHeap         // renewed and not being renewed now, soonest renewal first
+	warnings  heldHeap         // watched (see Lock.Warnings) and not at risk, soonest warning first
 }
 
 // track adds a new acquisition to the Locker's books and makes the keeper
@@ -37,7 +38,9 @@ func (l *Locker) forget(h *held, s state) {
 	delete(l.books.held, h.lease.Owner)
 	l.books.deadlines.remove(h)
 	l.books.renewals.remove(h)
+	l.books.warnings.remove(h)
 	h.owner.drop(h)
+	l.stepDone()
 }
 
 // lose marks h lost, closes its handles' Done with cause, and wakes local
@@ -86,6 +89,7 @@ type heapItem struct {
 const (
 	byDeadline = 0
 	byRenewal  = 1
+	byWarning  = 2
 )
 
 func newHeldHeap(kind int, epoch time.Time) heldHeap {
@@ -93,10 +97,13 @@ func newHeldHeap(kind int, epoch time.Time) heldHeap {
 }
 
 func (q *heldHeap) key(h *held) time.Duration {
-	if q.kind == byDeadline {
+	switch q.kind {
+	case byDeadline:
 		return h.deadline.Sub(q.epoch)
+	case byRenewal:
+		return h.nextRenew.Sub(q.epoch)
 	}
-	return h.nextRenew.Sub(q.epoch)
+	return h.warnAt.Sub(q.epoch)
 }
 
 // top returns the first acquisition, or nil.

@@ -36,6 +36,22 @@ type faultDriver struct {
 	acquireDelay func(call int) time.Duration
 	// refreshDelay, likewise, for Refresh calls.
 	refreshDelay time.Duration
+	// steps logs "refresh", "refreshed" and "extend" as Refresh starts
+	// and ends and Extend starts.
+	steps []string
+}
+
+func (d *faultDriver) Extend(ctx context.Context, l driver.Lease) error {
+	d.mu.Lock()
+	d.steps = append(d.steps, "extend")
+	d.mu.Unlock()
+	return d.Driver.(driver.Extender).Extend(ctx, l)
+}
+
+func (d *faultDriver) log(step string) {
+	d.mu.Lock()
+	d.steps = append(d.steps, step)
+	d.mu.Unlock()
 }
 
 func (d *faultDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
@@ -64,7 +80,9 @@ func (d *faultDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	d.refreshTimes = append(d.refreshTimes, time.Now())
 	n := len(d.refreshes)
 	errFn, hang, delay := d.refreshErr, d.hangRefresh, d.refreshDelay
+	d.steps = append(d.steps, "refresh")
 	d.mu.Unlock()
+	defer d.log("refreshed")
 	if hang {
 		<-ctx.Done()
 		errs := make([]error, len(ls))

@@ -48,6 +48,8 @@ package dlock
 //	owner.go    owners behind a Lock's Context, their context, owner strings
 //	stamps.go   what TryAcquire saw of holders in doubt, for takeovers
 //	wake.go     local waiters, woken when this Locker frees or loses a name
+//	warn.go     Lock.Warnings: renewals failing while the lease runs, and recovering
+//	extend.go   Lock.Extend: a held lease set to another length, owner-checked
 //	call.go     call: run a driver step; stop waiting for it when ctx ends
 //	pool.go     the worker goroutines that run steps in the background
 //	held.go     held: one acquisition, shared by its re-entered handles

@@ -27,13 +27,18 @@ type held struct {
 	renew bool // renewed by the keeper (set once)
 
 	// Guarded by l.mu.
-	state     state
-	cause     error     // why it was lost, once state is lost
-	renewErr  error     // the last renewal's error, nil after one succeeds
-	handles   []*Lock   // open handles, each at its index
-	deadline  time.Time // monotonic: Done closes here unless renewed
-	nextRenew time.Time
-	index     [2]int // positions in l.books.deadlines and l.books.renewals, -1 when absent
+	state      state
+	cause      error     // why it was lost, once state is lost
+	renewErr   error     // the last renewal's error, nil after one succeeds
+	handles    []*Lock   // open handles, each at its index
+	deadline   time.Time // monotonic: Done closes here unless renewed
+	nextRenew  time.Time
+	warnAt     time.Time // monotonic: at risk here unless renewed (see Warnings)
+	watched    bool      // a handle asked for Warnings: h is in l.books.warnings
+	extending  bool      // an Extend is under way (see Lock.Extend)
+	refreshing int       // Refresh calls under way
+	riskErr    error     // why h is at risk; nil when it is not
+	index      [3]int    // positions in l.books.deadlines, .renewals and .warnings, -1 when absent
 
 	// Kept with the acquisition so that taking a lock allocates them
 	// together: its first handle (and handles' backing array while there
@@ -55,25 +60,32 @@ func (h *held) init(l *Locker, ctx context.Context, own *owner, fence uint64, st
 	h.l, h.owner, h.start = l, own, start
 	h.lease.Fence, h.lease.Takeover = fence, "" // every renewal checks the token
 	h.parent = ownerContext{values: ctx, owner: own}
-	h.index = [2]int{-1, -1}
+	h.index = [3]int{-1, -1, -1}
 	h.handles = h.firstArr[:0]
-	h.extended(start)
+	h.extended(start, h.lease.TTL)
 }
 
 // extended records a successful acquire or refresh whose request was sent
-// at start: the server's lease cannot end before start+TTL. Called with
-// l.mu held (or before h is shared).
-func (h *held) extended(start time.Time) {
+// at start and asked for a lease of ttl: the server's lease cannot end
+// before start+ttl. Called with l.mu held (or before h is shared).
+func (h *held) extended(start time.Time, ttl time.Duration) {
 	if h.state != active {
 		return
 	}
-	ttl := h.lease.TTL
 	if d := start.Add(ttl - lossMargin(ttl)); d.After(h.deadline) {
 		h.deadline = d
 		h.l.books.deadlines.fix(h)
 	}
-	h.nextRenew = start.Add(ttl / 3)
+	h.nextRenew = start.Add(h.lease.TTL / 3)
 	h.l.books.renewals.fix(h)
+	if w := start.Add(warnAfter(h.lease.TTL)); w.After(h.warnAt) {
+		h.warnAt = w
+		if h.watched {
+			h.l.books.warnings.remove(h)
+			h.l.books.warnings.push(h)
+		}
+	}
+	h.recovered()
 }
 
 // newHandle returns a new handle on h. Called with l.mu held.
@@ -111,5 +123,6 @@ func (h *held) dropHandle(k *Lock) {
 func (h *held) cancelHandles(cause error) {
 	for _, k := range h.handles {
 		k.cancel(cause)
+		k.endWarnings()
 	}
 }

@@ -19,6 +19,11 @@ type Lock struct {
 	cancel context.CancelCauseFunc
 	done   bool // Release was called on this handle; guarded by h.l.mu
 	index  int  // in h.handles while open; guarded by h.l.mu
+
+	// Guarded by h.l.mu: the channel Warnings returned, if it was called,
+	// and whether it is closed.
+	warnings  chan Warning
+	warnEnded bool
 }
 
 // Name returns the lock's name.
@@ -88,12 +93,18 @@ func (k *Lock) Refresh(ctx context.Context) error {
 	if err := k.stateError("refresh", done, st); err != nil {
 		return err
 	}
+	lease, err := k.beginRefresh(ctx)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
-	err := refreshOne(l, ctx, h.lease)
+	err = refreshOne(l, ctx, lease)
 	l.mu.Lock()
+	h.refreshing--
+	l.stepDone()
 	switch {
 	case err == nil:
-		h.extended(start)
+		h.extended(start, lease.TTL)
 	case errors.Is(err, driver.ErrNotHeld):
 		l.lose(h, hook.LossNotHeld, errorf("%w: refresh found it held by no one or another owner", ErrLost))
 	}
@@ -106,6 +117,29 @@ func (k *Lock) Refresh(ctx context.Context) error {
 		return errorf("dlock: refresh %s: %w", quote(h.lease.Name), err)
 	}
 	return nil
+}
+
+// beginRefresh waits until no Extend of k's lease is under way (a refresh
+// sent with the old TTL must not land after it), and counts a Refresh
+// under way, which Extend waits for in turn. It returns the lease to
+// send.
+func (k *Lock) beginRefresh(ctx context.Context) (driver.Lease, error) {
+	h, l := k.h, k.h.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for h.extending && h.state == active {
+		stepped := l.stepWaiter()
+		l.mu.Unlock()
+		select {
+		case <-stepped:
+		case <-ctx.Done():
+			l.mu.Lock()
+			return driver.Lease{}, errorf("dlock: refresh %s: %w", quote(h.lease.Name), ctxErr(ctx))
+		}
+		l.mu.Lock()
+	}
+	h.refreshing++
+	return h.lease, nil
 }
 
 func (k *Lock) stateError(op string, done bool, st state) error {

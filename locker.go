@@ -50,11 +50,12 @@ type Locker struct {
 	// lock ends with l.unlock instead of l.mu.Unlock, so that hooks hear of
 	// the loss.
 	mu          sync.Mutex
-	closed      bool         // Close has begun
-	books       books        // the active acquisitions (see track)
-	keeper      keeperState  // when the keeper runs next (see schedule)
-	waiters     localWaiters // calls of this Locker waiting on a name (see addWaiter)
-	lostPending []lossRecord // losses for the hooks, reported by unlock
+	closed      bool          // Close has begun
+	books       books         // the active acquisitions (see track)
+	keeper      keeperState   // when the keeper runs next (see schedule)
+	waiters     localWaiters  // calls of this Locker waiting on a name (see addWaiter)
+	lostPending []lossRecord  // losses for the hooks, reported by unlock
+	stepped     chan struct{} // closed when a step on a lease ends, if anyone waits (see stepWaiter)
 }
 
 func newLocker(drv driver.Driver, minRetry, maxRetry time.Duration) *Locker {
@@ -69,6 +70,7 @@ func newLocker(drv driver.Driver, minRetry, maxRetry time.Duration) *Locker {
 			held:      make(map[string]*held),
 			deadlines: newHeldHeap(byDeadline, now),
 			renewals:  newHeldHeap(byRenewal, now),
+			warnings:  newHeldHeap(byWarning, now),
 		},
 		keeper:  keeperState{timer: time.NewTimer(time.Hour), at: now.Add(time.Hour)},
 		waiters: localWaiters{byName: make(map[string]*nameWaiters)},

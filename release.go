@@ -36,6 +36,7 @@ func (k *Lock) Release(ctx context.Context) error {
 	if !done {
 		k.done = true
 		h.dropHandle(k)
+		k.endWarnings()
 	}
 	last := !done && len(h.handles) == 0
 	if last && st == active {

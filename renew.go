@@ -66,6 +66,7 @@ func (l *Locker) due(inflight bool) []*held {
 	for h := l.books.deadlines.top(); h != nil && !now.Before(h.deadline); h = l.books.deadlines.top() {
 		l.loseLapsed(h)
 	}
+	l.lateRenewals(now)
 	// When one lock is due, renew with it every lock whose turn comes
 	// within the next TTL/12 of its own: batches stay together. The locks
 	// of a batch leave l.books.renewals until its outcome is applied.
@@ -83,6 +84,9 @@ func (l *Locker) due(inflight bool) []*held {
 	if h := l.books.renewals.top(); h != nil && !inflight && len(batch) == 0 {
 		next = earliest(next, h.nextRenew)
 	}
+	if h := l.books.warnings.top(); h != nil {
+		next = earliest(next, h.warnAt)
+	}
 	l.keeper.at = next
 	l.keeper.timer.Reset(next.Sub(now))
 	return batch
@@ -90,6 +94,7 @@ func (l *Locker) due(inflight bool) []*held {
 
 type refreshResult struct {
 	batch []*held
+	ttls  []time.Duration // the TTL each lease was renewed for
 	errs  []error
 	start time.Time
 	took  time.Duration
@@ -109,10 +114,11 @@ func (r refreshResult) err(i int) error {
 // deadline in it (past that the renewal is useless), and sends the outcome.
 func (l *Locker) refresh(ctx context.Context, batch []*held, results chan<- refreshResult) {
 	leases := make([]driver.Lease, len(batch))
+	ttls := make([]time.Duration, len(batch))
 	l.mu.Lock()
 	deadline := batch[0].deadline
 	for i, h := range batch {
-		leases[i] = h.lease
+		leases[i], ttls[i] = h.lease, h.lease.TTL
 		deadline = earliest(deadline, h.deadline)
 	}
 	l.mu.Unlock()
@@ -120,7 +126,7 @@ func (l *Locker) refresh(ctx context.Context, batch []*held, results chan<- refr
 	defer cancel()
 	start := time.Now()
 	errs := l.refreshSteps(ctx, leases)
-	results <- refreshResult{batch: batch, errs: errs, start: start, took: time.Since(start)}
+	results <- refreshResult{batch: batch, ttls: ttls, errs: errs, start: start, took: time.Since(start)}
 }
 
 // keeperState is when the keeper goroutine runs next. Guarded by l.mu,
@@ -148,6 +154,7 @@ func (l *Locker) applyRefresh(r refreshResult) {
 	now := time.Now()
 	l.mu.Lock()
 	defer l.unlock()
+	l.stepDone()
 	for i, h := range r.batch {
 		err := r.err(i)
 		switch {
@@ -155,7 +162,7 @@ func (l *Locker) applyRefresh(r refreshResult) {
 			// Released or lost while the batch was out.
 		case err == nil:
 			h.renewErr = nil
-			h.extended(r.start)
+			h.extended(r.start, r.ttls[i])
 			l.books.renewals.push(h)
 		case errors.Is(err, driver.ErrNotHeld):
 			l.lose(h, hook.LossNotHeld, errorf("%w: renewal found it held by no one or another owner", ErrLost))
@@ -167,6 +174,7 @@ func (l *Locker) applyRefresh(r refreshResult) {
 			h.renewErr = err
 			h.nextRenew = now.Add(h.lease.TTL / 10)
 			l.books.renewals.push(h)
+			h.atRisk(err)
 		}
 	}
 }

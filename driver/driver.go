@@ -312,6 +312,20 @@ type ForceReleaser interface {
 	ForceRelease(ctx context.Context, name string) (bool, error)
 }
 
+// Extender is implemented by drivers that can change the length of a held
+// lease, for dlock's Lock.Extend.
+type Extender interface {
+	// Extend sets the lease of l, which l.Owner holds with token l.Fence,
+	// to l.TTL from now, in one owner- and token-checked step, so that
+	// later Refresh calls with l.TTL keep it at that length. l.TTL may be
+	// shorter or longer than the TTL the lease had. It returns an error
+	// wrapping ErrNotHeld when Owner no longer holds Name with that
+	// token, and another error when the outcome is unknown (the lease
+	// then has either length). The core never runs Extend and Refresh of
+	// one lease at once.
+	Extend(ctx context.Context, l Lease) error
+}
+
 // ContextHonourer is implemented by drivers whose every call returns
 // promptly once its context ends (as database/sql drivers and gRPC
 // clients do). The core then runs their calls in the caller's goroutine

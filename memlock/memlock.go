@@ -185,6 +185,7 @@ var (
 	_ driver.ChangeNotifier  = (*memDriver)(nil)
 	_ driver.MultiHolder     = (*memDriver)(nil)
 	_ driver.Inspector       = (*memDriver)(nil)
+	_ driver.Extender        = (*memDriver)(nil)
 	_ driver.ForceReleaser   = (*memDriver)(nil)
 	_ driver.ContextHonourer = (*memDriver)(nil)
 )
@@ -299,6 +300,12 @@ func (d *memDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 		e.holders[j].expires = now.Add(l.TTL)
 	}
 	return errs
+}
+
+// Extend implements driver.Extender: Refresh sets a lease to its TTL from
+// now, whatever it was.
+func (d *memDriver) Extend(ctx context.Context, l driver.Lease) error {
+	return d.Refresh(ctx, []driver.Lease{l})[0]
 }
 
 func (d *memDriver) Release(ctx context.Context, l driver.Lease) error {
