@@ -83,6 +83,17 @@ type Harness struct {
 	// so that a backend does not pass by forgetting them.
 	NoAdmin bool
 
+	// NoResume is set for a backend that documents why it cannot move a
+	// hold to another owner (it does not implement driver.Resumer):
+	// Locker.Resume must then fail with dlock.ErrUnsupported and change
+	// nothing.
+	NoResume bool
+
+	// NoExtend is set for a backend that documents why it cannot change
+	// a held lease's length (it does not implement driver.Extender):
+	// Lock.Extend must then fail with dlock.ErrUnsupported.
+	NoExtend bool
+
 	// TTL is the short lease used by tests that wait for expiry or
 	// renewal. It must be at least dlock.MinTTL. Default: 1s.
 	TTL time.Duration
@@ -144,6 +155,10 @@ var properties = []property{
 	{"SharedRenewalAndLoss", "shared holds and permits are renewed past their TTL; deleted or force-released behind their backs, every holder's Done closes with ErrLost", testSharedRenewalAndLoss},
 	{"Observe", "Observe sends the holders of a name (empty while free) and then each change, and closes its channel when ctx ends", testObserve},
 	{"WaitsLeaveNothing", "a thousand waits from two Lockers, half served and half given up by ctx while queued, leave no goroutine behind once they end", testWaitsLeaveNothing},
+	{"Resume", "Resume of a live hold's Token from another Locker keeps name and token under a new owner; the first holder's Refresh and Release then get ErrNotHeld, and a second Resume of the token too", testResume},
+	{"ResumeRefused", "malformed and foreign tokens get ErrInvalid; a hold taken over gets ErrNotHeld and the new holder keeps it; a shared hold resumes shared", testResumeRefused},
+	{"Extend", "Extend shortens a lease (another owner gets the name after the new TTL) and lengthens one (held past twice its old TTL unrenewed)", testExtend},
+	{"Warnings", "Lock.Warnings stays quiet while renewals succeed and closes with Done", testWarnings},
 	{"Close", "Close releases held locks, wakes waiters with ErrClosed, makes later calls return ErrClosed, and stops every goroutine it started", testClose},
 }
 

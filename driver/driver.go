@@ -326,6 +326,31 @@ type Extender interface {
 	Extend(ctx context.Context, l Lease) error
 }
 
+// Resumer is implemented by drivers that can hand a held lease to another
+// Locker, in this process or another, for dlock's Lock.Token and
+// Locker.Resume.
+type Resumer interface {
+	// Scope names the namespace the driver keeps its leases in (a key
+	// prefix and database, a table, a path): two drivers of one backend
+	// with equal Scopes see the same leases, and a token taken under one
+	// Scope is refused under another. It is put into tokens, which users
+	// pass around and log: it must hold no secret (no password, no
+	// credentials in a URL).
+	Scope() string
+
+	// Resume moves the lease from, which from.Owner holds with token
+	// from.Fence, to the owner to.Owner, in one owner- and token-checked
+	// step: from then on to.Owner holds it with the same token and a
+	// lease of to.TTL from now (to.Metadata describes the new holder),
+	// and from.Owner no longer holds it, so the old holder's next Refresh
+	// or Release gets ErrNotHeld. to.Name, Shared and Limit equal from's.
+	// It returns a Result with Acquired set and Fence equal to
+	// from.Fence, or an error wrapping ErrNotHeld if from.Owner does not
+	// hold from.Name with that token (released, expired, taken over, or
+	// resumed already), and another error when the outcome is unknown.
+	Resume(ctx context.Context, from, to Lease) (Result, error)
+}
+
 // ContextHonourer is implemented by drivers whose every call returns
 // promptly once its context ends (as database/sql drivers and gRPC
 // clients do). The core then runs their calls in the caller's goroutine

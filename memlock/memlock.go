@@ -37,7 +37,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlock-go/dlock"
@@ -52,7 +54,11 @@ type Store struct {
 	fence    uint64                                 // last token issued, for any name
 	watchers map[string]map[chan struct{}]watchKind // by name
 	spare    []*entry                               // emptied entries, reused by Acquire
+	scope    string                                 // "store-N", N counting this process's Stores
 }
+
+// stores counts the Stores made, for their scopes.
+var stores atomic.Uint64
 
 // maxSpare bounds Store.spare.
 const maxSpare = 64
@@ -86,6 +92,7 @@ func NewStore() *Store {
 	return &Store{
 		names:    make(map[string]*entry),
 		watchers: make(map[string]map[chan struct{}]watchKind),
+		scope:    "store-" + strconv.FormatUint(stores.Add(1), 10),
 	}
 }
 
@@ -186,6 +193,7 @@ var (
 	_ driver.MultiHolder     = (*memDriver)(nil)
 	_ driver.Inspector       = (*memDriver)(nil)
 	_ driver.Extender        = (*memDriver)(nil)
+	_ driver.Resumer         = (*memDriver)(nil)
 	_ driver.ForceReleaser   = (*memDriver)(nil)
 	_ driver.ContextHonourer = (*memDriver)(nil)
 )
@@ -306,6 +314,28 @@ func (d *memDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 // now, whatever it was.
 func (d *memDriver) Extend(ctx context.Context, l driver.Lease) error {
 	return d.Refresh(ctx, []driver.Lease{l})[0]
+}
+
+// Scope implements driver.Resumer: each Store of the process is a
+// namespace of its own.
+func (d *memDriver) Scope() string { return d.s.scope }
+
+// Resume implements driver.Resumer.
+func (d *memDriver) Resume(ctx context.Context, from, to driver.Lease) (driver.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return driver.Result{}, err
+	}
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.live(from.Name)
+	j := e.find(from.Owner)
+	if j < 0 || e.holders[j].fence != from.Fence {
+		return driver.Result{}, fmt.Errorf("memlock: resume %q: %w", from.Name, driver.ErrNotHeld)
+	}
+	e.holders[j].owner, e.holders[j].metadata = to.Owner, to.Metadata
+	e.holders[j].expires = time.Now().Add(to.TTL)
+	return driver.Result{Acquired: true, Fence: from.Fence}, nil
 }
 
 func (d *memDriver) Release(ctx context.Context, l driver.Lease) error {

@@ -49,6 +49,8 @@ type noModes struct {
 	driver.Notifier
 	driver.Inspector
 	driver.ForceReleaser
+	driver.Extender
+	driver.Resumer
 }
 
 // TestConformanceWithoutModes runs the suite's other branch: a backend
@@ -59,7 +61,7 @@ func TestConformanceWithoutModes(t *testing.T) {
 	h := harness()
 	h.LockerAndDriver = func(t testing.TB) (*dlock.Locker, driver.Driver) {
 		d := store.Driver()
-		return dlock.NewLocker(noModes{d, d.(driver.Notifier), d.(driver.Inspector), d.(driver.ForceReleaser)}, dlock.LockerOptions{}), d
+		return dlock.NewLocker(noModes{d, d.(driver.Notifier), d.(driver.Inspector), d.(driver.ForceReleaser), d.(driver.Extender), d.(driver.Resumer)}, dlock.LockerOptions{}), d
 	}
 	h.NewLocker = func(t testing.TB) *dlock.Locker {
 		l, _ := h.LockerAndDriver(t)
@@ -108,6 +110,6 @@ func TestConformanceBare(t *testing.T) {
 		d := bareDriver{store.Driver()}
 		return dlock.NewLocker(d, dlock.LockerOptions{}), d
 	}
-	h.NoModes, h.NoAdmin = true, true
+	h.NoModes, h.NoAdmin, h.NoResume, h.NoExtend = true, true, true, true
 	dlocktest.Run(t, h)
 }
