@@ -80,6 +80,9 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait b
 	if (o.shared || o.limit > 0) && !l.multi {
 		return nil, errorf("dlock: acquire %s %s: the backend has no shared locks or semaphores: %w", lockmode.String(o.shared, o.limit), quote(name), ErrUnsupported)
 	}
+	if o.delay > 0 && !l.delays {
+		return nil, errorf("dlock: acquire %s: the %s backend cannot keep a name past its holder's lease (WithLockDelay): %w", quote(name), l.backend, ErrUnsupported)
+	}
 	a.own = ownerFrom(ctx, l)
 	if k, err := l.reenter(ctx, a.own, name, o); k != nil || err != nil {
 		return k, err
@@ -92,7 +95,7 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait b
 		return nil, errorf("dlock: acquire %s: %w", quote(name), ctxErr(ctx))
 	}
 	a.renew = !o.noRenew
-	a.lease = driver.Lease{Name: name, Owner: l.ownerString(), TTL: o.ttl, Metadata: o.metadata, Shared: o.shared, Limit: o.limit}
+	a.lease = driver.Lease{Name: name, Owner: l.ownerString(), TTL: o.ttl, Metadata: o.metadata, Shared: o.shared, Limit: o.limit, Delay: o.delay}
 	if hs := l.hooks.Load(); hs != nil {
 		return l.acquireHooked(*hs, a, wait)
 	}

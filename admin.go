@@ -17,6 +17,7 @@ type LockInfo struct {
 	Metadata  string        // what the holder passed to WithMetadata
 	Shared    bool          // a shared hold (see Shared); false for an exclusive one
 	Limit     int           // for a semaphore permit, the semaphore's limit (see WithLimit); 0 for a lock
+	Delayed   bool          // the holder's lease ran out and the name is in its lock-delay (see WithLockDelay)
 }
 
 // Inspect reports the holders of names, or of every held name when none

@@ -28,6 +28,7 @@ type Locker struct {
 	notifier driver.Notifier   // nil when the driver cannot wake waiters
 	queuer   driver.Queuer     // nil when the store does not queue waiters
 	multi    bool              // the driver keeps shared holds and semaphores
+	delays   bool              // the driver keeps lock-delays (driver.LockDelayer)
 	inline   bool              // the driver honours ctx: call it in the caller's goroutine
 	minRetry time.Duration     // first backoff of a waiter that is not notified
 	maxRetry time.Duration     // longest sleep of a waiter between attempts
@@ -82,6 +83,9 @@ func newLocker(drv driver.Driver, minRetry, maxRetry time.Duration) *Locker {
 	l.errKinds, _ = drv.(driver.Classifier)
 	if m, ok := drv.(driver.MultiHolder); ok {
 		l.multi = m.MultiHolder()
+	}
+	if d, ok := drv.(driver.LockDelayer); ok {
+		l.delays = d.LockDelay()
 	}
 	if h, ok := drv.(driver.ContextHonourer); ok {
 		l.inline = h.HonoursContext()

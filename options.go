@@ -28,6 +28,7 @@ type acquireOptions struct {
 	shared   bool
 	limit    int
 	limitSet bool
+	delay    time.Duration
 }
 
 // Shared returns an Option that takes the name in shared (read) mode. Any number of shared
@@ -89,6 +90,27 @@ func WithTTL(d time.Duration) Option {
 	return func(o *acquireOptions) { o.ttl = d }
 }
 
+// MaxLockDelay is the longest lock-delay WithLockDelay accepts.
+const MaxLockDelay = time.Hour
+
+// WithLockDelay returns an Option that keeps the name from being taken
+// again for d after this hold's lease runs out unrenewed (its holder
+// crashed, hung or lost the store), as Chubby's and Consul's lock-delay
+// do: storage that cannot check fencing tokens gets d more for a holder
+// that believes it still holds to notice, or die. A Release frees the
+// name at once, and so does Locker.Close; a holder that finds its lock
+// lost does not release it early either. The delay runs on the store's
+// terms, as the lease does: the store keeps the hold for TTL+d after each
+// renewal, measured by the clock that measures its leases (see each
+// backend's clock bounds), and Inspect reports a name in its delay with
+// LockInfo.Delayed. d must be in [0, MaxLockDelay]; 0 means none. A
+// backend that cannot keep a name past its holder's lease gives an error
+// wrapping ErrUnsupported (ZooKeeper: a crashed holder's node goes with
+// its session). Re-entering keeps the acquisition's delay.
+func WithLockDelay(d time.Duration) Option {
+	return func(o *acquireOptions) { o.delay = d }
+}
+
 // WithoutRenewal turns off automatic renewal: the lease ends TTL after
 // acquisition unless Lock.Refresh is called, and Lock.Done closes shortly
 // before it ends. Default: locks are renewed every TTL/3 until released.
@@ -113,6 +135,9 @@ func (o *acquireOptions) build(opts []Option) error {
 	}
 	if o.limitSet && o.limit < 1 {
 		return fmt.Errorf("semaphore limit %d: want at least 1: %w", o.limit, ErrInvalid)
+	}
+	if o.delay < 0 || o.delay > MaxLockDelay {
+		return fmt.Errorf("lock-delay %v out of range [0, %v]: %w", o.delay, MaxLockDelay, ErrInvalid)
 	}
 	if o.shared && o.limitSet {
 		return fmt.Errorf("Shared cannot be combined with WithLimit: %w", ErrInvalid)

@@ -46,7 +46,7 @@ func (k *Lock) Release(ctx context.Context) error {
 	l.mu.Unlock()
 	k.cancel(ErrReleased)
 	if err := k.stateError("release", done, st); err != nil {
-		if last && st == lost {
+		if last && st == lost && h.lease.Delay == 0 {
 			// The lease may still be ours on the server; free it early.
 			// The owner check makes this safe whatever happened since.
 			l.abandon(h.lease)

@@ -27,7 +27,8 @@ type tokenFields struct {
 	Name    string `json:"n"`
 	Owner   string `json:"o"`
 	Fence   uint64 `json:"f"`
-	TTL     int64  `json:"t"` // milliseconds
+	TTL     int64  `json:"t"`           // milliseconds
+	Delay   int64  `json:"d,omitempty"` // lock-delay, milliseconds
 	Shared  bool   `json:"sh,omitempty"`
 	Limit   int    `json:"l,omitempty"`
 }
@@ -43,7 +44,7 @@ func (k *Lock) Token() string {
 	lease := k.h.lease
 	l.mu.Unlock()
 	f := tokenFields{Backend: l.backend, Name: lease.Name, Owner: lease.Owner, Fence: lease.Fence,
-		TTL: lease.TTL.Milliseconds(), Shared: lease.Shared, Limit: lease.Limit}
+		TTL: lease.TTL.Milliseconds(), Delay: lease.Delay.Milliseconds(), Shared: lease.Shared, Limit: lease.Limit}
 	if r, ok := l.drv.(driver.Resumer); ok {
 		f.Scope = r.Scope()
 	}
@@ -72,7 +73,8 @@ func parseToken(token string) (tokenFields, error) {
 		return f, fmt.Errorf("malformed token: no backend, owner or fencing token: %w", ErrInvalid)
 	case ValidateName(f.Name) != nil:
 		return f, fmt.Errorf("malformed token: bad lock name: %w", ErrInvalid)
-	case ttl < MinTTL || ttl > MaxTTL || f.Limit < 0 || (f.Shared && f.Limit > 0):
+	case ttl < MinTTL || ttl > MaxTTL || f.Limit < 0 || (f.Shared && f.Limit > 0) ||
+		f.Delay < 0 || time.Duration(f.Delay)*time.Millisecond > MaxLockDelay:
 		return f, fmt.Errorf("malformed token: bad TTL or mode: %w", ErrInvalid)
 	}
 	return f, nil
@@ -128,8 +130,9 @@ func (l *Locker) Resume(ctx context.Context, token string, opts ...Option) (*Loc
 	defer l.acquiring.Done()
 	a.own = ownerFrom(ctx, l)
 	a.renew = !o.noRenew
-	from := driver.Lease{Name: f.Name, Owner: f.Owner, Fence: f.Fence, TTL: time.Duration(f.TTL) * time.Millisecond, Shared: f.Shared, Limit: f.Limit}
-	a.lease = driver.Lease{Name: f.Name, Owner: l.ownerString(), TTL: o.ttl, Metadata: o.metadata, Shared: f.Shared, Limit: f.Limit}
+	delay := time.Duration(f.Delay) * time.Millisecond
+	from := driver.Lease{Name: f.Name, Owner: f.Owner, Fence: f.Fence, TTL: time.Duration(f.TTL) * time.Millisecond, Shared: f.Shared, Limit: f.Limit, Delay: delay}
+	a.lease = driver.Lease{Name: f.Name, Owner: l.ownerString(), TTL: o.ttl, Metadata: o.metadata, Shared: f.Shared, Limit: f.Limit, Delay: delay}
 	start := time.Now()
 	res, err := resumeStep(l, ctx, r, from, a.lease)
 	if err == nil && (!res.Acquired || res.Fence != f.Fence) {
@@ -162,8 +165,8 @@ func (l *Locker) resumer(f tokenFields) (driver.Resumer, error) {
 	if s := r.Scope(); f.Scope != s {
 		return nil, fmt.Errorf("the token is from namespace %q, this Locker's is %q: %w", f.Scope, s, ErrInvalid)
 	}
-	if (f.Shared || f.Limit > 0) && !l.multi {
-		return nil, fmt.Errorf("the backend has no shared locks or semaphores: %w", ErrInvalid)
+	if (f.Shared || f.Limit > 0) && !l.multi || f.Delay > 0 && !l.delays {
+		return nil, fmt.Errorf("the backend has no shared locks, semaphores or lock-delays: %w", ErrInvalid)
 	}
 	return r, nil
 }

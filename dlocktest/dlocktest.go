@@ -94,6 +94,12 @@ type Harness struct {
 	// Lock.Extend must then fail with dlock.ErrUnsupported.
 	NoExtend bool
 
+	// NoLockDelay is set for a backend that documents why it cannot keep
+	// a name past its holder's lease (it does not implement
+	// driver.LockDelayer): WithLockDelay must then fail with
+	// dlock.ErrUnsupported.
+	NoLockDelay bool
+
 	// TTL is the short lease used by tests that wait for expiry or
 	// renewal. It must be at least dlock.MinTTL. Default: 1s.
 	TTL time.Duration
@@ -158,6 +164,7 @@ var properties = []property{
 	{"Resume", "Resume of a live hold's Token from another Locker keeps name and token under a new owner; the first holder's Refresh and Release then get ErrNotHeld, and a second Resume of the token too", testResume},
 	{"ResumeRefused", "malformed and foreign tokens get ErrInvalid; a hold taken over gets ErrNotHeld and the new holder keeps it; a shared hold resumes shared", testResumeRefused},
 	{"Extend", "Extend shortens a lease (another owner gets the name after the new TTL) and lengthens one (held past twice its old TTL unrenewed)", testExtend},
+	{"LockDelay", "a hold WithLockDelay whose lease runs out unrenewed keeps the name (Inspect: Delayed) until TTL+delay, even after its holder's late Release; a released one frees it at once", testLockDelay},
 	{"Warnings", "Lock.Warnings stays quiet while renewals succeed and closes with Done", testWarnings},
 	{"Close", "Close releases held locks, wakes waiters with ErrClosed, makes later calls return ErrClosed, and stops every goroutine it started", testClose},
 }

@@ -172,3 +172,48 @@ func testWarnings(t *testing.T, h Harness) {
 		t.Errorf("Warnings still open %v after Release", slack)
 	}
 }
+
+// testLockDelay: a hold whose lease runs out unrenewed keeps the name for
+// its lock-delay after the lease (a crashed holder, for storage that
+// checks no tokens); a released one frees it at once.
+func testLockDelay(t *testing.T, h Harness) {
+	a, b := newLocker(t, h), newLocker(t, h)
+	name, ttl := uniqueName(t, ""), h.ttl()
+	delay := 2 * ttl
+	taken := time.Now()
+	k, err := a.TryAcquire(t.Context(), name, dlock.WithTTL(ttl), dlock.WithLockDelay(delay), dlock.WithoutRenewal())
+	if h.NoLockDelay {
+		wantUnsupported(t, "TryAcquire WithLockDelay", err)
+		testkit.MustRelease(t, testkit.MustTryAcquire(t, b, name))
+		return
+	}
+	if err != nil {
+		t.Fatalf("TryAcquire WithLockDelay(%v) = %v", delay, err)
+	}
+	waitClosed(t, k.Done(), ttl+slack, "Done of an unrenewed lock")
+	time.Sleep(time.Until(taken.Add(ttl + delay/2)))
+	testkit.WantNotAcquired(t, b, name, "in the lock-delay after the lease ran out")
+	if !h.NoAdmin {
+		infos, err := b.Inspect(t.Context(), name)
+		if err != nil || len(infos) != 1 || !infos[0].Delayed {
+			t.Errorf("Inspect in the lock-delay = %+v, %v; want one holder, Delayed", infos, err)
+		}
+	}
+	if err := k.Release(t.Context()); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Errorf("Release of the lost lock = %v, want ErrNotHeld", err)
+	}
+	testkit.WantNotAcquired(t, b, name, "after the lost holder's Release, in its lock-delay")
+	ctx, cancel := context.WithTimeout(t.Context(), delay+slack)
+	defer cancel()
+	k2, err := b.Acquire(ctx, name)
+	if err != nil {
+		t.Fatalf("Acquire after the lock-delay = %v", err)
+	}
+	if got := time.Since(taken); got < ttl+delay {
+		t.Errorf("the name was taken again %v after the first acquisition, before its TTL+delay %v", got, ttl+delay)
+	}
+	testkit.MustRelease(t, k2)
+	k3 := testkit.MustTryAcquire(t, a, name, dlock.WithTTL(ttl), dlock.WithLockDelay(time.Minute))
+	testkit.MustRelease(t, k3)
+	testkit.MustRelease(t, testkit.MustTryAcquire(t, b, name)) // a release frees at once
+}

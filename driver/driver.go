@@ -69,6 +69,14 @@ type Lease struct {
 	// by its owner check alone, and says so.
 	Fence uint64
 
+	// Delay, when not 0, is the lease's lock-delay (set with
+	// dlock.WithLockDelay), only on a driver that implements LockDelayer:
+	// Acquire and Refresh keep Name held for TTL+Delay from now, the
+	// holder's lease for TTL of it and the delay after; Release frees
+	// Name at once. Inspect reports a holder whose TTL has run out as
+	// Holder.Delayed; a Result.Stamp's StampTTL counts the delay.
+	Delay time.Duration
+
 	// Takeover, when not empty, is a Result.Stamp that the core has seen
 	// unchanged for that Result's StampTTL on its own monotonic clock.
 	// Acquire may then take Name from the holders the stamp describes,
@@ -247,6 +255,7 @@ type Holder struct {
 	Metadata  string
 	Shared    bool // a shared (read) hold
 	Limit     int  // a semaphore permit of Limit; 0 for a lock
+	Delayed   bool // the holder's lease ran out and Name is in its lock-delay
 }
 
 // MultiHolder is implemented by drivers that keep Lease.Shared and
@@ -324,6 +333,13 @@ type Extender interface {
 	// then has either length). The core never runs Extend and Refresh of
 	// one lease at once.
 	Extend(ctx context.Context, l Lease) error
+}
+
+// LockDelayer is implemented by drivers that keep Lease.Delay (see
+// there), for dlock.WithLockDelay. The core refuses WithLockDelay with
+// ErrUnsupported on a driver without it.
+type LockDelayer interface {
+	LockDelay() bool
 }
 
 // Resumer is implemented by drivers that can hand a held lease to another

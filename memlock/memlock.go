@@ -75,7 +75,8 @@ type entry struct {
 type holder struct {
 	owner    string
 	fence    uint64
-	expires  time.Time
+	expires  time.Time // the lease's end, lock-delay included
+	delay    time.Duration
 	metadata string
 	shared   bool
 }
@@ -194,6 +195,7 @@ var (
 	_ driver.Inspector       = (*memDriver)(nil)
 	_ driver.Extender        = (*memDriver)(nil)
 	_ driver.Resumer         = (*memDriver)(nil)
+	_ driver.LockDelayer     = (*memDriver)(nil)
 	_ driver.ForceReleaser   = (*memDriver)(nil)
 	_ driver.ContextHonourer = (*memDriver)(nil)
 )
@@ -210,7 +212,7 @@ func (d *memDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result,
 	now := time.Now()
 	e := s.live(l.Name)
 	if i := e.find(l.Owner); i >= 0 {
-		e.holders[i].expires = now.Add(l.TTL) // a retry whose reply was lost
+		e.holders[i].expires, e.holders[i].delay = now.Add(l.TTL+l.Delay), l.Delay // a retry whose reply was lost
 		return driver.Result{Acquired: true, Fence: e.holders[i].fence}, nil
 	}
 	if e == nil {
@@ -238,7 +240,7 @@ func (d *memDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result,
 	}
 	s.fence++
 	e.limit = l.Limit
-	e.holders = append(e.holders, holder{owner: l.Owner, fence: s.fence, expires: now.Add(l.TTL), metadata: l.Metadata, shared: l.Shared})
+	e.holders = append(e.holders, holder{owner: l.Owner, fence: s.fence, expires: now.Add(l.TTL + l.Delay), delay: l.Delay, metadata: l.Metadata, shared: l.Shared})
 	s.wake(l.Name, false)
 	return driver.Result{Acquired: true, Fence: s.fence}, nil
 }
@@ -305,7 +307,7 @@ func (d *memDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 			errs[i] = fmt.Errorf("memlock: refresh %q: the owner holds it with token %d, not %d: %w", l.Name, e.holders[j].fence, l.Fence, driver.ErrNotHeld)
 			continue
 		}
-		e.holders[j].expires = now.Add(l.TTL)
+		e.holders[j].expires, e.holders[j].delay = now.Add(l.TTL+l.Delay), l.Delay
 	}
 	return errs
 }
@@ -315,6 +317,10 @@ func (d *memDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 func (d *memDriver) Extend(ctx context.Context, l driver.Lease) error {
 	return d.Refresh(ctx, []driver.Lease{l})[0]
 }
+
+// LockDelay implements driver.LockDelayer: a hold's lease is kept for
+// its TTL plus its delay, and Inspect marks the delay's part.
+func (d *memDriver) LockDelay() bool { return true }
 
 // Scope implements driver.Resumer: each Store of the process is a
 // namespace of its own.
@@ -334,7 +340,7 @@ func (d *memDriver) Resume(ctx context.Context, from, to driver.Lease) (driver.R
 		return driver.Result{}, fmt.Errorf("memlock: resume %q: %w", from.Name, driver.ErrNotHeld)
 	}
 	e.holders[j].owner, e.holders[j].metadata = to.Owner, to.Metadata
-	e.holders[j].expires = time.Now().Add(to.TTL)
+	e.holders[j].expires, e.holders[j].delay = time.Now().Add(to.TTL+to.Delay), to.Delay
 	return driver.Result{Acquired: true, Fence: from.Fence}, nil
 }
 
@@ -413,7 +419,7 @@ func (d *memDriver) Inspect(ctx context.Context, names []string) ([]driver.Holde
 		}
 		for _, h := range e.holders {
 			hs = append(hs, driver.Holder{Name: n, Owner: h.owner, Fence: h.fence, Remaining: h.expires.Sub(now),
-				Metadata: h.metadata, Shared: h.shared, Limit: e.limit})
+				Metadata: h.metadata, Shared: h.shared, Limit: e.limit, Delayed: !now.Before(h.expires.Add(-h.delay))})
 		}
 	}
 	return hs, nil

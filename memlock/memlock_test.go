@@ -51,6 +51,7 @@ type noModes struct {
 	driver.ForceReleaser
 	driver.Extender
 	driver.Resumer
+	driver.LockDelayer
 }
 
 // TestConformanceWithoutModes runs the suite's other branch: a backend
@@ -61,7 +62,7 @@ func TestConformanceWithoutModes(t *testing.T) {
 	h := harness()
 	h.LockerAndDriver = func(t testing.TB) (*dlock.Locker, driver.Driver) {
 		d := store.Driver()
-		return dlock.NewLocker(noModes{d, d.(driver.Notifier), d.(driver.Inspector), d.(driver.ForceReleaser), d.(driver.Extender), d.(driver.Resumer)}, dlock.LockerOptions{}), d
+		return dlock.NewLocker(noModes{d, d.(driver.Notifier), d.(driver.Inspector), d.(driver.ForceReleaser), d.(driver.Extender), d.(driver.Resumer), d.(driver.LockDelayer)}, dlock.LockerOptions{}), d
 	}
 	h.NewLocker = func(t testing.TB) *dlock.Locker {
 		l, _ := h.LockerAndDriver(t)
@@ -110,6 +111,6 @@ func TestConformanceBare(t *testing.T) {
 		d := bareDriver{store.Driver()}
 		return dlock.NewLocker(d, dlock.LockerOptions{}), d
 	}
-	h.NoModes, h.NoAdmin, h.NoResume, h.NoExtend = true, true, true, true
+	h.NoModes, h.NoAdmin, h.NoResume, h.NoExtend, h.NoLockDelay = true, true, true, true, true
 	dlocktest.Run(t, h)
 }
