@@ -50,6 +50,7 @@ package dlock
 //	wake.go     local waiters, woken when this Locker frees or loses a name
 //	warn.go     Lock.Warnings: renewals failing while the lease runs, and recovering
 //	extend.go   Lock.Extend: a held lease set to another length, owner-checked
+//	token.go    Lock.Token, Locker.Resume: a hold named in a string, adopted by another Locker
 //	call.go     call: run a driver step; stop waiting for it when ctx ends
 //	pool.go     the worker goroutines that run steps in the background
 //	held.go     held: one acquisition, shared by its re-entered handles
