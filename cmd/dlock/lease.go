@@ -19,6 +19,10 @@ type lease struct {
 	lock *dlock.Lock
 	ttl  time.Duration
 	good atomic.Int64 // clock() at the start of the last confirmed acquisition or renewal
+	// warn, if set, is told that renewals fail while the lease still
+	// runs, and that they recovered (as Lock.Warnings tells a library
+	// user: the core renews nothing here).
+	warn func(format string, args ...any)
 }
 
 // newLease starts from an acquisition whose request was sent at start.
@@ -69,6 +73,7 @@ func (v *lease) renewOnce(ctx context.Context) error {
 // is run in its own goroutine by run, which cancels ctx before it exits.
 func (v *lease) renew(ctx context.Context) {
 	next := time.Duration(v.good.Load()) + v.ttl/3 - clock()
+	failing := false
 	for {
 		t := time.NewTimer(max(next, 0))
 		select {
@@ -81,11 +86,36 @@ func (v *lease) renew(ctx context.Context) {
 		case <-t.C:
 		}
 		next = v.ttl / 3
-		if err := v.renewOnce(ctx); err != nil {
+		if err := v.renewWarned(ctx, &failing); err != nil {
 			if errors.Is(err, dlock.ErrNotHeld) || errors.Is(err, dlock.ErrClosed) {
 				return
 			}
 			next = v.ttl / 10
 		}
 	}
+}
+
+// renewWarned is renewOnce that tells v.warn when the renewal fails or
+// has no answer TTL/6 after it was sent (half the TTL since the last
+// confirmed one, as Lock.Warnings), and when renewals recover; *failing
+// records whether the last one failed.
+func (v *lease) renewWarned(ctx context.Context, failing *bool) error {
+	if v.warn == nil {
+		return v.renewOnce(ctx)
+	}
+	name := v.lock.Name()
+	slow := time.AfterFunc(v.ttl/6, func() {
+		v.warn("warning: the renewal of %q has no answer after %v; the lock is held for %v more unless one succeeds", name, v.ttl/6, max(v.ttl-v.ttl/10-v.since(), 0).Round(time.Millisecond))
+	})
+	err := v.renewOnce(ctx)
+	slow.Stop()
+	switch {
+	case err != nil && !errors.Is(err, dlock.ErrNotHeld) && !errors.Is(err, dlock.ErrClosed):
+		*failing = true
+		v.warn("warning: the renewal of %q failed (%s); the lock is held for %v more unless one succeeds", name, plain(err.Error()), max(v.ttl-v.ttl/10-v.since(), 0).Round(time.Millisecond))
+	case err == nil && *failing:
+		*failing = false
+		v.warn("the renewals of %q recovered", name)
+	}
+	return err
 }

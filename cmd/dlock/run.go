@@ -15,6 +15,7 @@ import (
 // runOptions are run's flags.
 type runOptions struct {
 	ttl, wait, grace, connectTimeout time.Duration
+	lockDelay                        time.Duration // --lock-delay: the name stays taken this long after a lease that ran out
 	try, waitSet                     bool
 	conflictCode                     int
 	quiet, verbose                   bool
@@ -137,6 +138,7 @@ func addHoldFlags(f *pflag.FlagSet, o *runOptions) {
 	o.ttl, o.grace = defaultTTL, defaultGrace
 	f.Var(seconds{&o.ttl}, "ttl", "lease length, renewed every TTL/3 while the command runs; half the library's dlock.DefaultTTL (30s), so that the lock of a job whose host died frees sooner")
 	f.Var(seconds{&o.grace}, "grace", "after the lock is lost, time between SIGTERM and SIGKILL")
+	f.Var(seconds{&o.lockDelay}, "lock-delay", "if dlock dies or loses the store while the command runs, nobody gets the lock until this long after its lease ran out (Consul's lock-delay), so that the command's last writes land or fail first; an exit of the command frees it at once (default 0: none; not on ZooKeeper)")
 	f.BoolVar(&o.recordCommand, "record-command", false, "store the command line with the lock, for status, observe and conflict lines, with URLs' passwords hidden (default: host and pid only; anyone who can read the store sees it)")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "say what happens: the store, waiting and for whom, acquisition with its fence, loss, release; and the library's own log of acquisitions, renewals, losses and releases (log/slog text lines)")
 }

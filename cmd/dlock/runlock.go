@@ -205,6 +205,7 @@ func (r *runner) hold(ctx context.Context, endWait func(), locker *dlock.Locker,
 		signal.Ignore(syscall.SIGTTIN, syscall.SIGTTOU)
 	}
 	renewCtx, stopRenewing := context.WithCancel(context.Background())
+	v.warn = r.say
 	go v.renew(renewCtx) // exits when stopRenewing is called or the lock is done
 	err = r.supervise(c, v, sigs, conts)
 	c.done()
@@ -227,6 +228,9 @@ func (r *runner) acquire(ctx context.Context, l *dlock.Locker, argv []string, be
 	o := r.o
 	meta := holderMetadata(argv, o.recordCommand)
 	opts := []dlock.Option{dlock.WithTTL(o.ttl), dlock.WithMetadata(meta), dlock.WithoutRenewal()}
+	if o.lockDelay > 0 {
+		opts = append(opts, dlock.WithLockDelay(o.lockDelay))
+	}
 	switch {
 	case o.shared:
 		opts = append(opts, dlock.Shared())

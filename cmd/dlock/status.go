@@ -180,8 +180,9 @@ type statusEntry struct {
 	RemainingMS *int64 `json:"remaining_ms"` // nil: free, or the store cannot tell
 	Owner       string `json:"owner"`
 	Metadata    string `json:"metadata"`
-	Shared      bool   `json:"shared"` // a shared hold
-	Limit       int    `json:"limit"`  // a semaphore's permits; 0 for a lock
+	Shared      bool   `json:"shared"`  // a shared hold
+	Limit       int    `json:"limit"`   // a semaphore's permits; 0 for a lock
+	Delayed     bool   `json:"delayed"` // the holder's lease ran out; the name is in its lock-delay
 	mode        string // MODE: exclusive, shared, or permit H/N
 }
 
@@ -195,7 +196,10 @@ func statusEntries(infos []dlock.LockInfo, names []string) []statusEntry {
 	}
 	for _, i := range infos {
 		e := statusEntry{Name: i.Name, Held: true, Fence: i.Fence, Owner: i.Owner, Metadata: i.Metadata,
-			Shared: i.Shared, Limit: i.Limit, mode: mode(i, held[i.Name])}
+			Shared: i.Shared, Limit: i.Limit, Delayed: i.Delayed, mode: mode(i, held[i.Name])}
+		if i.Delayed {
+			e.mode += " (lock-delay)"
+		}
 		if i.Remaining > 0 {
 			ms := i.Remaining.Milliseconds()
 			e.RemainingMS = &ms
