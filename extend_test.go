@@ -131,3 +131,22 @@ func TestExtendErrors(t *testing.T) {
 		t.Errorf("Extend on a backend without it = %v, want ErrUnsupported", err)
 	}
 }
+
+// Resume through the Context of a lock on the same name would give one
+// owner two holds of a name: refused with ErrInvalid, nothing taken.
+func TestResumeInsideOwnHold(t *testing.T) {
+	l, _ := memlock.New(nil)
+	defer l.Close()
+	k := testkit.MustTryAcquire(t, l, "a")
+	if _, err := l.Resume(k.Context(), k.Token()); !errors.Is(err, dlock.ErrInvalid) {
+		t.Errorf("Resume inside the hold it names = %v, want ErrInvalid", err)
+	}
+	if err := k.Refresh(t.Context()); err != nil {
+		t.Errorf("the hold's Refresh after the refused Resume = %v", err)
+	}
+	r, err := l.Resume(t.Context(), k.Token())
+	if err != nil {
+		t.Fatalf("Resume from a plain context = %v", err)
+	}
+	testkit.MustRelease(t, r)
+}

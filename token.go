@@ -129,6 +129,15 @@ func (l *Locker) Resume(ctx context.Context, token string, opts ...Option) (*Loc
 	}
 	defer l.acquiring.Done()
 	a.own = ownerFrom(ctx, l)
+	if a.own != nil {
+		l.mu.Lock()
+		h := a.own.get(f.Name)
+		holds := h != nil && h.state == active
+		l.mu.Unlock()
+		if holds {
+			return nil, errorf("dlock: resume %s: the context's lock holds the name already (resume with a context that holds no lock on it): %w", quote(f.Name), ErrInvalid)
+		}
+	}
 	a.renew = !o.noRenew
 	delay := time.Duration(f.Delay) * time.Millisecond
 	from := driver.Lease{Name: f.Name, Owner: f.Owner, Fence: f.Fence, TTL: time.Duration(f.TTL) * time.Millisecond, Shared: f.Shared, Limit: f.Limit, Delay: delay}
