@@ -21,10 +21,12 @@ var ErrNotHeld = errors.New("driver: lock not held by owner")
 // server compares on every step, and the lease length.
 //
 // Owner is unique per acquisition: "<locker id>:<acquisition number>", the
-// Locker id 128 random bits in unpadded base64url (22 characters of
-// [A-Za-z0-9_-]) and the same for every lease of one Locker, the number in
-// base 36. A driver stores and compares it; it may use the Locker id
-// to address the Locker (a notification channel of its own, say).
+// Locker id 64 random bits in unpadded base64url (11 characters of
+// [A-Za-z0-9_-]; earlier versions used 128 bits, 22 characters, and both
+// may meet on one store during an upgrade: a driver must not rely on the
+// length) and the same for every lease of one Locker, the number in base
+// 36. A driver stores and compares it; it may use the Locker id to
+// address the Locker (a notification channel of its own, say).
 type Lease struct {
 	Name  string
 	Owner string
