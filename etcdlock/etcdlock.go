@@ -217,6 +217,7 @@ func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver
 		prefix:     o.Prefix,
 		sessionTTL: int64((o.SessionTTL + time.Second - 1) / time.Second),
 		sessions:   make(map[int64]*session),
+		views:      views{slots: make(map[string]*viewSlot)},
 		ctx:        ctx,
 		cancel:     cancel,
 	}
@@ -267,6 +268,8 @@ type etcdDriver struct {
 	mu       sync.Mutex
 	closed   bool
 	sessions map[int64]*session // the live sessions, by session.secs
+
+	views views // the queues this Locker's waiters wait in
 }
 
 // entry is an acquisition's key: its create revision (the fencing token)
