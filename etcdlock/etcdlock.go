@@ -28,8 +28,11 @@
 //     set. The keys of a name, of every mode, form one queue ordered
 //     by create revision, so waiters are served in arrival order and a
 //     writer is never overtaken by readers that come after it.
-//   - A waiter watches only the keys whose deletion may let it in: a release
-//     of an exclusive lock wakes exactly one waiter.
+//   - A waiter waits only for the keys whose deletion may let it in: a
+//     release of an exclusive lock wakes exactly one waiter. A Locker's
+//     waiters on one name share one watch, and a handoff costs the same
+//     requests, and the same keys read by the server, whatever the
+//     number of waiters.
 //   - The fencing token is the holder's key's create revision, which
 //     strictly increases across the cluster.
 //   - No wall clock, on either side, is part of any promise: a step of a
