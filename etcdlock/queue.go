@@ -25,19 +25,23 @@ var wakeups atomic.Int64
 
 func (d *etcdDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
 	refresh := func(ctx context.Context, l driver.Lease) error { return d.Refresh(ctx, []driver.Lease{l})[0] }
-	res, err := sessionlock.Acquire(ctx, d.leases, refresh, queue{d}, l)
+	res, err := sessionlock.Acquire(ctx, d.leases, refresh, queue{d: d}, l)
 	return res, err
 }
 
 func (d *etcdDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Result, error) {
-	res, err := sessionlock.AcquireQueued(ctx, d.leases, queue{d}, l)
+	res, err := sessionlock.AcquireQueued(ctx, d.leases, queue{d: d, queued: true}, l)
 	return res, err
 }
 
 // queue is the lock's queue of keys for sessionlock.Acquire and
 // AcquireQueued: an entry is a key with its create revision and session,
-// and so is each of the predecessors a waiter waits for.
-type queue struct{ d *etcdDriver }
+// and so is each of the predecessors a waiter waits for. queued is set
+// for AcquireQueued's: such a join may skip its reads (see Join).
+type queue struct {
+	d      *etcdDriver
+	queued bool
+}
 
 // Classify is the driver's: sessionlock retries ErrorTransient.
 func (q queue) Classify(err error) driver.ErrorKind { return q.d.Classify(err) }
@@ -45,15 +49,23 @@ func (q queue) Classify(err error) driver.ErrorKind { return q.d.Classify(err) }
 // Join gets the live session for l's TTL (granting one if needed), puts
 // the key and learns whether it holds, in one transaction. If it does not
 // hold, its predecessors are left to Position, which finds them in the
-// Locker's view of the queue.
+// Locker's view of the queue. A queued acquisition whose Locker's view
+// of the queue has keys in it (other waiters of this Locker wait there)
+// puts its key without reading: it is all but certainly behind them, and
+// if they left meanwhile, Position finds it holding. Its Result's Ahead
+// is then the count of the view's keys.
 func (q queue) Join(ctx context.Context, l driver.Lease) (entry, driver.Result, []entry, error) {
 	s, err := q.d.session(ctx, l.TTL)
 	if err != nil {
 		return entry{}, driver.Result{}, nil, err
 	}
 	key := q.d.key(l)
+	blind := -1
+	if q.queued {
+		blind = q.d.viewCount(key)
+	}
 	start := time.Now()
-	j, err := q.d.enqueue(ctx, Key(q.d.prefix, l.Name), key, l.Metadata, sessionlock.ModeOf(l), s)
+	j, err := q.d.enqueue(ctx, Key(q.d.prefix, l.Name), key, l.Metadata, sessionlock.ModeOf(l), s, blind)
 	q.d.joined(s)
 	if err != nil {
 		return entry{key: key, sess: s}, driver.Result{}, nil, err // the put may have been applied
@@ -138,18 +150,23 @@ type joined struct {
 // lease, unless it exists already (a retry whose reply was lost), and
 // returns its create revision. In the same transaction, before the put,
 // it reads what tells whether an entry of mode m holds (joinReads), and
-// applies the rule to it. For a key that existed already it reads
-// nothing. It does not give up when ctx ends, only after
+// applies the rule to it; but if blind is positive, it reads nothing,
+// and counts blind keys ahead of a key that does not hold. For a key
+// that existed already it reads nothing. It does not give up when ctx ends, only after
 // sessionlock.CleanupTimeout: the caller must learn the key's revision
 // to delete it, or a create landing after its clean-up would queue a key
 // that nobody deletes until the session ends.
-func (d *etcdDriver) enqueue(ctx context.Context, prefix, key, metadata string, m sessionlock.Mode, s *session) (joined, error) {
+func (d *etcdDriver) enqueue(ctx context.Context, prefix, key, metadata string, m sessionlock.Mode, s *session, blind int) (joined, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sessionlock.CleanupTimeout)
 	defer cancel()
+	var reads []clientv3.Op
+	if blind <= 0 {
+		reads = joinReads(prefix, m)
+	}
 	for attempt := 1; ; attempt++ {
 		resp, err := d.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(append(joinReads(prefix, m), clientv3.OpPut(key, metadata, clientv3.WithLease(s.id)))...).
+			Then(append(reads, clientv3.OpPut(key, metadata, clientv3.WithLease(s.id)))...).
 			Else(clientv3.OpGet(key)).
 			Commit()
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -158,6 +175,9 @@ func (d *etcdDriver) enqueue(ctx context.Context, prefix, key, metadata string, 
 		}
 		if err != nil {
 			return joined{}, err
+		}
+		if resp.Succeeded && blind > 0 {
+			return joined{rev: resp.Header.Revision, ahead: blind}, nil
 		}
 		if resp.Succeeded {
 			held, ahead, err := d.joinPlace(resp.Responses, m)
@@ -314,6 +334,21 @@ func (d *etcdDriver) viewBefore(ctx context.Context, e entry, m sessionlock.Mode
 			return nil, err
 		}
 	}
+}
+
+// viewCount returns how many keys the live view of the queue key is in
+// has, -1 if there is none.
+func (d *etcdDriver) viewCount(key string) int {
+	v := d.liveView(key)
+	if v == nil {
+		return -1
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.err != nil || !v.isReady() {
+		return -1
+	}
+	return len(v.keys)
 }
 
 // liveView returns the view of the queue key is in, nil if there is none

@@ -265,6 +265,16 @@ func (v *queueView) end(err error) {
 	v.moved = make(chan struct{})
 }
 
+// isReady reports whether the view has read the queue.
+func (v *queueView) isReady() bool {
+	select {
+	case <-v.ready:
+		return true
+	default:
+		return false
+	}
+}
+
 func (v *queueView) ended() bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()

@@ -2,7 +2,12 @@ package etcdlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +21,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/etcdlock/internal/testhook"
+	"github.com/dlock-go/dlock/internal/sessionlock/sessionlocktest"
 	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
@@ -92,12 +98,29 @@ func TestHandoffReadsDoNotGrowWithQueue(t *testing.T) {
 
 // fetchCounter counts a client's KV requests and the keys etcd fetches
 // from its backend to serve their reads.
-type fetchCounter struct{ keys, requests atomic.Int64 }
+type fetchCounter struct {
+	keys, requests atomic.Int64
+	by             sessionlocktest.RequestCounter // requests by kind
+}
 
-func (c *fetchCounter) reset() { c.keys.Store(0); c.requests.Store(0) }
+func (c *fetchCounter) reset() { c.keys.Store(0); c.requests.Store(0); c.by.Take() }
+
+// kind names a KV request for the breakdown: its method, and for a
+// transaction the kinds of its operations and whether it succeeded.
+func kind(req, reply any) string {
+	t, ok := req.(*etcdserverpb.TxnRequest)
+	if !ok {
+		return fmt.Sprintf("%T", req)
+	}
+	var ops []string
+	for _, op := range t.Success {
+		ops = append(ops, fmt.Sprintf("%T", op.Request))
+	}
+	return fmt.Sprintf("txn%v:%v", ops, reply.(*etcdserverpb.TxnResponse).Succeeded)
+}
 
 // client returns a client of e whose KV requests c counts.
-func (c *fetchCounter) client(t *testing.T, e *testserver.Etcd) *clientv3.Client {
+func (c *fetchCounter) client(t testing.TB, e *testserver.Etcd) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{e.Addr()},
@@ -118,6 +141,7 @@ func (c *fetchCounter) intercept(ctx context.Context, method string, req, reply 
 		return err
 	}
 	c.requests.Add(1)
+	c.by.Add(kind(req, reply))
 	switch r := req.(type) {
 	case *etcdserverpb.RangeRequest:
 		c.keys.Add(fetched(r, reply.(*etcdserverpb.RangeResponse)))
@@ -153,4 +177,127 @@ func fetched(r *etcdserverpb.RangeRequest, resp *etcdserverpb.RangeResponse) int
 		return min(r.Limit+1, resp.GetCount())
 	}
 	return resp.GetCount()
+}
+
+// BenchmarkHandoff runs the bench's waiters chart within one process: n
+// waiters and a holder on one name, over 4 Lockers on clients of their
+// own, each acquiring again as soon as it released. It reports the p50
+// of the time from a release to the next holder's Acquire returning,
+// and the keys etcd fetched for reads and the KV requests sent per
+// acquisition.
+func BenchmarkHandoff(b *testing.B) {
+	e := testserver.StartEtcd(b)
+	for _, n := range []int{1, 10, 100, 1000} {
+		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) { benchmarkHandoff(b, e, n) })
+	}
+}
+
+func benchmarkHandoff(b *testing.B, e *testserver.Etcd, n int) {
+	c := &fetchCounter{}
+	var lockers []*dlock.Locker
+	for range 4 {
+		lockers = append(lockers, newLocker(b, c.client(b, e), nil))
+	}
+	name := "bench/" + b.Name()
+	h := &handoffs{target: -1}
+	ctx, cancel := context.WithCancel(b.Context())
+	defer cancel()
+	// The figures are taken when the target is reached, before the
+	// waiters give up.
+	var (
+		once       sync.Once
+		keys, reqs int64
+		by         map[string]int
+		cpu        float64
+		cpuErr     error
+	)
+	done := func() {
+		once.Do(func() {
+			keys, reqs = c.keys.Load(), c.requests.Load()
+			cpu, cpuErr = serverCPU(e)
+			_, by = c.by.Take()
+			cancel()
+		})
+	}
+	var wg sync.WaitGroup
+	for i := range n + 1 {
+		wg.Go(func() { h.loop(ctx, lockers[i%4], name, done) })
+	}
+	testkit.Poll(time.Minute, func() bool { return testhook.Waiting() >= int64(n) })
+	b.ResetTimer()
+	cpu0, err := serverCPU(e)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.reset()
+	h.start(b.N)
+	wg.Wait()
+	b.StopTimer()
+	if cpuErr != nil {
+		b.Fatal(cpuErr)
+	}
+	b.ReportMetric((cpu-cpu0)*1e6/float64(b.N), "µs-server-cpu/acq")
+	slices.Sort(h.d)
+	if len(h.d) > 0 {
+		b.ReportMetric(float64(h.d[len(h.d)/2].Microseconds()), "µs-handoff-p50")
+	}
+	b.ReportMetric(float64(keys)/float64(b.N), "keys/acq")
+	b.ReportMetric(float64(reqs)/float64(b.N), "requests/acq")
+	b.Logf("requests by kind: %v", by)
+}
+
+// handoffs records the handoffs of a benchmark's loops once started.
+type handoffs struct {
+	mu     sync.Mutex
+	target int             // acquisitions to record; -1 before start
+	rel    time.Time       // when the last holder called Release
+	d      []time.Duration // recorded handoffs
+}
+
+func (h *handoffs) start(n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.target, h.rel = n, time.Time{}
+}
+
+// loop acquires and releases name on l until ctx ends, recording each
+// handoff, and calls done once the target is reached.
+func (h *handoffs) loop(ctx context.Context, l *dlock.Locker, name string, done func()) {
+	for ctx.Err() == nil {
+		k, err := l.Acquire(ctx, name)
+		if err != nil {
+			return
+		}
+		now := time.Now()
+		h.mu.Lock()
+		if h.target >= 0 && !h.rel.IsZero() {
+			h.d = append(h.d, now.Sub(h.rel))
+			if len(h.d) >= h.target {
+				done()
+			}
+		}
+		h.rel = time.Now()
+		h.mu.Unlock()
+		k.Release(context.WithoutCancel(ctx))
+	}
+}
+
+// serverCPU returns the CPU time etcd has used, in seconds, from its
+// metrics.
+func serverCPU(e *testserver.Etcd) (float64, error) {
+	resp, err := http.Get("http://" + e.Addr() + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "process_cpu_seconds_total "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, errors.New("etcd metrics lack process_cpu_seconds_total")
 }
