@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -123,12 +125,21 @@ var scaleWaiters = []int{1, 10, 100, 1000}
 // scaleProcs is how many processes the waiters are spread over.
 const scaleProcs = 4
 
+// scaleStores restricts the scaling charts to some stores, to measure
+// one backend's change without running the others'.
+var scaleStores = flag.String("scale-stores", "", "comma-separated stores of the scaling charts (Redis, MariaDB, Postgres, SQLite, ZooKeeper, etcd); empty: all. Each waiters point is also printed on stderr")
+
 // scalingStores returns Redis (scenarios 1-4's server) and the other
-// stores, each with its dlock lib and whether it is the Redis one.
+// stores, each with its dlock lib and whether it is the Redis one; only
+// those -scale-stores names, if set.
 func (b *bench) scalingStores() []store {
 	list := []store{{name: "Redis", url: b.addr}}
 	if b.stores != nil {
 		list = append(list, b.stores.list...)
+	}
+	if *scaleStores != "" {
+		names := strings.Split(*scaleStores, ",")
+		list = slices.DeleteFunc(list, func(st store) bool { return !slices.Contains(names, st.name) })
 	}
 	return list
 }
@@ -182,6 +193,10 @@ func (b *bench) waitersPoint(st store, n, round int) {
 	if len(f.handoffs) > 0 {
 		b.scaleW.add(k, mHandP50, float64(percentile(f.handoffs, 50)))
 		b.scaleW.add(k, mHandP99, float64(percentile(f.handoffs, 99)))
+		if *scaleStores != "" {
+			b.progress("waiters %s n=%d: handoff p50 %v p99 %v, %.0f acquisitions/s", st.name, n,
+				time.Duration(percentile(f.handoffs, 50)), time.Duration(percentile(f.handoffs, 99)), f.rate)
+		}
 	}
 	acqs, cpu := 0, time.Duration(0)
 	for _, h := range halves {

@@ -28,8 +28,11 @@
 //     set. The keys of a name, of every mode, form one queue ordered
 //     by create revision, so waiters are served in arrival order and a
 //     writer is never overtaken by readers that come after it.
-//   - A waiter watches only the keys whose deletion may let it in: a release
-//     of an exclusive lock wakes exactly one waiter.
+//   - A waiter waits only for the keys whose deletion may let it in: a
+//     release of an exclusive lock wakes exactly one waiter. A Locker's
+//     waiters on one name share one watch, and a handoff costs the same
+//     requests, and the same keys read by the server, whatever the
+//     number of waiters.
 //   - The fencing token is the holder's key's create revision, which
 //     strictly increases across the cluster.
 //   - No wall clock, on either side, is part of any promise: a step of a
@@ -217,6 +220,7 @@ func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver
 		prefix:     o.Prefix,
 		sessionTTL: int64((o.SessionTTL + time.Second - 1) / time.Second),
 		sessions:   make(map[int64]*session),
+		views:      views{slots: make(map[string]*viewSlot)},
 		ctx:        ctx,
 		cancel:     cancel,
 	}
@@ -267,6 +271,8 @@ type etcdDriver struct {
 	mu       sync.Mutex
 	closed   bool
 	sessions map[int64]*session // the live sessions, by session.secs
+
+	views views // the queues this Locker's waiters wait in
 }
 
 // entry is an acquisition's key: its create revision (the fencing token)

@@ -24,6 +24,7 @@ func init() {
 		return l, d, nil
 	}
 	testhook.Wakeups = wakeups.Load
+	testhook.Waiting = waiting.Load
 	testhook.QueuedUnder = queuedUnder
 	testhook.ForgedRelease = func(ctx context.Context, cli *clientv3.Client, prefix, name, owner string) error {
 		return forged(cli, prefix, func(d driver.Driver) error {

@@ -28,7 +28,9 @@ func queueOn(e *testserver.Etcd, cli *clientv3.Client) sessionlocktest.Queue {
 			}
 			return int(resp.Count)
 		},
-		Watches: func(t *testing.T) int { return e.Watchers(t) },
+		// A Locker's waiters share one watch per name: count their waits
+		// on it too.
+		Watches: func(t *testing.T) int { return e.Watchers(t) + int(testhook.Waiting()) },
 		Wakeups: testhook.Wakeups,
 	}
 }

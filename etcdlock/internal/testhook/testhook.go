@@ -22,6 +22,11 @@ var (
 	// delete event since the process started.
 	Wakeups func() int64
 
+	// Waiting returns how many waits are blocked now, each on the
+	// deletion of its predecessors as the Locker's view of their queue
+	// sees it.
+	Waiting func() int64
+
 	// QueuedUnder returns how many keys of the lock on name under prefix
 	// wait: all but those that hold, whatever their modes.
 	QueuedUnder func(ctx context.Context, cli *clientv3.Client, prefix, name string) int

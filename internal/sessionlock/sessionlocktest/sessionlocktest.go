@@ -38,7 +38,9 @@ type Queue struct {
 	// Entries returns how many entries (holder and waiters) the lock on
 	// name has on the server.
 	Entries func(t *testing.T, name string) int
-	// Watches returns how many watches the server has set.
+	// Watches returns how many watches the server has set, and, for a
+	// store whose waiters share a watch per name, how many waits are
+	// set on those: TestQueue expects one per waiter.
 	Watches func(t *testing.T) int
 	// Wakeups returns how many times a waiter was woken by its watch
 	// since the process started.
