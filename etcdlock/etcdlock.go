@@ -222,10 +222,7 @@ func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver
 	}
 	d.leases = sessionlock.New(sessionlock.Config[entry]{
 		Name: "etcdlock",
-		Remove: func(ctx context.Context, e entry) error {
-			_, err := d.deleteKey(ctx, e.key, e.rev)
-			return err
-		},
+		Remove: d.remove,
 		Live: func(e entry) bool { return !e.sess.dead.Load() },
 	})
 	if o.CompactEvery > 0 {
@@ -251,7 +248,8 @@ func Key(prefix, name string) string {
 var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
 
 // etcdDriver implements driver.Driver, Queuer, LossReporter, Inspector,
-// ForceReleaser, MultiHolder, ChangeNotifier and Classifier.
+// ForceReleaser, MultiHolder, ChangeNotifier, Classifier, Extender,
+// Resumer and LockDelayer.
 type etcdDriver struct {
 	errorKinds // Classify
 	cli        *clientv3.Client
@@ -275,6 +273,13 @@ type entry struct {
 	key  string
 	rev  int64
 	sess *session
+	// mod is the key's mod revision when the driver put it again
+	// (Extend, Resume); 0 means rev (put once).
+	mod int64
+	// delay is the acquisition's lock-delay, and val, when delay is set,
+	// the key's value (marked: see holdValue).
+	delay time.Duration
+	val   string
 	// ahead is, for an entry Join put, how many keys were ahead of it
 	// then (-1 unknown), for driver.Result.Ahead; 0 for others.
 	ahead int
@@ -303,6 +308,11 @@ func (d *etcdDriver) Close() error {
 
 	ctx, cancel := sessionlock.CleanupContext()
 	defer cancel()
+	for _, e := range es {
+		if e.delay > 0 {
+			d.startDelay(ctx, e) // off its session before the revoke below
+		}
+	}
 	var errs []error
 	for _, s := range live {
 		// Revoking a session deletes every key still attached to it.
@@ -311,8 +321,8 @@ func (d *etcdDriver) Close() error {
 		}
 	}
 	for _, e := range es {
-		if e.sess == nil || live[e.sess.secs] != e.sess {
-			d.deleteKey(ctx, e.key, e.rev)
+		if e.delay == 0 && (e.sess == nil || live[e.sess.secs] != e.sess) {
+			d.deleteEntry(ctx, e)
 		}
 	}
 	if d.ownClient {

@@ -42,18 +42,21 @@ func (q queue) Classify(err error) driver.ErrorKind { return q.d.Classify(err) }
 // Join gets the live session for l's TTL (granting one if needed), puts
 // the key and reads the keys ahead of it, in one transaction.
 func (q queue) Join(ctx context.Context, l driver.Lease) (entry, driver.Result, []entry, error) {
-	s, err := q.d.session(ctx, l.TTL)
+	s, err := q.d.sessionFor(ctx, l)
 	if err != nil {
 		return entry{}, driver.Result{}, nil, err
 	}
 	key := q.d.key(l)
 	start := time.Now()
-	j, err := q.d.enqueue(ctx, Key(q.d.prefix, l.Name), key, l.Metadata, sessionlock.ModeOf(l), s)
+	j, err := q.d.enqueue(ctx, Key(q.d.prefix, l.Name), key, q.d.value(l), sessionlock.ModeOf(l), s)
 	q.d.joined(s)
 	if err != nil {
 		return entry{key: key, sess: s}, driver.Result{}, nil, err // the put may have been applied
 	}
 	e := entry{key: key, rev: j.rev, sess: s, ahead: j.ahead}
+	if l.Delay > 0 {
+		e.delay, e.val = l.Delay, q.d.value(l)
+	}
 	if !j.read {
 		// Found from an earlier attempt: read its place now.
 		res, preds, err := q.d.position(ctx, l, e)
