@@ -29,8 +29,7 @@ const (
 	markDelayed = "\x00d"
 )
 
-// encode returns v as a key's value: marked, unless unmarked is allowed
-// (v.owner is the key's own and there is no delay) and asked for.
+// encode returns v as a marked value.
 func (v holdValue) encode() string {
 	state := markHeld
 	if v.delayed {
