@@ -225,6 +225,7 @@ func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver
 		Remove: d.remove,
 		Live: func(e entry) bool { return !e.sess.dead.Load() },
 	})
+	register(d)
 	if o.CompactEvery > 0 {
 		d.bg.Add(1)
 		go d.compactLoop(o.CompactEvery) // exits at Close
@@ -296,6 +297,7 @@ func (d *etcdDriver) key(l driver.Lease) string {
 func (d *etcdDriver) Backend() string { return "etcd" }
 
 func (d *etcdDriver) Close() error {
+	unregister(d)
 	es := d.leases.Close()
 	d.mu.Lock()
 	d.closed = true
