@@ -34,16 +34,19 @@ func (d *etcdDriver) sessionFor(ctx context.Context, l driver.Lease) (*session, 
 }
 
 // delaySeconds returns the length of the session lease of a key with TTL
-// ttl and lock-delay delay: ttl+delay, or, if longer, 1.5×delay+3 s.
-// Inspect shows such a key Delayed once its lease has less than delay
-// left (its holder stopped renewing it: it died); a live holder's
-// keep-alive, every third of the lease, keeps 2/3 of it left, which the
-// second bound keeps above delay by 2 s (etcd reports whole seconds,
-// rounded down, and a keep-alive may come late). A dead holder's name
-// is free that long after its last keep-alive: for a delay above twice
-// the TTL, up to delay/2+3 s later than TTL+delay.
+// ttl and lock-delay delay: 1.5×(ttl+delay)+2 s, rounded up. The session
+// is kept alive every third of it, so when its holder stops (killed, or
+// cut off from etcd at time P) its last keep-alive landed after
+// P - lease/3, and etcd frees the name no earlier than P + 2/3 of the
+// lease = P + ttl + delay + 4/3 s: after the holder's own loss deadline
+// (at most 0.9×ttl after its last renewal, before P) plus the delay. And
+// a live holder's lease never has less than delay left (2/3 of it minus
+// a late keep-alive and etcd's whole seconds, rounded down), so Inspect
+// can show a key Delayed once its lease has less than delay left. A dead
+// holder's name is free between 2/3 of the lease and the lease after it
+// died.
 func delaySeconds(ttl, delay time.Duration) int64 {
-	return max(ceilSeconds(ttl+delay), ceilSeconds(delay*3/2)+3)
+	return ceilSeconds((ttl+delay)*3/2) + 2
 }
 
 // ceilSeconds returns t in whole seconds, rounded up.
