@@ -263,6 +263,9 @@ func (d *etcdDriver) reapIdle(s *session) bool {
 	d.markDead(s)
 	d.mu.Unlock()
 	d.reportLost(s, errLeaseIdle) // a key someone else deleted may still be held here
+	if s.delays.Load() {
+		d.revoke(s.id) // no key on it: nothing of a lock-delay to keep
+	}
 	return true
 }
 
