@@ -79,7 +79,9 @@ func (d *etcdDriver) queueKeys(ctx context.Context, name string) ([]*mvccpb.KeyV
 // sessionlock's Mode). A holder's Remaining is the time to live of its
 // key's lease (its Locker's session), in whole seconds, as the server
 // counts it: one LeaseTimeToLive per distinct lease among the holders.
-// It is 0 (unknown) for a lease that expired since the read.
+// It is 0 (unknown) for a lease that expired since the read. A holder
+// whose key is in its lock-delay is Delayed (see LockDelay); a resumed
+// one's Owner and Metadata are those its key's value names.
 func (d *etcdDriver) Inspect(ctx context.Context, names []string) ([]driver.Holder, error) {
 	one := ""
 	if len(names) == 1 {
@@ -100,8 +102,9 @@ func (d *etcdDriver) Inspect(ctx context.Context, names []string) ([]driver.Hold
 				}
 				left[h.kv.Lease] = remaining
 			}
-			hs = append(hs, driver.Holder{Name: name, Owner: h.owner, Fence: uint64(h.kv.CreateRevision), Metadata: string(h.kv.Value),
-				Remaining: remaining, Shared: h.mode.Shared, Limit: h.mode.Limit})
+			v := decodeValue(h.owner, h.kv.Value)
+			hs = append(hs, driver.Holder{Name: name, Owner: v.owner, Fence: uint64(h.kv.CreateRevision), Metadata: v.metadata,
+				Remaining: remaining, Shared: h.mode.Shared, Limit: h.mode.Limit, Delayed: delayed(v, remaining)})
 		}
 	}
 	slices.SortFunc(hs, func(a, b driver.Holder) int {

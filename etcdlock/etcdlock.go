@@ -36,7 +36,7 @@
 //   - The fencing token is the holder's key's create revision, which
 //     strictly increases across the cluster.
 //   - No wall clock, on either side, is part of any promise: a step of a
-//     server's clock ends no lease early.
+//     server's clock ends no lease early, nor any lock-delay.
 //   - A late or retried release never deletes a newer lock, and a waiter
 //     that reaches the head checks that its key is still attached to its
 //     lease.
@@ -58,6 +58,41 @@
 //   - Anyone with write access to the prefix can delete a holder's key; the
 //     holder's Done then closes at its next renewal. Owner strings are part
 //     of key names, readable by anyone who can read the prefix.
+//
+// # Resume, Extend, lock-delay and IsOwner
+//
+// A hold's key cannot be renamed without a new create revision (the
+// fencing token), so these put the same key again:
+//
+//   - Locker.Resume is one transaction (one round trip) that puts the key
+//     with a value naming the new owner on the resuming Locker's session
+//     lease of the TTL, if it is still the first owner's and was never
+//     put again; a hold resumed or extended before costs two (a read by
+//     create revision, then a put compared by mod revision). The first
+//     holder's next renewal finds its key on another lease (ErrNotHeld);
+//     its Release and its expiry delete nothing.
+//   - Lock.Extend is one transaction that puts the key, value unchanged,
+//     on the session lease of the new TTL, if the key is still on the
+//     holder's; plus a lease grant if the Locker holds nothing of that
+//     TTL yet.
+//   - dlock.WithLockDelay: the key is attached to a session lease of
+//     1.5×(TTL+delay)+2 s, so that a holder that dies or is cut off keeps
+//     the name at least TTL+delay after its loss deadline, and at most
+//     that whole lease after its last keep-alive (a killed holder with a
+//     1 s TTL and a 3 s delay: its name was taken again 8 s after the
+//     kill). A lease that runs out in a live process (not renewed, or
+//     its session lost) moves its key to a lease of the delay that
+//     nobody renews, marked delayed (a grant and a transaction). Inspect
+//     shows a holder Delayed when so marked or when its lease has less
+//     than the delay left. These run on etcd's lease clock: the leader's
+//     Go time.Now() with its monotonic reading, no wall clock, every
+//     lease renewed in full when a new leader takes over (which only
+//     lengthens a delay).
+//   - IsOwner gives a compare for the user's own transactions that holds
+//     while the lock's key is as its holder last put it.
+//
+// The value of a key with a lock-delay or a resumed one names its owner
+// and delay after a NUL byte (metadata has none); Inspect reads them.
 //
 // # History, compaction and space
 //
@@ -225,13 +260,11 @@ func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver
 		cancel:     cancel,
 	}
 	d.leases = sessionlock.New(sessionlock.Config[entry]{
-		Name: "etcdlock",
-		Remove: func(ctx context.Context, e entry) error {
-			_, err := d.deleteKey(ctx, e.key, e.rev)
-			return err
-		},
-		Live: func(e entry) bool { return !e.sess.dead.Load() },
+		Name:   "etcdlock",
+		Remove: d.remove,
+		Live:   func(e entry) bool { return !e.sess.dead.Load() },
 	})
+	register(d)
 	if o.CompactEvery > 0 {
 		d.bg.Add(1)
 		go d.compactLoop(o.CompactEvery) // exits at Close
@@ -255,7 +288,8 @@ func Key(prefix, name string) string {
 var escaper = strings.NewReplacer("%", "%25", "/", "%2F")
 
 // etcdDriver implements driver.Driver, Queuer, LossReporter, Inspector,
-// ForceReleaser, MultiHolder, ChangeNotifier and Classifier.
+// ForceReleaser, MultiHolder, ChangeNotifier, Classifier, Extender,
+// Resumer and LockDelayer.
 type etcdDriver struct {
 	errorKinds // Classify
 	cli        *clientv3.Client
@@ -281,6 +315,13 @@ type entry struct {
 	key  string
 	rev  int64
 	sess *session
+	// mod is the key's mod revision when the driver put it again
+	// (Extend, Resume); 0 means rev (put once).
+	mod int64
+	// delay is the acquisition's lock-delay, and val, when delay is set,
+	// the key's value (marked: see holdValue).
+	delay time.Duration
+	val   string
 	// ahead is, for an entry Join put, how many keys were ahead of it
 	// then (-1 unknown), for driver.Result.Ahead; 0 for others.
 	ahead int
@@ -297,6 +338,7 @@ func (d *etcdDriver) key(l driver.Lease) string {
 func (d *etcdDriver) Backend() string { return "etcd" }
 
 func (d *etcdDriver) Close() error {
+	unregister(d)
 	es := d.leases.Close()
 	d.mu.Lock()
 	d.closed = true
@@ -309,6 +351,11 @@ func (d *etcdDriver) Close() error {
 
 	ctx, cancel := sessionlock.CleanupContext()
 	defer cancel()
+	for _, e := range es {
+		if e.delay > 0 {
+			d.startDelay(ctx, e) // off its session before the revoke below
+		}
+	}
 	var errs []error
 	for _, s := range live {
 		// Revoking a session deletes every key still attached to it.
@@ -317,8 +364,8 @@ func (d *etcdDriver) Close() error {
 		}
 	}
 	for _, e := range es {
-		if e.sess == nil || live[e.sess.secs] != e.sess {
-			d.deleteKey(ctx, e.key, e.rev)
+		if e.delay == 0 && (e.sess == nil || live[e.sess.secs] != e.sess) {
+			d.deleteEntry(ctx, e)
 		}
 	}
 	if d.ownClient {

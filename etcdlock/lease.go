@@ -88,30 +88,43 @@ func (d *etcdDriver) refresh(ctx context.Context, ls []driver.Lease, errs []erro
 }
 
 func (d *etcdDriver) Release(ctx context.Context, l driver.Lease) error {
-	key, rev := d.key(l), int64(0)
 	e, held := d.leases.Drop(l.Owner)
-	if held {
-		rev = e.rev
-	} else {
+	if !held {
 		// Not held by this driver: an acquisition whose reply was lost,
-		// or a lock already lost or expired. Delete the owner's key if
-		// there is one, and report it not held.
-		resp, err := d.cli.Get(ctx, key)
-		if err != nil {
-			return fmt.Errorf("etcdlock: release %q: %w", l.Name, err)
-		}
-		if len(resp.Kvs) == 0 {
-			return fmt.Errorf("etcdlock: release %q: %w", l.Name, driver.ErrNotHeld)
-		}
-		rev = resp.Kvs[0].CreateRevision
+		// or a lock already lost or expired.
+		return d.releaseUnheld(ctx, l)
 	}
-	ok, err := d.deleteKey(ctx, key, rev)
+	ok, err := d.deleteEntry(ctx, e)
 	switch {
 	case err != nil:
-		d.leases.Orphan(entry{key: key, rev: rev})
+		e.delay = 0 // a release: delete it, start no lock-delay
+		d.leases.Orphan(e)
 		return fmt.Errorf("etcdlock: release %q: %w", l.Name, err)
-	case !ok || !held:
+	case !ok:
 		return fmt.Errorf("etcdlock: release %q: %w", l.Name, driver.ErrNotHeld)
 	}
 	return nil
+}
+
+// releaseUnheld deletes the owner's key if there is one that the owner
+// still holds (not resumed by another owner, not in its lock-delay), and
+// reports the lease not held.
+func (d *etcdDriver) releaseUnheld(ctx context.Context, l driver.Lease) error {
+	key := d.key(l)
+	resp, err := d.cli.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("etcdlock: release %q: %w", l.Name, err)
+	}
+	if len(resp.Kvs) == 1 {
+		kv := resp.Kvs[0]
+		if v := decodeValue(l.Owner, kv.Value); v.owner == l.Owner && !v.delayed {
+			_, err := d.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+				Then(clientv3.OpDelete(key)).Commit()
+			if err != nil {
+				d.leases.Orphan(entry{key: key, rev: kv.CreateRevision, sess: nil})
+				return fmt.Errorf("etcdlock: release %q: %w", l.Name, err)
+			}
+		}
+	}
+	return fmt.Errorf("etcdlock: release %q: %w", l.Name, driver.ErrNotHeld)
 }

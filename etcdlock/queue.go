@@ -55,7 +55,7 @@ func (q queue) Classify(err error) driver.ErrorKind { return q.d.Classify(err) }
 // if they left meanwhile, Position finds it holding. Its Result's Ahead
 // is then the count of the view's keys.
 func (q queue) Join(ctx context.Context, l driver.Lease) (entry, driver.Result, []entry, error) {
-	s, err := q.d.session(ctx, l.TTL)
+	s, err := q.d.sessionFor(ctx, l)
 	if err != nil {
 		return entry{}, driver.Result{}, nil, err
 	}
@@ -65,12 +65,15 @@ func (q queue) Join(ctx context.Context, l driver.Lease) (entry, driver.Result, 
 		blind = q.d.viewCount(key)
 	}
 	start := time.Now()
-	j, err := q.d.enqueue(ctx, Key(q.d.prefix, l.Name), key, l.Metadata, sessionlock.ModeOf(l), s, blind)
+	j, err := q.d.enqueue(ctx, Key(q.d.prefix, l.Name), key, q.d.value(l), sessionlock.ModeOf(l), s, blind)
 	q.d.joined(s)
 	if err != nil {
 		return entry{key: key, sess: s}, driver.Result{}, nil, err // the put may have been applied
 	}
 	e := entry{key: key, rev: j.rev, sess: s, ahead: j.ahead}
+	if l.Delay > 0 {
+		e.delay, e.val = l.Delay, q.d.value(l)
+	}
 	if !j.held {
 		return e, driver.Result{Ahead: e.ahead}, nil, nil
 	}

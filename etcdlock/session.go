@@ -31,6 +31,9 @@ type session struct {
 	done chan struct{} // closed when the session is lost
 
 	dead atomic.Bool // set once, with etcdDriver.mu held
+	// delays is set once a key with a lock-delay joined the session: a
+	// lost session is then left to expire on the server, not revoked.
+	delays atomic.Bool
 
 	// Guarded by etcdDriver.mu.
 	safeUntil time.Time // the lease cannot expire on the server before this
@@ -72,7 +75,11 @@ const minLeaseSeconds = 2
 // those joining it: the caller calls joined once its key is put or
 // given up.
 func (d *etcdDriver) session(ctx context.Context, ttl time.Duration) (*session, error) {
-	secs := d.leaseSeconds(ttl)
+	return d.sessionOf(ctx, d.leaseSeconds(ttl))
+}
+
+// sessionOf is session for the lease of secs seconds.
+func (d *etcdDriver) sessionOf(ctx context.Context, secs int64) (*session, error) {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -213,7 +220,9 @@ func (d *etcdDriver) markDead(s *session) {
 }
 
 // reportLost reports the leases of s, which is dead, lost with cause, and
-// revokes s.
+// revokes s, unless a key with a lock-delay joined it: its lease then
+// runs out on the server, TTL+delay after its last renewal, and the
+// lost keys become orphans that reaping moves to leases of their delay.
 func (d *etcdDriver) reportLost(s *session, cause error) {
 	err := fmt.Errorf("%w (lease %x)", cause, s.id)
 	d.leases.Lose(func(e entry) error {
@@ -222,7 +231,9 @@ func (d *etcdDriver) reportLost(s *session, cause error) {
 		}
 		return nil
 	})
-	d.revoke(s.id)
+	if !s.delays.Load() {
+		d.revoke(s.id)
+	}
 }
 
 // reapIdle revokes s and returns true if no key is attached to it on the
@@ -252,6 +263,9 @@ func (d *etcdDriver) reapIdle(s *session) bool {
 	d.markDead(s)
 	d.mu.Unlock()
 	d.reportLost(s, errLeaseIdle) // a key someone else deleted may still be held here
+	if s.delays.Load() {
+		d.revoke(s.id) // no key on it: nothing of a lock-delay to keep
+	}
 	return true
 }
 

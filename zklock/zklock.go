@@ -60,6 +60,14 @@
 //     to a connect request; a restarting server may never answer one.
 //     Open bounds that wait; a conn passed to New should be made with
 //     BoundedDialer.
+//   - Lock.Token gives a token, but Locker.Resume, Lock.Extend and
+//     dlock.WithLockDelay get errors wrapping dlock.ErrUnsupported: an
+//     ephemeral znode belongs to the session that created it for life,
+//     and its lease is that session, shared by every lock of the conn.
+//     So a hold cannot move to another process's session (a new node
+//     would get a new czxid, the fencing token), one lock's lease cannot
+//     change length alone, and the node of a dead holder goes with its
+//     session, never later. Lock.Warnings works as on every backend.
 //
 // # Example
 //

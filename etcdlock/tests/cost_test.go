@@ -20,14 +20,24 @@ import (
 func TestRequestsPerAcquire(t *testing.T) {
 	e := testserver.StartEtcd(t)
 	counter := &sessionlocktest.RequestCounter{}
+	cli := countingClient(t, e.Addr(), counter)
+	sessionlocktest.TestRequestsPerAcquire(t, newLocker(t, cli, nil), counter, 2, nil)
+}
+
+// countingClient returns a client of addr that counts in counter its
+// unary KV requests by method, and its lease grants as "LeaseGrant".
+func countingClient(t *testing.T, addr string, counter *sessionlocktest.RequestCounter) *clientv3.Client {
+	t.Helper()
 	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if kind, ok := strings.CutPrefix(method, "/etcdserverpb.KV/"); ok {
 			counter.Add(kind)
+		} else if method == "/etcdserverpb.Lease/LeaseGrant" {
+			counter.Add("LeaseGrant")
 		}
 		return invoke(ctx, method, req, reply, cc, opts...)
 	}
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{e.Addr()},
+		Endpoints:   []string{addr},
 		DialTimeout: 2 * time.Second,
 		Logger:      zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)},
@@ -35,6 +45,6 @@ func TestRequestsPerAcquire(t *testing.T) {
 	if err != nil {
 		t.Fatalf("clientv3.New = %v", err)
 	}
-	defer cli.Close()
-	sessionlocktest.TestRequestsPerAcquire(t, newLocker(t, cli, nil), counter, 2, nil)
+	t.Cleanup(func() { cli.Close() })
+	return cli
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/dlock-go/dlock/etcdlock/internal/testhook"
 	"github.com/dlock-go/dlock/internal/sessionlock/sessionlocktest"
 	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/internal/testworker"
 )
 
 // queueOn describes the locks' queues through cli, on e, for the shared
@@ -35,7 +36,10 @@ func queueOn(e *testserver.Etcd, cli *clientv3.Client) sessionlocktest.Queue {
 	}
 }
 
-func TestMain(m *testing.M) { sessionlocktest.Main(m) }
+func TestMain(m *testing.M) {
+	testworker.Run(map[string]testworker.Func{"hold": testworker.Hold, "tokenhold": tokenHold})
+	sessionlocktest.Main(m)
+}
 
 func TestQueue(t *testing.T) {
 	e := testserver.StartEtcd(t)

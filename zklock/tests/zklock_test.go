@@ -46,6 +46,11 @@ func harness(conn *zk.Conn) dlocktest.Harness {
 		},
 		Ping: func(ctx context.Context) error { _, _, err := conn.Exists("/"); return err },
 		TTL:  time.Second,
+		// An ephemeral node belongs to its session for life, and the
+		// session is its lease: see the package doc's Limits.
+		NoResume:    true,
+		NoExtend:    true,
+		NoLockDelay: true,
 	}
 }
 
