@@ -271,11 +271,12 @@ func (d *mysqlDriver) Extend(ctx context.Context, l driver.Lease) error {
 }
 
 // Resume moves the hold (see sqlDriver.Resume) and, for an exclusive
-// one, has this Locker hold the name's named lock.
+// one, hands the name's named lock over to this Locker (see
+// wake_mysql_resume.go).
 func (d *mysqlDriver) Resume(ctx context.Context, from, to driver.Lease) (driver.Result, error) {
 	res, err := d.sqlDriver.Resume(ctx, from, to)
 	if err == nil && !to.Shared && to.Limit == 0 {
-		d.wk.take(to.Name, to.Owner)
+		d.wk.handOver(ctx, to.Name, from.Owner, to.Owner)
 	}
 	return res, err
 }

@@ -110,6 +110,7 @@ func TestMariaDB(t *testing.T) {
 	t.Run("ServerPaused", func(t *testing.T) { testServerPaused(t, m, db, sqllock.MySQL) })
 	t.Run("ServerRestarted", func(t *testing.T) { testServerRestarted(t, m, db, sqllock.MySQL) })
 	t.Run("Wakeups", func(t *testing.T) { testMySQLWakeups(t, db, m.DSN()) })
+	t.Run("ResumeWakes", func(t *testing.T) { testMySQLResumeWakes(t, db, store) })
 	t.Run("RefreshBatches", func(t *testing.T) { testRefreshBatches(t, db, m.DSN(), sqllock.MySQL) })
 }
 
@@ -153,6 +154,8 @@ func testProperties(t *testing.T, db *sql.DB, d sqllock.Dialect, store string) {
 	t.Run("Modes", func(t *testing.T) { testModes(t, db, d) })
 	t.Run("ClockDoubt", func(t *testing.T) { testDoubtRule(t, db, d) })
 	t.Run("RefreshBatchOwnerChecked", func(t *testing.T) { testRefreshBatchOwnerChecked(t, db, d) })
+	t.Run("ResumeProcesses", func(t *testing.T) { testResumeProcesses(t, db, d, store) })
+	t.Run("LockDelayKilled", func(t *testing.T) { testLockDelayKilled(t, db, d, store) })
 }
 
 func BenchmarkMariaDB(b *testing.B) {
