@@ -156,6 +156,7 @@ func testProperties(t *testing.T, db *sql.DB, d sqllock.Dialect, store string) {
 	t.Run("RefreshBatchOwnerChecked", func(t *testing.T) { testRefreshBatchOwnerChecked(t, db, d) })
 	t.Run("ResumeProcesses", func(t *testing.T) { testResumeProcesses(t, db, d, store) })
 	t.Run("LockDelayKilled", func(t *testing.T) { testLockDelayKilled(t, db, d, store) })
+	t.Run("CheckHeld", func(t *testing.T) { testCheckHeld(t, db, d) })
 }
 
 func BenchmarkMariaDB(b *testing.B) {
