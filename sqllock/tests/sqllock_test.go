@@ -112,6 +112,7 @@ func TestMariaDB(t *testing.T) {
 	t.Run("Wakeups", func(t *testing.T) { testMySQLWakeups(t, db, m.DSN()) })
 	t.Run("ResumeWakes", func(t *testing.T) { testMySQLResumeWakes(t, db, store) })
 	t.Run("RefreshBatches", func(t *testing.T) { testRefreshBatches(t, db, m.DSN(), sqllock.MySQL) })
+	t.Run("ResumeExtendTrips", func(t *testing.T) { testResumeExtendTrips(t, db, m.DSN(), sqllock.MySQL) })
 }
 
 func TestPostgres(t *testing.T) {
@@ -128,6 +129,7 @@ func TestPostgres(t *testing.T) {
 	t.Run("ListenerDownAtWatch", func(t *testing.T) { testListenerDownAtWatch(t, p, db) })
 	t.Run("PoolOfOne", func(t *testing.T) { testPoolOfOne(t, p) })
 	t.Run("RefreshBatches", func(t *testing.T) { testRefreshBatches(t, db, p.DSN(), sqllock.PostgreSQL) })
+	t.Run("ResumeExtendTrips", func(t *testing.T) { testResumeExtendTrips(t, db, p.DSN(), sqllock.PostgreSQL) })
 }
 
 func TestSQLite(t *testing.T) {
@@ -138,6 +140,7 @@ func TestSQLite(t *testing.T) {
 	t.Run("OpenURL", func(t *testing.T) { testOpenURL(t, "sqlite://"+path, newLocker(t, db, sqllock.SQLite, nil)) })
 	t.Run("Processes", func(t *testing.T) { testProcesses(t, "sqlite://"+path) })
 	t.Run("RefreshBatches", func(t *testing.T) { testRefreshBatches(t, db, sqliteDSN(path), sqllock.SQLite) })
+	t.Run("ResumeExtendTrips", func(t *testing.T) { testResumeExtendTrips(t, db, sqliteDSN(path), sqllock.SQLite) })
 }
 
 // testProperties runs the properties beyond the conformance suite that
