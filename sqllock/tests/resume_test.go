@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -79,7 +80,7 @@ func testResumeProcesses(t *testing.T, db *sql.DB, d sqllock.Dialect, store stri
 	other := testkit.MustTryAcquire(t, newLocker(t, db, d, nil), name) // freed at once
 	lost := w.Expect(t, "lost ", 2*ttl)
 	t.Logf("the worker saw the loss %v after the Resume (TTL %v): %s", time.Since(resumed), ttl, lost)
-	if got := w.Expect(t, "release ", ttl); got[:len("notheld=true")] != "notheld=true" {
+	if got := w.Expect(t, "release ", ttl); !strings.HasPrefix(got, "notheld=true") {
 		t.Errorf("the worker's Release after the Resume: %s, want ErrNotHeld", got)
 	}
 	if err := other.Refresh(t.Context()); err != nil {
@@ -119,7 +120,7 @@ func testLockDelayKilled(t *testing.T, db *sql.DB, d sqllock.Dialect, store stri
 
 	w, _ = startTokenHolder(t, store, name, ttl, time.Minute)
 	w.Signal(t, syscall.SIGTERM)
-	if got := w.Expect(t, "release ", 10*time.Second); got[:len("notheld=false")] != "notheld=false" {
+	if got := w.Expect(t, "release ", 10*time.Second); !strings.HasPrefix(got, "notheld=false") {
 		t.Fatalf("the worker's Release: %s, want nil", got)
 	}
 	testkit.MustRelease(t, testkit.MustTryAcquire(t, l, name)) // a release frees at once, delay or not
@@ -142,15 +143,9 @@ func testMySQLResumeWakes(t *testing.T, db *sql.DB, store string) {
 	name := testkit.UniqueName(t, "sqllock")
 	w, token := startTokenHolder(t, store, name, ttl, 0)
 	waiter := newLocker(t, db, sqllock.MySQL, &sqllock.Options{MaxRetryInterval: ttl})
-	got := make(chan error, 1)
-	go func() {
-		k, err := waiter.Acquire(t.Context(), name)
-		if err == nil {
-			err = k.Release(context.Background())
-		}
-		got <- err
-	}()
-	waitNamedLockWaiter(t, db)
+	before := userLockWaits(t, db)
+	got := acquireAndRelease(t, waiter, name)
+	testkit.Eventually(t, "waiter blocked in GET_LOCK", func() bool { return userLockWaits(t, db) > before })
 	k, err := newLocker(t, db, sqllock.MySQL, nil).Resume(t.Context(), token)
 	if err != nil {
 		t.Fatalf("Resume(the worker's token) = %v, want the lock", err)
@@ -169,17 +164,16 @@ func testMySQLResumeWakes(t *testing.T, db *sql.DB, store string) {
 	w.Signal(t, syscall.SIGTERM)
 }
 
-// waitNamedLockWaiter waits until a session waits in GET_LOCK for a
-// named lock (seen in the process list, which shows the statement with
-// its placeholders; the test's waiter is the only one).
-func waitNamedLockWaiter(t *testing.T, db *sql.DB) {
-	t.Helper()
-	testkit.Retry(t, "a waiter blocks in GET_LOCK", func(ctx context.Context) error {
-		var n int
-		err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND INFO LIKE '%GET_LOCK%'`).Scan(&n)
-		if err == nil && n == 0 {
-			err = errors.New("no session waits yet")
+// acquireAndRelease acquires name with l, waiting, then releases it, in
+// a goroutine; the channel receives the first error, or nil.
+func acquireAndRelease(t *testing.T, l *dlock.Locker, name string) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		k, err := l.Acquire(t.Context(), name)
+		if err == nil {
+			err = k.Release(context.Background())
 		}
-		return err
-	})
+		got <- err
+	}()
+	return got
 }
