@@ -21,6 +21,9 @@ import (
 // holder connection).
 func testResumeExtendTrips(t *testing.T, db *sql.DB, dsn string, d sqllock.Dialect) {
 	counted, trips := countedDB(t, db, dsn)
+	// One connection: a statement prepared in the first round is
+	// prepared on the connection of the second.
+	counted.SetMaxOpenConns(1)
 	_, from, err := testhook.New(db, d.String(), false)
 	if err != nil {
 		t.Fatalf("testhook.New(%v) = %v", d, err)
