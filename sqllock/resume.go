@@ -69,9 +69,9 @@ func (d *sqlDriver) Resume(ctx context.Context, from, to driver.Lease) (driver.R
 }
 
 // resumeArgs are the arguments of multiSQL's resume statements: the new
-// owner, its metadata, its lease (TTL and delay, in µs), then for the
-// lease table only its TTL column (ttl, when not nil), its delay, and
-// the hold's name, old owner and token.
+// owner, its metadata and its lease (TTL and delay, in µs); then ttl, the
+// lease table's ttl column (given for resumeRow only); then the new
+// delay and the hold's name, old owner and token.
 func resumeArgs(from, to driver.Lease, ttl ...any) []any {
 	args := []any{to.Owner, to.Metadata, leaseUs(to)}
 	args = append(args, ttl...)
