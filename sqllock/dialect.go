@@ -86,7 +86,7 @@ type queries struct {
 
 	cleanupSQL        string // deletes rows idle (and without an intent) for longer than $1 (= $2) µs, at most $3
 	cleanupHoldersSQL string // the same in the holders table
-	holdersSQL        string // name, owner, fence, µs left, meta, shared, lim of every holder
+	holdersSQL        string // name, owner, fence, µs left, meta, shared, lim, delay of every holder
 
 	multi multiSQL // shared holds, permits and writer intents
 }
@@ -322,22 +322,23 @@ func notTaken(leftUs int64, multi bool, stamp string, ttlUs int64, bound time.Du
 }
 
 // readHolders reads (name, owner, fence, remaining µs, metadata, shared,
-// limit) rows.
+// limit, lock-delay µs) rows. A holder is Delayed once the µs left are
+// no more than its delay (see resume.go).
 func readHolders(rows *sql.Rows) ([]driver.Holder, error) {
 	defer rows.Close()
 	var hs []driver.Holder
 	for rows.Next() {
 		var (
 			name, owner, meta []byte
-			fence, us         int64
+			fence, us, delay  int64
 			shared            bool
 			lim               int
 		)
-		if err := rows.Scan(&name, &owner, &fence, &us, &meta, &shared, &lim); err != nil {
+		if err := rows.Scan(&name, &owner, &fence, &us, &meta, &shared, &lim, &delay); err != nil {
 			return nil, err
 		}
 		hs = append(hs, driver.Holder{Name: string(name), Owner: string(owner), Fence: uint64(fence), Remaining: fromMicros(us),
-			Metadata: string(meta), Shared: shared, Limit: lim})
+			Metadata: string(meta), Shared: shared, Limit: lim, Delayed: delay > 0 && us <= delay})
 	}
 	return hs, rows.Err()
 }

@@ -66,6 +66,27 @@
 //     named locks (GET_LOCK), SQLite on Linux by inotify on a wake file next
 //     to the database; elsewhere they poll, at most Options.MaxRetryInterval
 //     apart and never past the holder's lease.
+//   - Lock.Extend is the refresh of one lease, which sets it to its new TTL
+//     from now and records it in the row: one statement (two on MySQL, as
+//     every refresh there), or for a shared hold or permit one transaction.
+//   - Locker.Resume is one owner- and token-checked UPDATE of the name's
+//     row (for a shared hold or permit, of the holder's row, in a
+//     transaction that locks the name's row and rewrites its summary, 5
+//     round trips; 10 on MySQL). The old handle learns of it at its next
+//     renewal (ErrNotHeld, Done closes). On MySQL the resuming Locker
+//     also ends the old Locker's wake-up connection, when its account may
+//     (see DESIGN.md), so that waiters are woken by the new holder.
+//     Tokens are scoped by dialect and table, not by database: a token of
+//     another database with the same table is refused with ErrNotHeld.
+//   - dlock.WithLockDelay keeps a name for the delay after its holder's
+//     lease ran out, measured by the database's clock like the lease (a
+//     step of that clock by up to ClockBound ends neither early); Inspect
+//     reports the holder as Delayed meanwhile. Tables made by an earlier
+//     release gain the column it needs (delay) on migration.
+//   - CheckHeld makes the caller's own transaction, on the database that
+//     holds the lease table, conditional on still holding a lock: it locks
+//     the name's row until the transaction ends, so the lock is still held
+//     when the business write commits.
 //   - Acquisitions never take a whole bounded pool: two connections stay
 //     free for renewals and releases. A refused login, TLS certificate or
 //     grant gives an error wrapping dlock.ErrDenied at once; a full disk one

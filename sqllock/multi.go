@@ -56,14 +56,17 @@ type multiSQL struct {
 	lock   []string // ensure name's row exists and lock it; the last returns rowState's columns
 	live   string   // owner, fence, µs left of name's live holders
 	purge  string   // delete name's expired holders
-	insert string   // name, owner, fence, ttl, meta, shared, lim
-	extend string   // ttl, name, owner: extend a live holder
+	insert string   // name, owner, fence, ttl+delay, meta, shared, lim, delay
+	extend string   // ttl+delay, delay, name, owner: extend a live holder
 	remove string   // name, owner: delete a live holder
 	sum    string   // fence, owner whose intent to clear, name ×4: the row's summary
 	intent string   // owner, ttl, name, owner: record a writer's intent
 	clear  string   // name, owner: clear owner's intent
 	force  string   // name: delete every holder
 	notify string   // channel, name: wake waiters (PostgreSQL), or ""
+
+	resumeRow    string // see resumeArgs: move an exclusive hold (the lease table's row) to another owner
+	resumeHolder string // see resumeArgs, then shared, lim: move a shared hold or permit (a holders row)
 
 	refresh multiRefreshSQL // the batched refresh
 }
@@ -89,8 +92,8 @@ func newMultiSQL(t, h string, c clock, numbered bool) multiSQL {
 	m := multiSQL{
 		live:   r.Replace(`SELECT owner, fence, {left_h} FROM {h} WHERE name = ? AND expires > {live_after}`),
 		purge:  r.Replace(`DELETE FROM {h} WHERE name = ? AND expires <= {live_after}`),
-		insert: r.Replace(`INSERT INTO {h} (name, owner, fence, expires, meta, shared, lim) VALUES (?, ?, ?, {plus}, ?, ?, ?)`),
-		extend: r.Replace(`UPDATE {h} SET expires = {plus} WHERE name = ? AND owner = ? AND expires > {live_after}`),
+		insert: r.Replace(`INSERT INTO {h} (name, owner, fence, expires, meta, shared, lim, delay) VALUES (?, ?, ?, {plus}, ?, ?, ?, ?)`),
+		extend: r.Replace(`UPDATE {h} SET expires = {plus}, delay = ? WHERE name = ? AND owner = ? AND expires > {live_after}`),
 		remove: r.Replace(`DELETE FROM {h} WHERE name = ? AND owner = ? AND expires > {live_after}`),
 		sum: r.Replace(`UPDATE {t} SET fence = ?,
 	intent = CASE WHEN intent = ? THEN '' ELSE intent END,
@@ -100,11 +103,17 @@ WHERE name = ?`),
 WHERE name = ? AND owner = '*' AND lim = 0 AND expires > {live_after} AND (intent = '' OR intent = ? OR intent_expires <= {now})`),
 		clear: r.Replace(`UPDATE {t} SET intent = '' WHERE name = ? AND intent = ?`),
 		force: r.Replace(`DELETE FROM {h} WHERE name = ?`),
+		// A hold is resumed while its holder could still renew it: until
+		// the clock bound after its lease ended (see Options.ClockBound).
+		resumeRow: r.Replace(`UPDATE {t} SET owner = ?, meta = ?, expires = {plus}, ttl = ?, delay = ?
+WHERE name = ? AND owner = ? AND fence = ? AND expires > {live_after}`),
+		resumeHolder: r.Replace(`UPDATE {h} SET owner = ?, meta = ?, expires = {plus}, delay = ?
+WHERE name = ? AND owner = ? AND fence = ? AND expires > {live_after} AND shared = ? AND lim = ?`),
 
 		refresh: newMultiRefreshSQL(t, h, c, numbered),
 	}
 	if numbered {
-		for _, s := range []*string{&m.live, &m.purge, &m.insert, &m.extend, &m.remove, &m.sum, &m.intent, &m.clear, &m.force} {
+		for _, s := range []*string{&m.live, &m.purge, &m.insert, &m.extend, &m.remove, &m.sum, &m.intent, &m.clear, &m.force, &m.resumeRow, &m.resumeHolder} {
 			*s = dollarParams(*s)
 		}
 	}
@@ -256,7 +265,7 @@ func (d *sqlDriver) acquireMulti(ctx context.Context, l driver.Lease) (driver.Re
 		fence := s.fence
 		switch i := indexHolder(hs, l.Owner); {
 		case i >= 0: // a retry whose reply was lost: extend, same token
-			if _, err := tx.ExecContext(ctx, m.extend, micros(l.TTL), l.Name, l.Owner); err != nil {
+			if _, err := tx.ExecContext(ctx, m.extend, leaseUs(l), micros(l.Delay), l.Name, l.Owner); err != nil {
 				return false, err
 			}
 			res.Fence = uint64(hs[i].fence)
@@ -270,7 +279,7 @@ func (d *sqlDriver) acquireMulti(ctx context.Context, l driver.Lease) (driver.Re
 			return false, nil
 		default:
 			fence = max(s.nowUs, s.fence+1)
-			if _, err := tx.ExecContext(ctx, m.insert, l.Name, l.Owner, fence, micros(l.TTL), l.Metadata, l.Shared, l.Limit); err != nil {
+			if _, err := tx.ExecContext(ctx, m.insert, l.Name, l.Owner, fence, leaseUs(l), l.Metadata, l.Shared, l.Limit, micros(l.Delay)); err != nil {
 				return false, err
 			}
 			res.Fence = uint64(fence)

@@ -11,11 +11,12 @@ import (
 // multiRefreshSQL are the templates of the batched refresh of shared holds
 // and permits, with ? parameters and placeholders that batch fills for
 // each batch: {names} (one ? per lease), {match} (the holders' owner
-// checks) and {ttl} (the leases' TTL).
+// checks), {ttl} (the leases' TTL and lock-delay) and {delay} (their
+// lock-delay).
 type multiRefreshSQL struct {
 	numbered  bool   // PostgreSQL: $n parameters, typed
 	lock      string // locks the rows of {names} in name order, or "" (SQLite: the first write locks the database)
-	extend    string // extends {match} in {names} by {ttl}; with returning, returns name, owner, fence
+	extend    string // extends {match} in {names} by {ttl}, sets delay; with returning, returns name, owner, fence
 	returning bool   // extend returns the holders it extended, else held does
 	held      string // name, owner, fence of the live holders of {match} in {names}
 	sum       string // the summaries of the rows of {names}
@@ -33,7 +34,7 @@ func newMultiRefreshSQL(t, h string, c clock, numbered bool) multiRefreshSQL {
 	return multiRefreshSQL{
 		numbered: numbered,
 		lock:     r.Replace(`SELECT name FROM {t} WHERE name IN ({names}) ORDER BY name FOR UPDATE`),
-		extend:   r.Replace(`UPDATE {h} SET expires = {plus_ttl} WHERE name IN ({names}) AND ({match}) AND expires > {live_after}`),
+		extend:   r.Replace(`UPDATE {h} SET expires = {plus_ttl}, delay = {delay} WHERE name IN ({names}) AND ({match}) AND expires > {live_after}`),
 		held:     r.Replace(`SELECT name, owner, fence FROM {h} WHERE name IN ({names}) AND ({match}) AND expires > {now}`),
 		sum: r.Replace(`UPDATE {t} SET
 	` + summary(live) + `
@@ -44,14 +45,15 @@ WHERE name IN ({names})`),
 // multiBatch is one batch's statements, filled, and their arguments.
 type multiBatch struct {
 	lock, extend, held string
-	names, extendArgs  []any // the names; the TTL cases', names' and matches' arguments
+	names, extendArgs  []any // the names; the TTL and delay cases', names' and matches' arguments
 	matchArgs          []any // the names' and matches' arguments
 }
 
 // batch fills the templates for ls. The holders match by row values,
 // (name, owner, fence) for a lease with a token, (name, owner) for one
-// without; the TTL is one parameter when every lease of the batch has
-// the same, as a Locker's usually do, else a CASE by holder.
+// without; the TTL (with the lock-delay) and the delay are each one
+// parameter when every lease of the batch has the same, as a Locker's
+// usually do, else a CASE by holder: each lease gets its own.
 func (m *multiRefreshSQL) batch(ls []driver.Lease) multiBatch {
 	var b multiBatch
 	var names strings.Builder
@@ -78,38 +80,39 @@ func (m *multiRefreshSQL) batch(ls []driver.Lease) multiBatch {
 	if len(fenced) > 0 {
 		match = append(match, "(name, owner, fence) IN ("+strings.Join(fenced, ", ")+")")
 	}
-	ttl, ttlArgs := m.ttlOf(ls)
-	fill := strings.NewReplacer("{names}", names.String(), "{match}", strings.Join(match, " OR "), "{ttl}", ttl)
+	ttl, ttlArgs := m.perLease(ls, leaseUs)
+	delay, delayArgs := m.perLease(ls, func(l driver.Lease) int64 { return micros(l.Delay) })
+	fill := strings.NewReplacer("{names}", names.String(), "{match}", strings.Join(match, " OR "), "{ttl}", ttl, "{delay}", delay)
 	b.lock, b.extend, b.held = m.filled(fill, m.lock), m.filled(fill, m.extend), m.filled(fill, m.held)
 	if m.returning {
 		b.extend += " RETURNING name, owner, fence"
 	}
 	b.matchArgs = append(append(append([]any{}, b.names...), ownedArgs...), fencedArgs...)
-	b.extendArgs = append(ttlArgs, b.matchArgs...)
+	b.extendArgs = append(append(ttlArgs, delayArgs...), b.matchArgs...)
 	return b
 }
 
-// ttlOf returns the expression of the leases' TTL in µs and its
+// perLease returns the expression of the leases' value of us (µs) and its
 // arguments: one parameter if they all have the same, else a CASE by
 // holder.
-func (m *multiRefreshSQL) ttlOf(ls []driver.Lease) (string, []any) {
+func (m *multiRefreshSQL) perLease(ls []driver.Lease, us func(driver.Lease) int64) (string, []any) {
 	param := "?"
 	if m.numbered {
 		param = "?::bigint"
 	}
 	same := true
 	for _, l := range ls {
-		same = same && l.TTL == ls[0].TTL
+		same = same && us(l) == us(ls[0])
 	}
 	if same {
-		return param, []any{micros(ls[0].TTL)}
+		return param, []any{us(ls[0])}
 	}
 	var b strings.Builder
 	var args []any
 	b.WriteString("(CASE")
 	for _, l := range ls {
 		b.WriteString(" WHEN name = ? AND owner = ? THEN " + param)
-		args = append(args, l.Name, l.Owner, micros(l.TTL))
+		args = append(args, l.Name, l.Owner, us(l))
 	}
 	b.WriteString(" END)")
 	return b.String(), args

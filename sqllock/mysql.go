@@ -38,6 +38,7 @@ func mysqlQueries(table string, bound time.Duration) *queries {
 			"\tintent  VARBINARY(255) NOT NULL DEFAULT '',\n" +
 			"\tintent_expires DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00',\n" +
 			"\tttl     BIGINT NOT NULL DEFAULT 0,\n" +
+			"\tdelay   BIGINT NOT NULL DEFAULT 0,\n" +
 			"\tKEY `{table_index}` (expires)\n" +
 			") ENGINE=InnoDB"),
 		r.Replace("CREATE TABLE IF NOT EXISTS {h} (\n" +
@@ -48,6 +49,7 @@ func mysqlQueries(table string, bound time.Duration) *queries {
 			"\tmeta    VARBINARY(1024) NOT NULL DEFAULT '',\n" +
 			"\tshared  BOOLEAN NOT NULL,\n" +
 			"\tlim     INT NOT NULL,\n" +
+			"\tdelay   BIGINT NOT NULL DEFAULT 0,\n" +
 			"\tPRIMARY KEY (name, owner),\n" +
 			"\tKEY `{holders_index}` (expires)\n" +
 			") ENGINE=InnoDB"),
@@ -57,13 +59,17 @@ func mysqlQueries(table string, bound time.Duration) *queries {
 		{"intent", r.Replace(`ALTER TABLE {t} ADD COLUMN intent VARBINARY(255) NOT NULL DEFAULT ''`)},
 		{"intent_expires", r.Replace(`ALTER TABLE {t} ADD COLUMN intent_expires DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00'`)},
 		{"ttl", r.Replace(`ALTER TABLE {t} ADD COLUMN ttl BIGINT NOT NULL DEFAULT 0`)},
+		{"delay", r.Replace(`ALTER TABLE {t} ADD COLUMN delay BIGINT NOT NULL DEFAULT 0`)},
+	}
+	holderColumns := []column{
+		{"delay", r.Replace(`ALTER TABLE {h} ADD COLUMN delay BIGINT NOT NULL DEFAULT 0`)},
 	}
 	// The assignments of ON DUPLICATE KEY UPDATE run left to right and
 	// each sees the columns assigned before it: fence and owner read the
 	// old row, expires, meta and ttl read the new owner. A row is taken
 	// when free or when its lease ended more than the clock bound ago.
-	acquire := r.Replace(`INSERT INTO {t} (name, owner, fence, expires, meta, ttl)
-VALUES (?, ?, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', {now}), TIMESTAMPADD(MICROSECOND, ?, {now}), ?, ?)
+	acquire := r.Replace(`INSERT INTO {t} (name, owner, fence, expires, meta, ttl, delay)
+VALUES (?, ?, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', {now}), TIMESTAMPADD(MICROSECOND, ?, {now}), ?, ?, ?)
 ON DUPLICATE KEY UPDATE
 	fence = IF(owner = VALUES(owner), fence,
 		IF(owner = '' OR expires <= {live_after}, GREATEST(VALUES(fence), fence + 1), fence)),
@@ -71,12 +77,13 @@ ON DUPLICATE KEY UPDATE
 	expires = IF(owner = VALUES(owner), VALUES(expires), expires),
 	meta = IF(owner = VALUES(owner), VALUES(meta), meta),
 	ttl = IF(owner = VALUES(owner), VALUES(ttl), ttl),
+	delay = IF(owner = VALUES(owner), VALUES(delay), delay),
 	intent = IF(owner = VALUES(owner) AND intent = VALUES(owner), '', intent)`)
 	// takeover takes a row in doubt whose stamp is the takeover: a
 	// statement of its own, run only with a takeover, since the
 	// assignments of the upsert could not all read the old token.
 	takeover := r.Replace(`UPDATE {t} SET fence = GREATEST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', {now}), fence + 1),
-	owner = ?, expires = TIMESTAMPADD(MICROSECOND, ?, {now}), meta = ?, ttl = ?, intent = IF(intent = ?, '', intent)
+	owner = ?, expires = TIMESTAMPADD(MICROSECOND, ?, {now}), meta = ?, ttl = ?, delay = ?, intent = IF(intent = ?, '', intent)
 WHERE name = ? AND owner NOT IN ('', '*') AND {stamp} = ?`)
 	// result reads the outcome: whether owner holds the row, its token,
 	// the lease left, whether shared holders or permits hold it, their
@@ -90,9 +97,9 @@ FROM {t} WHERE name = ?`)
 	cleanup := r.Replace(`DELETE FROM {t} WHERE expires < TIMESTAMPADD(MICROSECOND, -?, {now})
 	AND intent_expires < TIMESTAMPADD(MICROSECOND, -?, {now}) LIMIT ?`)
 	cleanupHolders := r.Replace(`DELETE FROM {h} WHERE expires < TIMESTAMPADD(MICROSECOND, -?, {now}) LIMIT ?`)
-	holders := r.Replace(`SELECT name, owner, fence, TIMESTAMPDIFF(MICROSECOND, {now}, expires), meta, FALSE, 0 FROM {t} WHERE owner NOT IN ('', '*') AND expires > {live_after}
+	holders := r.Replace(`SELECT name, owner, fence, TIMESTAMPDIFF(MICROSECOND, {now}, expires), meta, FALSE, 0, delay FROM {t} WHERE owner NOT IN ('', '*') AND expires > {live_after}
 UNION ALL
-SELECT name, owner, fence, TIMESTAMPDIFF(MICROSECOND, {now}, expires), meta, shared, lim FROM {h} WHERE expires > {live_after}
+SELECT name, owner, fence, TIMESTAMPDIFF(MICROSECOND, {now}, expires), meta, shared, lim, delay FROM {h} WHERE expires > {live_after}
 ORDER BY 1, 3`)
 	left := func(c string) string { return `TIMESTAMPDIFF(MICROSECOND, ` + mysqlNow + `, ` + c + `)` }
 	multi := newMultiSQL(t, h, clock{now: mysqlNow, liveAfter: liveAfter, plus: `TIMESTAMPADD(MICROSECOND, ?, ` + mysqlNow + `)`, left: left}, false)
@@ -116,19 +123,23 @@ FROM {t} WHERE name = ? FOR UPDATE`),
 					return fmt.Errorf("create table %s: %w", table, err)
 				}
 			}
-			return addColumns(ctx, db, `SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ?`, table, columns)
+			const columnsOf = `SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ?`
+			if err := addColumns(ctx, db, columnsOf, table, columns); err != nil {
+				return err
+			}
+			return addColumns(ctx, db, columnsOf, holdersTable(table), holderColumns)
 		},
 		acquire: func(ctx context.Context, db querier, l driver.Lease) (outcome, error) {
 			took := false
 			if l.Takeover != "" {
 				var err error
-				took, err = affected(db.ExecContext(ctx, takeover, l.Owner, micros(l.TTL), l.Metadata, micros(l.TTL), l.Owner, l.Name, l.Takeover))
+				took, err = affected(db.ExecContext(ctx, takeover, l.Owner, leaseUs(l), l.Metadata, leaseUs(l), micros(l.Delay), l.Owner, l.Name, l.Takeover))
 				if err != nil {
 					return outcome{}, err
 				}
 			}
 			if !took {
-				if _, err := db.ExecContext(ctx, acquire, l.Name, l.Owner, micros(l.TTL), l.Metadata, micros(l.TTL)); err != nil {
+				if _, err := db.ExecContext(ctx, acquire, l.Name, l.Owner, leaseUs(l), l.Metadata, leaseUs(l), micros(l.Delay)); err != nil {
 					return outcome{}, err
 				}
 			}
@@ -158,28 +169,31 @@ FROM {t} WHERE name = ? FOR UPDATE`),
 			// unexpired lease after the UPDATE was extended by it, since
 			// only this owner can extend it; the caller compares the
 			// token.
-			var ttl, match, names strings.Builder
-			args := make([]any, 0, 6*len(ls))
+			// Each lease gets its own TTL and delay, by name (a name has
+			// one exclusive row, which only its owner's lease matches).
+			var cases, match, names strings.Builder
+			args := make([]any, 0, 10*len(ls))
 			sel := make([]any, 0, len(ls))
+			var ttls, delays []any
 			for i, l := range ls {
 				if i > 0 {
 					match.WriteString(" OR ")
 					names.WriteString(", ")
 				}
-				ttl.WriteString(" WHEN ? THEN ?")
+				cases.WriteString(" WHEN ? THEN ?")
 				match.WriteString("(name = ? AND owner = ? AND (? = 0 OR fence = ?))")
 				names.WriteString("?")
 				sel = append(sel, l.Name)
+				ttls = append(ttls, l.Name, leaseUs(l))
+				delays = append(delays, l.Name, micros(l.Delay))
 			}
-			for _, l := range ls {
-				args = append(args, l.Name, micros(l.TTL))
-			}
-			args = append(args, sel...)
+			args = append(append(append(append(args, ttls...), ttls...), delays...), sel...)
 			for _, l := range ls {
 				args = append(args, l.Name, l.Owner, int64(l.Fence), int64(l.Fence))
 			}
-			update := r.Replace(`UPDATE {t} FORCE INDEX (PRIMARY) SET expires = TIMESTAMPADD(MICROSECOND, CASE name` + ttl.String() +
-				` END, {now}) WHERE name IN (` + names.String() + `) AND (` + match.String() + `) AND expires > {live_after}`)
+			c := `CASE name` + cases.String() + ` END`
+			update := r.Replace(`UPDATE {t} FORCE INDEX (PRIMARY) SET expires = TIMESTAMPADD(MICROSECOND, ` + c + `, {now}), ttl = ` + c + `, delay = ` + c +
+				` WHERE name IN (` + names.String() + `) AND (` + match.String() + `) AND expires > {live_after}`)
 			if _, err := db.ExecContext(ctx, update, args...); err != nil {
 				return nil, err
 			}
@@ -249,3 +263,20 @@ var (
 	_ driver.Driver   = (*mysqlDriver)(nil)
 	_ driver.Notifier = (*mysqlDriver)(nil)
 )
+
+// Extend is the refresh of one lease (see sqlDriver.Extend), through
+// mysqlDriver's Refresh, which lets the named lock go with a lost lease.
+func (d *mysqlDriver) Extend(ctx context.Context, l driver.Lease) error {
+	return d.Refresh(ctx, []driver.Lease{l})[0]
+}
+
+// Resume moves the hold (see sqlDriver.Resume) and, for an exclusive
+// one, hands the name's named lock over to this Locker (see
+// wake_mysql_resume.go).
+func (d *mysqlDriver) Resume(ctx context.Context, from, to driver.Lease) (driver.Result, error) {
+	res, err := d.sqlDriver.Resume(ctx, from, to)
+	if err == nil && !to.Shared && to.Limit == 0 {
+		d.wk.handOver(ctx, to.Name, from.Owner, to.Owner)
+	}
+	return res, err
+}

@@ -38,7 +38,8 @@ func postgresQueries(table string, bound time.Duration) *queries {
 	lim     integer NOT NULL DEFAULT 0,
 	intent  text NOT NULL DEFAULT '',
 	intent_expires timestamptz NOT NULL DEFAULT 'epoch',
-	ttl     bigint NOT NULL DEFAULT 0
+	ttl     bigint NOT NULL DEFAULT 0,
+	delay   bigint NOT NULL DEFAULT 0
 ) WITH (fillfactor = 70)`),
 		// Every step updates a row's expiry, and an update that changes
 		// an indexed column cannot be HOT (written beside the old
@@ -58,6 +59,7 @@ func postgresQueries(table string, bound time.Duration) *queries {
 	meta    text NOT NULL DEFAULT '',
 	shared  boolean NOT NULL,
 	lim     integer NOT NULL,
+	delay   bigint NOT NULL DEFAULT 0,
 	PRIMARY KEY (name, owner)
 )`),
 		r.Replace(`CREATE INDEX IF NOT EXISTS "{holders_index}" ON {h} (expires)`),
@@ -67,20 +69,25 @@ func postgresQueries(table string, bound time.Duration) *queries {
 		{"intent", r.Replace(`ALTER TABLE {t} ADD COLUMN intent text NOT NULL DEFAULT ''`)},
 		{"intent_expires", r.Replace(`ALTER TABLE {t} ADD COLUMN intent_expires timestamptz NOT NULL DEFAULT 'epoch'`)},
 		{"ttl", r.Replace(`ALTER TABLE {t} ADD COLUMN ttl bigint NOT NULL DEFAULT 0`)},
+		{"delay", r.Replace(`ALTER TABLE {t} ADD COLUMN delay bigint NOT NULL DEFAULT 0`)},
+	}
+	holderColumns := []column{
+		{"delay", r.Replace(`ALTER TABLE {h} ADD COLUMN delay bigint NOT NULL DEFAULT 0`)},
 	}
 	// One statement: the upsert, and if it took nothing, the holder's
 	// lease left, its stamp (for an exclusive holder) and its TTL. A row is taken
 	// when free, when its lease ended more than the clock bound ago, or
 	// when its stamp is the takeover ($5).
 	acquire := r.Replace(`WITH taken AS (
-	INSERT INTO {t} AS l (name, owner, fence, expires, meta, ttl)
-	VALUES ($1, $2, {now_us}, clock_timestamp() + $3::bigint * interval '1 microsecond', $4, $3)
+	INSERT INTO {t} AS l (name, owner, fence, expires, meta, ttl, delay)
+	VALUES ($1, $2, {now_us}, clock_timestamp() + $3::bigint * interval '1 microsecond', $4, $3, $6)
 	ON CONFLICT (name) DO UPDATE SET
 		fence = CASE WHEN l.owner = excluded.owner THEN l.fence ELSE GREATEST(excluded.fence, l.fence + 1) END,
 		owner = excluded.owner,
 		expires = excluded.expires,
 		meta = excluded.meta,
 		ttl = excluded.ttl,
+		delay = excluded.delay,
 		intent = CASE WHEN l.intent = excluded.owner THEN '' ELSE l.intent END
 	WHERE l.owner = excluded.owner OR l.owner = '' OR l.expires <= {live_after}
 		OR ($5 <> '' AND l.owner <> '*' AND {stamp_l} = $5)
@@ -112,9 +119,9 @@ SELECT pg_notify($2, name)::text FROM freed`)
 	cleanupHolders := r.Replace(`DELETE FROM {h} WHERE (name, owner) IN (
 	SELECT name, owner FROM {h} WHERE expires < clock_timestamp() - $1::bigint * interval '1 microsecond'
 	LIMIT $2 FOR UPDATE SKIP LOCKED)`)
-	holders := r.Replace(`SELECT name, owner, fence, {left_us}, meta, false, 0 FROM {t} WHERE owner NOT IN ('', '*') AND expires > {live_after}
+	holders := r.Replace(`SELECT name, owner, fence, {left_us}, meta, false, 0, delay FROM {t} WHERE owner NOT IN ('', '*') AND expires > {live_after}
 UNION ALL
-SELECT name, owner, fence, {left_us}, meta, shared, lim FROM {h} WHERE expires > {live_after}
+SELECT name, owner, fence, {left_us}, meta, shared, lim, delay FROM {h} WHERE expires > {live_after}
 ORDER BY 1, 3`)
 	multi := newMultiSQL(t, h, clock{
 		now:       `clock_timestamp()`,
@@ -150,7 +157,11 @@ RETURNING {now_us}, owner, fence, {left_us}, lim, intent, {intent_left_us}`)}
 					return fmt.Errorf("create table %s: %w", table, err)
 				}
 			}
-			if err := addColumns(ctx, tx, `SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1`, table, columns); err != nil {
+			const columnsOf = `SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1`
+			if err := addColumns(ctx, tx, columnsOf, table, columns); err != nil {
+				return err
+			}
+			if err := addColumns(ctx, tx, columnsOf, holdersTable(table), holderColumns); err != nil {
 				return err
 			}
 			if err := tx.Commit(); err != nil {
@@ -159,7 +170,7 @@ RETURNING {now_us}, owner, fence, {left_us}, lim, intent, {intent_left_us}`)}
 			return nil
 		},
 		acquire: func(ctx context.Context, db querier, l driver.Lease) (outcome, error) {
-			rows, err := db.QueryContext(ctx, acquire, l.Name, l.Owner, micros(l.TTL), l.Metadata, l.Takeover)
+			rows, err := db.QueryContext(ctx, acquire, l.Name, l.Owner, leaseUs(l), l.Metadata, l.Takeover, micros(l.Delay))
 			if err != nil {
 				return outcome{}, err
 			}
@@ -186,19 +197,19 @@ RETURNING {now_us}, owner, fence, {left_us}, lim, intent, {intent_left_us}`)}
 		},
 		refresh: func(ctx context.Context, db querier, ls []driver.Lease) (map[leaseKey]uint64, error) {
 			var b strings.Builder
-			args := make([]any, 0, 4*len(ls))
-			b.WriteString(r.Replace(`UPDATE {t} AS l SET expires = clock_timestamp() + v.ttl * interval '1 microsecond' FROM (VALUES `))
+			args := make([]any, 0, 5*len(ls))
+			b.WriteString(r.Replace(`UPDATE {t} AS l SET expires = clock_timestamp() + v.ttl * interval '1 microsecond', ttl = v.ttl, delay = v.delay FROM (VALUES `))
 			for i, l := range ls {
 				if i > 0 {
 					b.WriteString(", ")
 				}
-				b.WriteString("($" + strconv.Itoa(4*i+1) + "::text, $" + strconv.Itoa(4*i+2) + "::text, $" + strconv.Itoa(4*i+3) +
-					"::bigint, $" + strconv.Itoa(4*i+4) + "::bigint)")
-				args = append(args, l.Name, l.Owner, micros(l.TTL), int64(l.Fence))
+				b.WriteString("($" + strconv.Itoa(5*i+1) + "::text, $" + strconv.Itoa(5*i+2) + "::text, $" + strconv.Itoa(5*i+3) +
+					"::bigint, $" + strconv.Itoa(5*i+4) + "::bigint, $" + strconv.Itoa(5*i+5) + "::bigint)")
+				args = append(args, l.Name, l.Owner, leaseUs(l), int64(l.Fence), micros(l.Delay))
 			}
 			// A lease in doubt (ended less than the clock bound ago) is
 			// still its holder's, so it is extended too.
-			b.WriteString(r.Replace(`) AS v (name, owner, ttl, fence) WHERE l.name = v.name AND l.owner = v.owner AND (v.fence = 0 OR l.fence = v.fence)
+			b.WriteString(r.Replace(`) AS v (name, owner, ttl, fence, delay) WHERE l.name = v.name AND l.owner = v.owner AND (v.fence = 0 OR l.fence = v.fence)
 	AND l.expires > {live_after} RETURNING l.name, l.owner, l.fence`))
 			rows, err := db.QueryContext(ctx, b.String(), args...)
 			if err != nil {

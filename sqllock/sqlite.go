@@ -37,7 +37,8 @@ func sqliteQueries(table string, bound time.Duration) *queries {
 	lim     INTEGER NOT NULL DEFAULT 0,
 	intent  TEXT NOT NULL DEFAULT '',
 	intent_expires INTEGER NOT NULL DEFAULT 0,
-	ttl     INTEGER NOT NULL DEFAULT 0
+	ttl     INTEGER NOT NULL DEFAULT 0,
+	delay   INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID`),
 		r.Replace(`CREATE INDEX IF NOT EXISTS "{table_index}" ON {t} (expires)`),
 		r.Replace(`CREATE TABLE IF NOT EXISTS {h} (
@@ -48,6 +49,7 @@ func sqliteQueries(table string, bound time.Duration) *queries {
 	meta    TEXT NOT NULL DEFAULT '',
 	shared  INTEGER NOT NULL,
 	lim     INTEGER NOT NULL,
+	delay   INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (name, owner)
 ) WITHOUT ROWID`),
 		r.Replace(`CREATE INDEX IF NOT EXISTS "{holders_index}" ON {h} (expires)`),
@@ -57,17 +59,22 @@ func sqliteQueries(table string, bound time.Duration) *queries {
 		{"intent", r.Replace(`ALTER TABLE {t} ADD COLUMN intent TEXT NOT NULL DEFAULT ''`)},
 		{"intent_expires", r.Replace(`ALTER TABLE {t} ADD COLUMN intent_expires INTEGER NOT NULL DEFAULT 0`)},
 		{"ttl", r.Replace(`ALTER TABLE {t} ADD COLUMN ttl INTEGER NOT NULL DEFAULT 0`)},
+		{"delay", r.Replace(`ALTER TABLE {t} ADD COLUMN delay INTEGER NOT NULL DEFAULT 0`)},
+	}
+	holderColumns := []column{
+		{"delay", r.Replace(`ALTER TABLE {h} ADD COLUMN delay INTEGER NOT NULL DEFAULT 0`)},
 	}
 	// A row is taken when free, when its lease ended more than the clock
 	// bound ago (excluded.fence is the clock), or when its stamp is the
 	// takeover (?5).
-	acquire := r.Replace(`INSERT INTO {t} (name, owner, fence, expires, meta, ttl) VALUES (?1, ?2, {now}, {now} + ?3, ?4, ?3)
+	acquire := r.Replace(`INSERT INTO {t} (name, owner, fence, expires, meta, ttl, delay) VALUES (?1, ?2, {now}, {now} + ?3, ?4, ?3, ?6)
 ON CONFLICT (name) DO UPDATE SET
 	fence = CASE WHEN owner = excluded.owner THEN fence ELSE max(excluded.fence, fence + 1) END,
 	owner = excluded.owner,
 	expires = excluded.expires,
 	meta = excluded.meta,
 	ttl = excluded.ttl,
+	delay = excluded.delay,
 	intent = CASE WHEN intent = excluded.owner THEN '' ELSE intent END
 WHERE owner = excluded.owner OR owner = '' OR expires <= excluded.fence - {bound}
 	OR (?5 <> '' AND owner <> '*' AND {stamp} = ?5)
@@ -79,9 +86,9 @@ FROM {t} WHERE name = ?1 AND owner <> ''`)
 	force := r.Replace(`UPDATE {t} SET owner = '', expires = {now}, intent = '' WHERE name = ?1 AND owner <> '' AND expires > {live_after}`)
 	cleanup := r.Replace(`DELETE FROM {t} WHERE name IN (SELECT name FROM {t} WHERE expires < {now} - ?1 AND intent_expires < {now} - ?2 LIMIT ?3)`)
 	cleanupHolders := r.Replace(`DELETE FROM {h} WHERE (name, owner) IN (SELECT name, owner FROM {h} WHERE expires < {now} - ?1 LIMIT ?2)`)
-	holders := r.Replace(`SELECT name, owner, fence, expires - {now}, meta, 0, 0 FROM {t} WHERE owner NOT IN ('', '*') AND expires > {live_after}
+	holders := r.Replace(`SELECT name, owner, fence, expires - {now}, meta, 0, 0, delay FROM {t} WHERE owner NOT IN ('', '*') AND expires > {live_after}
 UNION ALL
-SELECT name, owner, fence, expires - {now}, meta, shared, lim FROM {h} WHERE expires > {live_after}
+SELECT name, owner, fence, expires - {now}, meta, shared, lim, delay FROM {h} WHERE expires > {live_after}
 ORDER BY 1, 3`)
 	multi := newMultiSQL(t, h, clock{now: sqliteNow, liveAfter: liveAfter, plus: sqliteNow + ` + ?`, left: func(c string) string { return c + ` - ` + sqliteNow }}, false)
 	// The first statement of the transaction writes, so it takes SQLite's
@@ -99,11 +106,15 @@ RETURNING {now}, owner, fence, expires - {now}, lim, intent, intent_expires - {n
 					return fmt.Errorf("create table %s: %w", table, err)
 				}
 			}
-			return addColumns(ctx, db, `SELECT name FROM pragma_table_info(?1)`, table, columns)
+			const columnsOf = `SELECT name FROM pragma_table_info(?1)`
+			if err := addColumns(ctx, db, columnsOf, table, columns); err != nil {
+				return err
+			}
+			return addColumns(ctx, db, columnsOf, holdersTable(table), holderColumns)
 		},
 		acquire: func(ctx context.Context, db querier, l driver.Lease) (outcome, error) {
 			var fence int64
-			err := queryRow(ctx, db, acquire, []any{l.Name, l.Owner, micros(l.TTL), l.Metadata, l.Takeover}, &fence)
+			err := queryRow(ctx, db, acquire, []any{l.Name, l.Owner, leaseUs(l), l.Metadata, l.Takeover, micros(l.Delay)}, &fence)
 			if err == nil {
 				return outcome{Result: driver.Result{Acquired: true, Fence: uint64(fence)}}, nil
 			}
@@ -127,14 +138,14 @@ RETURNING {now}, owner, fence, expires - {now}, lim, intent, intent_expires - {n
 		},
 		refresh: func(ctx context.Context, db querier, ls []driver.Lease) (map[leaseKey]uint64, error) {
 			var b strings.Builder
-			args := make([]any, 0, 4*len(ls))
-			b.WriteString(r.Replace(`UPDATE {t} SET expires = {now} + v.column3 FROM (VALUES `))
+			args := make([]any, 0, 5*len(ls))
+			b.WriteString(r.Replace(`UPDATE {t} SET expires = {now} + v.column3, ttl = v.column3, delay = v.column5 FROM (VALUES `))
 			for i, l := range ls {
 				if i > 0 {
 					b.WriteString(", ")
 				}
-				b.WriteString("(?, ?, ?, ?)")
-				args = append(args, l.Name, l.Owner, micros(l.TTL), int64(l.Fence))
+				b.WriteString("(?, ?, ?, ?, ?)")
+				args = append(args, l.Name, l.Owner, leaseUs(l), int64(l.Fence), micros(l.Delay))
 			}
 			// A lease in doubt (ended less than the clock bound ago) is
 			// still its holder's, so it is extended too.

@@ -484,7 +484,7 @@ func (d *sqlDriver) oldTable(ctx context.Context, err error) bool {
 // (a refusal by the database is the core's to mark: see errorKinds).
 func (d *sqlDriver) explain(err error) error {
 	if oldSchema(err, d.table) {
-		return fmt.Errorf("table %s was created by an older dlock, without the columns and the table (%s) of shared locks and semaphores; add them with Migrate (or open once without migrate=false): %w", d.table, holdersTable(d.table), err)
+		return fmt.Errorf("table %s was created by an older dlock, without the columns or the table (%s) of this one (shared locks, semaphores, lock-delays); add them with Migrate (or open once without migrate=false): %w", d.table, holdersTable(d.table), err)
 	}
 	if d.noMigrate && missingTable(err) {
 		return fmt.Errorf("table %s does not exist and is not created with migrate=false (Options.NoMigrate); create it with Migrate: %w", d.table, err)

@@ -74,6 +74,7 @@ type namedLocks struct {
 	mu      sync.Mutex
 	closed  bool
 	prefix  string             // hash input before the name: database and table; "" until known
+	locker  string             // the Locker's id (its owners' prefix), once it has held a name; names its holder tag
 	want    map[string]*wanted // names held here
 	holding bool               // the holder goroutine runs
 	kick    chan struct{}      // wakes the holder goroutine; buffered
@@ -163,6 +164,13 @@ func (n *namedLocks) key(conn *sql.Conn, name string) (string, error) {
 	}
 	sum := sha256.Sum256([]byte(prefix + name))
 	return namedLockPrefix + hex.EncodeToString(sum[:24]), nil
+}
+
+// holderTag returns the named lock that the holder connection of the
+// Locker whose id is locker holds beside the names' (see evict).
+func (n *namedLocks) holderTag(conn *sql.Conn, locker string) (string, error) {
+	key, err := n.key(conn, "\x00holder\x00"+locker)
+	return key, err
 }
 
 // close stops the goroutines and releases the named locks.

@@ -3,6 +3,7 @@ package sqllock
 import (
 	"database/sql"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -46,6 +47,9 @@ func (n *namedLocks) take(name, owner string) {
 		n.want[name] = w
 	}
 	w.owners[owner] = struct{}{}
+	if n.locker == "" {
+		n.locker = lockerOf(owner)
+	}
 	n.startHolder()
 }
 
@@ -93,9 +97,10 @@ func (n *namedLocks) hold(conn *sql.Conn) {
 	defer n.wg.Done()
 	var (
 		have    = make(map[string]bool) // named locks held on conn
+		tagged  bool                    // conn holds the Locker's holder tag
 		backoff time.Duration           // pause before retrying a key held elsewhere
 	)
-	defer func() { n.releaseConn(conn, len(have) > 0) }()
+	defer func() { n.releaseConn(conn, len(have) > 0 || tagged) }()
 	for {
 		add, remove, due, done := n.plan(have)
 		if done {
@@ -106,6 +111,9 @@ func (n *namedLocks) hold(conn *sql.Conn) {
 			if conn == nil {
 				conn, err = n.db.Conn(n.ctx)
 			}
+			if err == nil && !tagged {
+				tagged, err = n.tag(conn)
+			}
 			if err == nil {
 				err = n.sync(conn, have, add, remove)
 			}
@@ -115,6 +123,7 @@ func (n *namedLocks) hold(conn *sql.Conn) {
 				discard(conn)
 				conn = nil
 				clear(have)
+				tagged = false
 			}
 		}
 		wait := due
@@ -199,4 +208,29 @@ func (n *namedLocks) sync(conn *sql.Conn, have map[string]bool, add, remove []st
 		}
 	}
 	return nil
+}
+
+// tag takes the Locker's holder tag on conn, the holder connection, so
+// that a Locker that resumes one of its holds can tell that connection
+// from any other session holding the name's key (see evict). It reports
+// whether conn holds it.
+func (n *namedLocks) tag(conn *sql.Conn) (bool, error) {
+	n.mu.Lock()
+	locker := n.locker
+	n.mu.Unlock()
+	tag, err := n.holderTag(conn, locker)
+	if err != nil {
+		return false, err
+	}
+	var got sql.NullInt64
+	err = conn.QueryRowContext(n.ctx, `SELECT GET_LOCK(?, 0)`, tag).Scan(&got)
+	return got.Int64 == 1, err
+}
+
+// lockerOf returns the Locker id of owner (see driver.Lease.Owner).
+func lockerOf(owner string) string {
+	if i := strings.LastIndexByte(owner, ':'); i >= 0 {
+		return owner[:i]
+	}
+	return owner
 }

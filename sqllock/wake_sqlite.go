@@ -298,3 +298,12 @@ func (w *wakeFiles) close() {
 		watcher.close()
 	}
 }
+
+// Resume moves l's hold to another owner and tells the name's observers.
+func (d *sqliteDriver) Resume(ctx context.Context, from, to driver.Lease) (driver.Result, error) {
+	res, err := d.sqlDriver.Resume(ctx, from, to)
+	if err == nil {
+		d.wakes.touch(ctx, d.wakes.wakeFile(from.Name)+changeSuffix)
+	}
+	return res, err
+}

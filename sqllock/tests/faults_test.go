@@ -28,9 +28,10 @@ type server interface {
 	Restart(t testing.TB)
 }
 
-// testServerPaused holds a lock while the server is stopped with SIGSTOP:
-// Done must close before the lease ends in the database, and new locks
-// work after Resume.
+// testServerPaused holds a lock while the server is stopped with SIGSTOP
+// (the adversary: a stalled database): Lock.Warnings must report renewals
+// failing before Done closes, Done must close before the lease ends in
+// the database, and new locks work after Resume.
 //
 // The check cannot race with the lease running out after Resume: it
 // compares two readings of the database's clock, the row's expiry and
@@ -44,6 +45,7 @@ func testServerPaused(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) {
 	l := newLocker(t, db, d, nil)
 	name := testkit.UniqueName(t, "sqllock")
 	k := testkit.MustTryAcquire(t, l, name, dlock.WithTTL(ttl))
+	warned := firstWarning(k)
 
 	s.Pause(t)
 	paused := time.Now()
@@ -68,6 +70,11 @@ func testServerPaused(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) {
 	if cause := context.Cause(k.Context()); !errors.Is(cause, dlock.ErrLost) {
 		t.Errorf("Cause(Context()) = %v, want ErrLost", cause)
 	}
+	if w := <-warned; w.IsZero() || w.After(doneAt) {
+		t.Errorf("Warnings gave no warning with an error before Done closed (first at %v, Done at %v)", w, doneAt)
+	} else {
+		t.Logf("the first warning came %v after Pause, %v before Done closed (TTL %v)", w.Sub(paused), doneAt.Sub(w), ttl)
+	}
 
 	var r leaseRow
 	testkit.Retry(t, "read the lease after Resume", func(ctx context.Context) (err error) {
@@ -84,6 +91,23 @@ func testServerPaused(t *testing.T, s server, db *sql.DB, d sqllock.Dialect) {
 	// New locks work after Resume, and the lost name is free once its
 	// lease ends.
 	wantWorksAfter(t, newLocker(t, db, d, nil), "Resume", k, ttl)
+}
+
+// firstWarning returns a channel that receives when k's Warnings first
+// reported an error (zero if none before it closed), once they close.
+func firstWarning(k *dlock.Lock) <-chan time.Time {
+	ws := k.Warnings()
+	first := make(chan time.Time, 1)
+	go func() {
+		var at time.Time
+		for w := range ws {
+			if w.Err != nil && at.IsZero() {
+				at = time.Now()
+			}
+		}
+		first <- at
+	}()
+	return first
 }
 
 // leaseRow is a lock's row and the database's clock, read together.

@@ -27,6 +27,7 @@ func testModes(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 	t.Run("CancelledWaitsLeaveNothing", func(t *testing.T) { testCancelledWaits(t, db, d) })
 	t.Run("SharedFences", func(t *testing.T) { testSharedFences(t, db, d) })
 	t.Run("UpgradeOldSchema", func(t *testing.T) { testUpgradeOldSchema(t, db, d) })
+	t.Run("UpgradePriorSchema", func(t *testing.T) { testUpgradePriorSchema(t, db, d) })
 	t.Run("LongTableName", func(t *testing.T) { testLongTableName(t, db, d) })
 }
 

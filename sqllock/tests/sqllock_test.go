@@ -110,7 +110,9 @@ func TestMariaDB(t *testing.T) {
 	t.Run("ServerPaused", func(t *testing.T) { testServerPaused(t, m, db, sqllock.MySQL) })
 	t.Run("ServerRestarted", func(t *testing.T) { testServerRestarted(t, m, db, sqllock.MySQL) })
 	t.Run("Wakeups", func(t *testing.T) { testMySQLWakeups(t, db, m.DSN()) })
+	t.Run("ResumeWakes", func(t *testing.T) { testMySQLResumeWakes(t, db, store) })
 	t.Run("RefreshBatches", func(t *testing.T) { testRefreshBatches(t, db, m.DSN(), sqllock.MySQL) })
+	t.Run("ResumeExtendTrips", func(t *testing.T) { testResumeExtendTrips(t, db, m.DSN(), sqllock.MySQL) })
 }
 
 func TestPostgres(t *testing.T) {
@@ -127,6 +129,7 @@ func TestPostgres(t *testing.T) {
 	t.Run("ListenerDownAtWatch", func(t *testing.T) { testListenerDownAtWatch(t, p, db) })
 	t.Run("PoolOfOne", func(t *testing.T) { testPoolOfOne(t, p) })
 	t.Run("RefreshBatches", func(t *testing.T) { testRefreshBatches(t, db, p.DSN(), sqllock.PostgreSQL) })
+	t.Run("ResumeExtendTrips", func(t *testing.T) { testResumeExtendTrips(t, db, p.DSN(), sqllock.PostgreSQL) })
 }
 
 func TestSQLite(t *testing.T) {
@@ -137,6 +140,7 @@ func TestSQLite(t *testing.T) {
 	t.Run("OpenURL", func(t *testing.T) { testOpenURL(t, "sqlite://"+path, newLocker(t, db, sqllock.SQLite, nil)) })
 	t.Run("Processes", func(t *testing.T) { testProcesses(t, "sqlite://"+path) })
 	t.Run("RefreshBatches", func(t *testing.T) { testRefreshBatches(t, db, sqliteDSN(path), sqllock.SQLite) })
+	t.Run("ResumeExtendTrips", func(t *testing.T) { testResumeExtendTrips(t, db, sqliteDSN(path), sqllock.SQLite) })
 }
 
 // testProperties runs the properties beyond the conformance suite that
@@ -153,6 +157,9 @@ func testProperties(t *testing.T, db *sql.DB, d sqllock.Dialect, store string) {
 	t.Run("Modes", func(t *testing.T) { testModes(t, db, d) })
 	t.Run("ClockDoubt", func(t *testing.T) { testDoubtRule(t, db, d) })
 	t.Run("RefreshBatchOwnerChecked", func(t *testing.T) { testRefreshBatchOwnerChecked(t, db, d) })
+	t.Run("ResumeProcesses", func(t *testing.T) { testResumeProcesses(t, db, d, store) })
+	t.Run("LockDelayKilled", func(t *testing.T) { testLockDelayKilled(t, db, d, store) })
+	t.Run("CheckHeld", func(t *testing.T) { testCheckHeld(t, db, d) })
 }
 
 func BenchmarkMariaDB(b *testing.B) {

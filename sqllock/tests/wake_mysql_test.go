@@ -72,14 +72,7 @@ func testWokenByServer(t *testing.T, db *sql.DB) {
 	if err != nil {
 		t.Fatalf("Acquire(%q) = %v, want a lock", name, err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		k, err := waiter.Acquire(t.Context(), name)
-		if err == nil {
-			err = k.Release(context.Background())
-		}
-		got <- err
-	}()
+	got := acquireAndRelease(t, waiter, name)
 	testkit.Eventually(t, "waiter blocked in GET_LOCK", func() bool { return userLockWaits(t, db) > before })
 	if err := k.Release(t.Context()); err != nil {
 		t.Fatalf("Release(%q) = %v, want nil", name, err)
