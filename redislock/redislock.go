@@ -372,7 +372,7 @@ const (
 func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue string, ticket int) (driver.Result, error) {
 	keep := 3 * heartbeat(l.TTL)
 	call := d.batch.run(&scriptCall{ctx: ctx, script: acquireScript, keys: d.keys(l.Name), wait: true, ttl: l.TTL,
-		args: []any{l.Owner, ms(l.TTL), l.Metadata, queue, ms(keep), d.channelPrefix(), modeArg(l), ticket, l.Takeover, ms(d.bound)}})
+		args: []any{l.Owner, ms(l.TTL + l.Delay), storedMeta(l), queue, ms(keep), d.channelPrefix(), modeArg(l), ticket, l.Takeover, ms(d.bound)}})
 	vals, err := call.cmd.Slice()
 	if err != nil {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
@@ -579,7 +579,7 @@ func (d *redisDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	errs := make([]error, len(ls))
 	calls := make([]*scriptCall, len(ls))
 	for i, l := range ls {
-		calls[i] = &scriptCall{ctx: ctx, script: refreshScript, keys: []string{Key(d.prefix, l.Name)}, args: []any{l.Owner, ms(l.TTL), strconv.FormatUint(l.Fence, 10), ms(d.bound)}, wait: true, ttl: l.TTL}
+		calls[i] = &scriptCall{ctx: ctx, script: refreshScript, keys: []string{Key(d.prefix, l.Name)}, args: []any{l.Owner, ms(l.TTL + l.Delay), strconv.FormatUint(l.Fence, 10), ms(d.bound)}, wait: true, ttl: l.TTL}
 	}
 	runScripts(ctx, d.c, d.wait, calls)
 	for i, c := range calls {
