@@ -80,7 +80,10 @@ func (d *rlDriver) holder(name string, ss []seen) (driver.Holder, bool) {
 		}
 		slices.Sort(rs)
 		h.Remaining = rs[len(rs)-d.quorum] // the quorum-th longest
-		return h, h.Fence != 0             // 0: still being acquired
+		var delay time.Duration
+		delay, h.Metadata = parseMeta(h.Metadata)
+		h.Delayed = delay > 0 && h.Remaining <= delay
+		return h, h.Fence != 0 // 0: still being acquired
 	}
 	return driver.Holder{}, false
 }
