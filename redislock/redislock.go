@@ -51,6 +51,28 @@
 //   - A holder that died is replaced about a TTL after its last renewal; a
 //     waiter that died loses its place after three heartbeats.
 //
+// # Resume, Extend and lock-delay
+//
+// The Locker implements Locker.Resume (Lock.Token), Lock.Extend and
+// dlock.WithLockDelay, in every mode, on a single node, Sentinel and
+// Cluster alike:
+//
+//   - Resume is one script call (one round trip, plus WAIT when
+//     WaitReplicas is set) that checks the old owner and token and renames
+//     the hold in place: same token, same mode, the new owner's lease and
+//     metadata. Waiters queued behind it stay queued and are handed the
+//     name when the new owner releases it. A token names the key prefix and
+//     database (Scope), never an address or a password.
+//   - Extend is the refresh of one lease with the new TTL: one round trip.
+//   - A hold WithLockDelay is written as a lease of TTL+delay: its key
+//     lives TTL+delay plus the clock bound from each acquisition and
+//     renewal, by the server's clock, and a waiter that observes the
+//     holder's state (see Guarantees) observes it for TTL+delay, on its own
+//     monotonic clock. A holder that crashed is therefore replaced no
+//     sooner than TTL+delay after its last renewal; a Release frees the
+//     name at once. The delay is stored in front of the holder's metadata
+//     (nothing for a hold without one), for Inspect's Delayed.
+//
 // # Limits
 //
 //   - Redis replicates asynchronously: a server restarted without
