@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/goredis/delaymeta"
 )
 
 // The issue-29 capabilities rlDriver provides.
@@ -102,32 +102,6 @@ func cmpErr(first, err error) error {
 	return err
 }
 
-// delayMark opens and closes the lock-delay, in ms, at the start of a
-// stored metadata field: "\xff" + ms + "\xff" + metadata. Users' metadata
-// is valid UTF-8 (dlock.WithMetadata), which never holds the byte 0xff,
-// so no user's metadata reads as a delay; a lease without a delay stores
-// its metadata as before.
-const delayMark = "\xff"
-
-// storedMeta is the metadata field the scripts store for l.
-func storedMeta(l driver.Lease) string {
-	if l.Delay <= 0 {
-		return l.Metadata
-	}
-	return delayMark + strconv.FormatInt(l.Delay.Milliseconds(), 10) + delayMark + l.Metadata
-}
-
-// parseMeta splits a stored metadata field into the lock-delay and the
-// user's metadata.
-func parseMeta(s string) (time.Duration, string) {
-	rest, ok := strings.CutPrefix(s, delayMark)
-	if !ok {
-		return 0, s
-	}
-	n, meta, ok := strings.Cut(rest, delayMark)
-	v, err := strconv.ParseInt(n, 10, 64)
-	if !ok || err != nil {
-		return 0, s
-	}
-	return time.Duration(v) * time.Millisecond, meta
-}
+// storedMeta is the metadata field the scripts store for l: the delay
+// in front of the metadata when l has one (see package delaymeta).
+func storedMeta(l driver.Lease) string { return delaymeta.Encode(l.Metadata, l.Delay) }

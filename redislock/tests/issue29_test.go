@@ -1,15 +1,11 @@
 package redislock_test
 
 import (
-	"context"
 	"errors"
 	"strconv"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
@@ -189,42 +185,11 @@ func TestWarningBeforeLossPausedServer(t *testing.T) {
 	const ttl = 2 * time.Second
 	l := newLocker(t, r.Client(t))
 	k := testkit.MustTryAcquire(t, l, "warn-paused", dlock.WithTTL(ttl))
-	ws := k.Warnings()
+	k.Warnings() // watched from before the pause
 	r.Pause(t)
 	defer r.Resume(t)
-	var warned time.Time
-	for warned.IsZero() {
-		select {
-		case w := <-ws:
-			if w.Err != nil {
-				warned = time.Now()
-				if testkit.IsClosed(k.Done()) {
-					t.Fatalf("the warning (%v) came after Done closed", w.Err)
-				}
-			}
-		case <-k.Done():
-			t.Fatalf("Done closed with no warning before it")
-		case <-time.After(ttl + slack):
-			t.Fatalf("no warning within %v of the pause", ttl+slack)
-		}
-	}
-	select {
-	case <-k.Done():
-	case <-time.After(ttl + slack):
-		t.Fatalf("Done still open %v after the warning", ttl+slack)
-	}
-	t.Logf("warning %v before Done (TTL %v)", time.Since(warned), ttl)
-}
-
-// counter counts a client's round trips (commands and pipelines).
-type counter struct{ n atomic.Int64 }
-
-func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
-}
-func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
+	early := testkit.WarnedBeforeDone(t, k, ttl+slack)
+	t.Logf("warning %v before Done (TTL %v)", early, ttl)
 }
 
 // TestResumeExtendRoundTrips: the adversary is a regression that turns
@@ -233,30 +198,12 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 func TestResumeExtendRoundTrips(t *testing.T) {
 	r := testserver.StartRedis(t)
 	client := r.Client(t)
-	cnt := &counter{}
+	cnt := &testserver.RoundTrips{}
 	client.AddHook(cnt)
 	a, b := newLocker(t, r.Client(t)), newLocker(t, client)
-	name := "round-trips"
-	for i := range 2 { // the first of each loads the script
-		k := testkit.MustTryAcquire(t, a, name)
-		before := cnt.n.Load()
-		rk, err := b.Resume(t.Context(), k.Token())
-		if err != nil {
-			t.Fatalf("Resume = %v", err)
-		}
-		resume := cnt.n.Load() - before
-		before = cnt.n.Load()
-		if err := rk.Extend(t.Context(), 5*time.Second); err != nil {
-			t.Fatalf("Extend = %v", err)
-		}
-		extend := cnt.n.Load() - before
-		testkit.MustRelease(t, rk)
-		if i == 1 {
-			t.Logf("round trips: Resume %d, Extend %d", resume, extend)
-			if resume != 1 || extend != 1 {
-				t.Errorf("round trips: Resume %d, Extend %d; want 1 each", resume, extend)
-			}
-		}
+	resume, extend := testkit.ResumeExtendCost(t, a, b, "round-trips", cnt.Count)
+	t.Logf("round trips: Resume %d, Extend %d", resume, extend)
+	if resume != 1 || extend != 1 {
+		t.Errorf("round trips: Resume %d, Extend %d; want 1 each", resume, extend)
 	}
 }
-

@@ -1,11 +1,9 @@
 package redlock_test
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/testkit"
+	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
 	"github.com/dlock-go/dlock/redlock"
 )
@@ -140,44 +139,13 @@ func TestWarningBeforeLossPausedMajority(t *testing.T) {
 	l := mustNew(t, clients(t, addrs(rs)), nil)
 	const ttl = 2 * time.Second
 	k := testkit.MustTryAcquire(t, l, "warn-paused", dlock.WithTTL(ttl))
-	ws := k.Warnings()
+	k.Warnings() // watched from before the pause
 	for _, r := range rs[:2] {
 		r.Pause(t)
 		defer r.Resume(t)
 	}
-	var warned time.Time
-	for warned.IsZero() {
-		select {
-		case w := <-ws:
-			if w.Err != nil {
-				warned = time.Now()
-				if testkit.IsClosed(k.Done()) {
-					t.Fatalf("the warning (%v) came after Done closed", w.Err)
-				}
-			}
-		case <-k.Done():
-			t.Fatalf("Done closed with no warning before it")
-		case <-time.After(ttl + issue29Slack):
-			t.Fatalf("no warning within %v of the pause", ttl+issue29Slack)
-		}
-	}
-	select {
-	case <-k.Done():
-	case <-time.After(ttl + issue29Slack):
-		t.Fatalf("Done still open %v after the warning", ttl+issue29Slack)
-	}
-	t.Logf("warning %v before Done (TTL %v)", time.Since(warned), ttl)
-}
-
-// counter counts a client's round trips (commands and pipelines).
-type counter struct{ n atomic.Int64 }
-
-func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
-}
-func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
+	early := testkit.WarnedBeforeDone(t, k, ttl+issue29Slack)
+	t.Logf("warning %v before Done (TTL %v)", early, ttl)
 }
 
 // TestResumeExtendRoundTrips: the adversary is a regression that turns
@@ -186,31 +154,14 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 func TestResumeExtendRoundTrips(t *testing.T) {
 	as := addrs(startMasters(t, 3))
 	cs, counted := clients(t, as), clients(t, as)
-	cnt := &counter{}
+	cnt := &testserver.RoundTrips{}
 	for _, c := range counted {
 		c.AddHook(cnt)
 	}
 	a, b := mustNew(t, cs, nil), mustNew(t, counted, nil)
-	name := "round-trips"
-	for i := range 2 { // the first of each loads the scripts
-		k := testkit.MustTryAcquire(t, a, name)
-		before := cnt.n.Load()
-		rk, err := b.Resume(t.Context(), k.Token())
-		if err != nil {
-			t.Fatalf("Resume = %v", err)
-		}
-		resume := cnt.n.Load() - before
-		before = cnt.n.Load()
-		if err := rk.Extend(t.Context(), 5*time.Second); err != nil {
-			t.Fatalf("Extend = %v", err)
-		}
-		extend := cnt.n.Load() - before
-		testkit.MustRelease(t, rk)
-		if i == 1 {
-			t.Logf("round trips over 3 masters: Resume %d, Extend %d", resume, extend)
-			if resume != 3 || extend != 3 {
-				t.Errorf("round trips over 3 masters: Resume %d, Extend %d; want 3 each (one per master)", resume, extend)
-			}
-		}
+	resume, extend := testkit.ResumeExtendCost(t, a, b, "round-trips", cnt.Count)
+	t.Logf("round trips over 3 masters: Resume %d, Extend %d", resume, extend)
+	if resume != 3 || extend != 3 {
+		t.Errorf("round trips over 3 masters: Resume %d, Extend %d; want 3 each (one per master)", resume, extend)
 	}
 }
