@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"testing"
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
 )
 
 // TokenHold is a worker for any backend, for Lock.Token and lock-delay
@@ -43,4 +45,37 @@ func TokenHold(ctx context.Context, args []string) error {
 		fmt.Println("released", k.Release(context.Background()))
 	}
 	return nil
+}
+
+// ResumeFromTokenHold runs the cross-process Resume scenario against a
+// TokenHold worker w that holds name with ttl (and no lock-delay): b
+// resumes the worker's hold from its printed token, refreshes and
+// releases it while the worker still runs, and c takes name. The
+// worker's next renewal must report the loss, its late Release must get
+// ErrNotHeld, and c's hold must survive it. It returns how long after
+// the Resume the worker reported the loss.
+func ResumeFromTokenHold(t testing.TB, w *Process, b, c *dlock.Locker, name string, ttl time.Duration) time.Duration {
+	t.Helper()
+	const slack = 2 * time.Second
+	tok := w.Expect(t, "token", 30*time.Second)
+	k, err := b.Resume(t.Context(), tok)
+	if err != nil {
+		t.Fatalf("Resume(the worker's token) = %v, want a lock", err)
+	}
+	resumed := time.Now()
+	if err := k.Refresh(t.Context()); err != nil {
+		t.Errorf("the resumed lock's Refresh = %v, want nil", err)
+	}
+	testkit.MustRelease(t, k)
+	third := testkit.MustTryAcquire(t, c, name, dlock.WithTTL(time.Minute))
+	w.Expect(t, "lost", ttl+slack)
+	lost := time.Since(resumed)
+	if got := w.Expect(t, "release notheld", slack); got != "true" {
+		t.Errorf("the worker's Release after the loss: ErrNotHeld %s, want true", got)
+	}
+	if err := third.Refresh(t.Context()); err != nil {
+		t.Errorf("the third owner's Refresh after the worker's late Release = %v, want nil", err)
+	}
+	testkit.MustRelease(t, third)
+	return lost
 }

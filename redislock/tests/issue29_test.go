@@ -25,24 +25,9 @@ func TestResumeAcrossProcesses(t *testing.T) {
 	const ttl = 3 * time.Second
 	name := "resume-across-processes"
 	w := testworker.Start(t, "token", "redis://"+r.Addr(), name, ttl.String(), "0s")
-	tok := w.Expect(t, "token", 30*time.Second)
 	b, c := newLocker(t, r.Client(t)), newLocker(t, r.Client(t))
-	k, err := b.Resume(t.Context(), tok)
-	if err != nil {
-		t.Fatalf("Resume(the worker's token) = %v, want a lock", err)
-	}
-	resumed := time.Now()
-	testkit.MustRelease(t, k)
-	third := testkit.MustTryAcquire(t, c, name, dlock.WithTTL(time.Minute))
-	w.Expect(t, "lost", ttl+slack)
-	t.Logf("the worker reported the loss %v after the Resume (TTL %v, renewals every TTL/3)", time.Since(resumed), ttl)
-	if got := w.Expect(t, "release notheld", slack); got != "true" {
-		t.Errorf("the worker's Release after the loss: ErrNotHeld %s, want true", got)
-	}
-	if err := third.Refresh(t.Context()); err != nil {
-		t.Errorf("the third owner's Refresh after the worker's late Release = %v, want nil", err)
-	}
-	testkit.MustRelease(t, third)
+	lost := testworker.ResumeFromTokenHold(t, w, b, c, name, ttl)
+	t.Logf("the worker reported the loss %v after the Resume (TTL %v)", lost, ttl)
 }
 
 // TestResumeKeepsQueue: the adversary is a waiter queued behind a hold

@@ -39,27 +39,9 @@ func TestResumeAcrossProcesses(t *testing.T) {
 	const ttl = 3 * time.Second
 	name := "resume-across-processes"
 	w := testworker.Start(t, "token", url, name, ttl.String(), "0s")
-	tok := w.Expect(t, "token", 30*time.Second)
 	b, c := mustNew(t, cs, nil), mustNew(t, cs, nil)
-	k, err := b.Resume(t.Context(), tok)
-	if err != nil {
-		t.Fatalf("Resume(the worker's token) = %v, want a lock", err)
-	}
-	resumed := time.Now()
-	if err := k.Refresh(t.Context()); err != nil {
-		t.Errorf("the resumed lock's Refresh = %v, want nil", err)
-	}
-	testkit.MustRelease(t, k)
-	third := testkit.MustTryAcquire(t, c, name, dlock.WithTTL(time.Minute))
-	w.Expect(t, "lost", ttl+issue29Slack)
-	t.Logf("the worker reported the loss %v after the Resume (TTL %v)", time.Since(resumed), ttl)
-	if got := w.Expect(t, "release notheld", issue29Slack); got != "true" {
-		t.Errorf("the worker's Release after the loss: ErrNotHeld %s, want true", got)
-	}
-	if err := third.Refresh(t.Context()); err != nil {
-		t.Errorf("the third owner's Refresh after the worker's late Release = %v, want nil", err)
-	}
-	testkit.MustRelease(t, third)
+	lost := testworker.ResumeFromTokenHold(t, w, b, c, name, ttl)
+	t.Logf("the worker reported the loss %v after the Resume (TTL %v)", lost, ttl)
 }
 
 // TestResumeGivesBackMinority: the adversary is a hold that lives on a
