@@ -56,6 +56,7 @@ func (d *redisDriver) Inspect(ctx context.Context, names []string) ([]driver.Hol
 			continue
 		}
 		h.Remaining = max(ttls[i].Val()-d.bound, 0) // the key outlives the lease by the clock bound
+		delayed(&h)
 		hs = append(hs, h)
 	}
 	if len(hashes) == 0 {
@@ -79,6 +80,7 @@ func (d *redisDriver) Inspect(ctx context.Context, names []string) ([]driver.Hol
 			if h, ok := parseHolder(k, v); ok {
 				ttl, _ := vals[2].(int64)
 				h.Remaining = max(time.Duration(ttl)*time.Millisecond-d.bound, 0)
+				delayed(&h)
 				hs = append(hs, h)
 			}
 			continue
@@ -124,8 +126,10 @@ func parseHolders(key string, vals []any, bound time.Duration) []driver.Holder {
 		if err1 != nil || err2 != nil || exp+bound.Milliseconds() <= now {
 			continue
 		}
-		hs = append(hs, driver.Holder{Name: name, Owner: owner, Fence: fence, Metadata: parts[2],
-			Remaining: time.Duration(max(exp-now, 0)) * time.Millisecond, Shared: mode == "s", Limit: limit})
+		h := driver.Holder{Name: name, Owner: owner, Fence: fence, Metadata: parts[2],
+			Remaining: time.Duration(max(exp-now, 0)) * time.Millisecond, Shared: mode == "s", Limit: limit}
+		delayed(&h)
+		hs = append(hs, h)
 	}
 	slices.SortFunc(hs, func(a, b driver.Holder) int { return cmp.Compare(a.Fence, b.Fence) })
 	return hs

@@ -51,6 +51,28 @@
 //   - A holder that died is replaced about a TTL after its last renewal; a
 //     waiter that died loses its place after three heartbeats.
 //
+// # Resume, Extend and lock-delay
+//
+// The Locker implements Locker.Resume (Lock.Token), Lock.Extend and
+// dlock.WithLockDelay, in every mode, on a single node, Sentinel and
+// Cluster alike:
+//
+//   - Resume is one script call (one round trip, plus WAIT when
+//     WaitReplicas is set) that checks the old owner and token and renames
+//     the hold in place: same token, same mode, the new owner's lease and
+//     metadata. Waiters queued behind it stay queued and are handed the
+//     name when the new owner releases it. A token names the key prefix and
+//     database (Scope), never an address or a password.
+//   - Extend is the refresh of one lease with the new TTL: one round trip.
+//   - A hold WithLockDelay is written as a lease of TTL+delay: its key
+//     lives TTL+delay plus the clock bound from each acquisition and
+//     renewal, by the server's clock, and a waiter that observes the
+//     holder's state (see Guarantees) observes it for TTL+delay, on its own
+//     monotonic clock. A holder that crashed is therefore replaced no
+//     sooner than TTL+delay after its last renewal; a Release frees the
+//     name at once. The delay is stored in front of the holder's metadata
+//     (nothing for a hold without one), for Inspect's Delayed.
+//
 // # Limits
 //
 //   - Redis replicates asynchronously: a server restarted without
@@ -382,7 +404,7 @@ const (
 func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue string, ticket int) (driver.Result, error) {
 	keep := 3 * heartbeat(l.TTL)
 	call := d.batch.run(&scriptCall{ctx: ctx, script: acquireScript, keys: d.keys(l.Name), wait: true, ttl: l.TTL,
-		args: []any{l.Owner, ms(l.TTL), l.Metadata, queue, ms(keep), d.channelPrefix(), modeArg(l), ticket, l.Takeover, ms(d.bound)}})
+		args: []any{l.Owner, ms(l.TTL + l.Delay), storedMeta(l), queue, ms(keep), d.channelPrefix(), modeArg(l), ticket, l.Takeover, ms(d.bound)}})
 	vals, err := call.cmd.Slice()
 	if err != nil {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
@@ -589,7 +611,7 @@ func (d *redisDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	errs := make([]error, len(ls))
 	calls := make([]*scriptCall, len(ls))
 	for i, l := range ls {
-		calls[i] = &scriptCall{ctx: ctx, script: refreshScript, keys: []string{Key(d.prefix, l.Name)}, args: []any{l.Owner, ms(l.TTL), strconv.FormatUint(l.Fence, 10), ms(d.bound)}, wait: true, ttl: l.TTL}
+		calls[i] = &scriptCall{ctx: ctx, script: refreshScript, keys: []string{Key(d.prefix, l.Name)}, args: []any{l.Owner, ms(l.TTL + l.Delay), strconv.FormatUint(l.Fence, 10), ms(d.bound)}, wait: true, ttl: l.TTL}
 	}
 	runScripts(ctx, d.c, d.wait, calls)
 	for i, c := range calls {

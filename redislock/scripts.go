@@ -59,6 +59,10 @@ var inspectHashScript = luascript.Must(luascript.New(lua, nil, "lua/inspect_hash
 // waitersScript counts a name's live queue entries (lua/waiters.lua).
 var waitersScript = luascript.Must(luascript.New(lua, nil, "lua/waiters.lua"))
 
+// resumeScript moves a hold to another owner, keeping its fence
+// (lua/resume.lua).
+var resumeScript = luascript.Must(luascript.New(lua, nil, "lua/resume.lua"))
+
 // scripts are every script of the package by name, for the test module.
 var scripts = map[string]*luascript.Script{
 	"acquire":      acquireScript,
@@ -68,4 +72,5 @@ var scripts = map[string]*luascript.Script{
 	"inspectHash":  inspectHashScript,
 	"fenceWrite":   fenceWriteScript,
 	"waiters":      waitersScript,
+	"resume":       resumeScript,
 }

@@ -70,7 +70,7 @@ func (d *rlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 		if !votes[i].granted {
 			return nil
 		}
-		n, err := fenceScript.Run(ctx, c, d.keys(l.Name)[:2], l.Owner, token, l.Metadata, markSeconds()).Int()
+		n, err := fenceScript.Run(ctx, c, d.keys(l.Name)[:2], l.Owner, token, storedMeta(l), markSeconds()).Int()
 		if err == nil && n != 1 {
 			err = driver.ErrNotHeld
 		}
@@ -99,7 +99,7 @@ func (d *rlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 
 // vote runs the acquire script on one master.
 func (d *rlDriver) vote(ctx context.Context, c redis.UniversalClient, l driver.Lease) vote {
-	r, err := acquireScript.Run(ctx, c, d.keys(l.Name), l.Owner, ms(l.TTL), l.Metadata).Slice()
+	r, err := acquireScript.Run(ctx, c, d.keys(l.Name), l.Owner, ms(l.TTL+l.Delay), storedMeta(l)).Slice()
 	if err != nil {
 		return vote{err: err}
 	}

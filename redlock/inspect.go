@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/goredis/delaymeta"
 )
 
 // inspectTimeout bounds Inspect's and ForceRelease's work on one master.
@@ -80,7 +81,10 @@ func (d *rlDriver) holder(name string, ss []seen) (driver.Holder, bool) {
 		}
 		slices.Sort(rs)
 		h.Remaining = rs[len(rs)-d.quorum] // the quorum-th longest
-		return h, h.Fence != 0             // 0: still being acquired
+		var delay time.Duration
+		delay, h.Metadata = delaymeta.Decode(h.Metadata)
+		h.Delayed = delay > 0 && h.Remaining <= delay
+		return h, h.Fence != 0 // 0: still being acquired
 	}
 	return driver.Holder{}, false
 }

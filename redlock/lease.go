@@ -92,7 +92,7 @@ func (d *rlDriver) refreshOn(ctx context.Context, c redis.UniversalClient, ls []
 		pipe := c.Pipeline()
 		cmds := make([]*redis.Cmd, len(ls))
 		for i, l := range ls {
-			keys, args := d.keys(l.Name)[:2], []any{l.Owner, ms(l.TTL), tokens[i], l.Metadata, markSeconds()}
+			keys, args := d.keys(l.Name)[:2], []any{l.Owner, ms(l.TTL + l.Delay), tokens[i], storedMeta(l), markSeconds()}
 			if attempt == 0 {
 				cmds[i] = refreshScript.EvalSha(ctx, pipe, keys, args...)
 			} else {

@@ -47,6 +47,23 @@
 //     one failed dial (Open's clients neither retry a command nor redial),
 //     a silent one (stopped, or cut off) the whole NodeTimeout.
 //
+// # Resume, Extend and lock-delay
+//
+//   - Locker.Resume runs one script on every master in parallel (one round
+//     trip): where an attempt of the old owner holds the key with the
+//     token, the key moves to the new owner with the same token and the new
+//     lease. The hold is resumed if a majority moved it within the new
+//     TTL's validity (TTL − elapsed − drift); otherwise what moved is given
+//     back. The token names the key prefix (Scope), no address or password.
+//   - Lock.Extend is the refresh of one lease with the new TTL: one round
+//     trip to every master in parallel, held if a majority still held it.
+//   - dlock.WithLockDelay: each master's key lives TTL+delay (PX) from each
+//     acquisition and refresh, by that master's clock, while the validity
+//     arithmetic stays on the TTL; a crashed holder's name is taken again
+//     once a majority of its keys expired, TTL+delay after its last refresh
+//     (less a master's clock running fast, as for any expiry). Release
+//     deletes the keys at once.
+//
 // # Limits
 //
 //   - Exclusion rests on bounded clock drift, Redlock's own assumption: a

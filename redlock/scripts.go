@@ -43,6 +43,10 @@ var releaseAnyScript = luascript.Must(luascript.New(lua, nil, "lua/release_any.l
 // forceReleaseScript deletes L whatever its owner (lua/force_release.lua).
 var forceReleaseScript = luascript.Must(luascript.New(lua, nil, "lua/force_release.lua"))
 
+// resumeScript moves L from one owner to another, keeping its token
+// (lua/resume.lua).
+var resumeScript = luascript.Must(luascript.New(lua, nil, "lua/resume.lua"))
+
 // scripts are every script of the package by name, for the test module.
 var scripts = map[string]*luascript.Script{
 	"acquire":      acquireScript,
@@ -51,4 +55,5 @@ var scripts = map[string]*luascript.Script{
 	"release":      releaseScript,
 	"releaseAny":   releaseAnyScript,
 	"forceRelease": forceReleaseScript,
+	"resume":       resumeScript,
 }

@@ -20,6 +20,7 @@ func TestMain(m *testing.M) {
 		"hold":  testworker.Hold,
 		"count": countWorker,
 		"ping":  pingWorker,
+		"token": testworker.TokenHold,
 	})
 	os.Exit(m.Run())
 }

@@ -24,6 +24,7 @@ func TestMain(m *testing.M) {
 		"count": testworker.Count,
 		"pause": pauseWorker,
 		"quiet": quietWorker,
+		"token": testworker.TokenHold,
 	})
 	os.Exit(m.Run())
 }
