@@ -37,7 +37,7 @@ func queueOn(e *testserver.Etcd, cli *clientv3.Client) sessionlocktest.Queue {
 }
 
 func TestMain(m *testing.M) {
-	testworker.Run(map[string]testworker.Func{"hold": testworker.Hold, "tokenhold": tokenHold})
+	testworker.Run(map[string]testworker.Func{"hold": testworker.Hold, "tokenhold": testworker.TokenHold})
 	sessionlocktest.Main(m)
 }
 

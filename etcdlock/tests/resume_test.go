@@ -1,11 +1,6 @@
 package etcdlock_test
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -16,52 +11,6 @@ import (
 	"github.com/dlock-go/dlock/internal/testworker"
 )
 
-// tokenHold is a worker: args are a store URL, a lock name, a TTL and a
-// lock-delay (0s for none). It takes the lock (renewed), prints "token
-// TOKEN", and holds it until signalled (then releases it) or until its
-// Done closes: then it prints "lost UNIXNANO CAUSE", releases, and prints
-// "release notheld=BOOL ERR".
-func tokenHold(ctx context.Context, args []string) error {
-	if len(args) != 4 {
-		return fmt.Errorf("tokenhold: want STORE NAME TTL DELAY, got %q", args)
-	}
-	delay, err := time.ParseDuration(args[3])
-	if err != nil {
-		return err
-	}
-	l, name, ttl, err := testworker.OpenStore(ctx, "tokenhold", args[:3])
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	opts := []dlock.Option{dlock.WithTTL(ttl)}
-	if delay > 0 {
-		opts = append(opts, dlock.WithLockDelay(delay))
-	}
-	k, err := l.Acquire(ctx, name, opts...)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("token %s\n", k.Token())
-	select {
-	case <-k.Done():
-		fmt.Printf("lost %d %v\n", time.Now().UnixNano(), context.Cause(k.Context()))
-		err := k.Release(context.Background())
-		fmt.Printf("release notheld=%t %v\n", errors.Is(err, dlock.ErrNotHeld), err)
-		return nil
-	case <-ctx.Done():
-		return k.Release(context.Background())
-	}
-}
-
-// startTokenHolder starts a tokenHold worker on e and returns it with its
-// lock's token once it holds the lock.
-func startTokenHolder(t *testing.T, e *testserver.Etcd, name string, ttl, delay time.Duration) (*testworker.Process, string) {
-	t.Helper()
-	p := testworker.Start(t, "tokenhold", "etcd://"+e.Addr(), name, ttl.String(), delay.String())
-	return p, p.Expect(t, "token", 30*time.Second)
-}
-
 // A job handed on: the adversary is the first holder, a process that
 // still runs and renews while another process resumes its hold and
 // releases it. The facts, in order: the Resume succeeds; the worker's
@@ -71,7 +20,7 @@ func TestResumeAcrossProcesses(t *testing.T) {
 	e := testserver.StartEtcd(t)
 	cli := e.Client(t)
 	name := "resume/" + t.Name()
-	p, tok := startTokenHolder(t, e, name, 3*time.Second, 0)
+	p, tok := testworker.StartTokenHold(t, "etcd://"+e.Addr(), name, 3*time.Second, 0)
 	l, other := newLocker(t, cli, nil), newLocker(t, cli, nil)
 
 	before := time.Now()
@@ -82,21 +31,13 @@ func TestResumeAcrossProcesses(t *testing.T) {
 	testkit.WantNotAcquired(t, other, name, "after Resume, while the worker runs")
 	testkit.MustRelease(t, r)
 
-	lost := strings.Fields(p.Expect(t, "lost", 10*time.Second))
-	if len(lost) == 0 {
-		t.Fatalf("worker printed no loss time")
-	}
-	ns, err := strconv.ParseInt(lost[0], 10, 64)
-	if err != nil {
-		t.Fatalf("worker's loss time %q: %v", lost[0], err)
-	}
-	if lostAt := time.Unix(0, ns); lostAt.Before(before) {
+	if lostAt, _ := testworker.ExpectLost(t, p, 10*time.Second); lostAt.Before(before) {
 		t.Errorf("the worker's Done closed %v before Resume was called", before.Sub(lostAt))
 	} else {
 		t.Logf("the worker's Done closed %v after Resume was called (its TTL: 3s, renewed every 1s)", lostAt.Sub(before))
 	}
-	if rel := p.Expect(t, "release", 10*time.Second); !strings.HasPrefix(rel, "notheld=true") {
-		t.Errorf("the worker's Release after Resume: %s; want ErrNotHeld", rel)
+	if notHeld, err := testworker.ExpectRelease(t, p, 10*time.Second); !notHeld {
+		t.Errorf("the worker's Release after Resume = %s, want ErrNotHeld", err)
 	}
 	if err := p.Wait(t, 10*time.Second); err != nil {
 		t.Errorf("worker exited with %v", err)
@@ -115,7 +56,7 @@ func TestLockDelayAfterKill(t *testing.T) {
 	waiter := newLocker(t, cli, nil)
 
 	name := "delay/" + t.Name()
-	p, _ := startTokenHolder(t, e, name, ttl, delay)
+	p, _ := testworker.StartTokenHold(t, "etcd://"+e.Addr(), name, ttl, delay)
 	got := testkit.AcquireAsync(t.Context(), waiter, name)
 	testkit.WantWaiting(t, got, name)
 	p.Kill(t)
@@ -137,7 +78,7 @@ func TestLockDelayAfterKill(t *testing.T) {
 
 	clean := name + "-released"
 	const long = 30 * time.Second
-	p2, _ := startTokenHolder(t, e, clean, ttl, long)
+	p2, _ := testworker.StartTokenHold(t, "etcd://"+e.Addr(), clean, ttl, long)
 	got2 := testkit.AcquireAsync(t.Context(), waiter, clean)
 	testkit.WantWaiting(t, got2, clean)
 	p2.Signal(t, syscall.SIGTERM)

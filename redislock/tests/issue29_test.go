@@ -3,7 +3,6 @@ package redislock_test
 import (
 	"errors"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,9 +23,9 @@ func TestResumeAcrossProcesses(t *testing.T) {
 	r := testserver.StartRedis(t)
 	const ttl = 3 * time.Second
 	name := "resume-across-processes"
-	w := testworker.Start(t, "token", "redis://"+r.Addr(), name, ttl.String(), "0s")
+	w, tok := testworker.StartTokenHold(t, "redis://"+r.Addr(), name, ttl, 0)
 	b, c := newLocker(t, r.Client(t)), newLocker(t, r.Client(t))
-	lost := testworker.ResumeFromTokenHold(t, w, b, c, name, ttl)
+	lost := testworker.ResumeFromTokenHold(t, w, tok, b, c, name, ttl)
 	t.Logf("the worker reported the loss %v after the Resume (TTL %v)", lost, ttl)
 }
 
@@ -101,8 +100,7 @@ func TestLockDelayAfterKill(t *testing.T) {
 	client := r.Client(t)
 	const ttl, delay = time.Second, 2 * time.Second
 	name := "delay-kill"
-	w := testworker.Start(t, "token", "redis://"+r.Addr(), name, ttl.String(), delay.String())
-	w.Expect(t, "token", 30*time.Second)
+	w, _ := testworker.StartTokenHold(t, "redis://"+r.Addr(), name, ttl, delay)
 	w.Kill(t)
 	// The key lives TTL+delay plus the clock bound from the last renewal:
 	// its PTTL dates that renewal (no later than this estimate).
@@ -123,12 +121,8 @@ func TestLockDelayAfterKill(t *testing.T) {
 	}
 	testkit.MustRelease(t, next.Lock)
 
-	clean := testworker.Start(t, "token", "redis://"+r.Addr(), name, ttl.String(), time.Minute.String())
-	clean.Expect(t, "token", 30*time.Second)
-	clean.Signal(t, syscall.SIGTERM)
-	if got := clean.Expect(t, "released", slack); got != "<nil>" {
-		t.Fatalf("the clean holder's Release = %s, want <nil>", got)
-	}
+	clean, _ := testworker.StartTokenHold(t, "redis://"+r.Addr(), name, ttl, time.Minute)
+	testworker.StopTokenHold(t, clean, slack)
 	testkit.MustRelease(t, testkit.MustTryAcquire(t, l, name)) // at once: no lock-delay after a release
 }
 

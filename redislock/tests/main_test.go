@@ -17,10 +17,10 @@ import (
 
 func TestMain(m *testing.M) {
 	testworker.Run(map[string]testworker.Func{
-		"hold":  testworker.Hold,
-		"count": countWorker,
-		"ping":  pingWorker,
-		"token": testworker.TokenHold,
+		"hold":      testworker.Hold,
+		"count":     countWorker,
+		"ping":      pingWorker,
+		"tokenhold": testworker.TokenHold,
 	})
 	os.Exit(m.Run())
 }

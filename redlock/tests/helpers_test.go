@@ -21,10 +21,10 @@ import (
 
 func TestMain(m *testing.M) {
 	testworker.Run(map[string]testworker.Func{
-		"count": testworker.Count,
-		"pause": pauseWorker,
-		"quiet": quietWorker,
-		"token": testworker.TokenHold,
+		"count":     testworker.Count,
+		"pause":     pauseWorker,
+		"quiet":     quietWorker,
+		"tokenhold": testworker.TokenHold,
 	})
 	os.Exit(m.Run())
 }

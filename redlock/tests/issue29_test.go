@@ -4,7 +4,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,9 +37,9 @@ func TestResumeAcrossProcesses(t *testing.T) {
 	url, cs := threeMasters(t)
 	const ttl = 3 * time.Second
 	name := "resume-across-processes"
-	w := testworker.Start(t, "token", url, name, ttl.String(), "0s")
+	w, tok := testworker.StartTokenHold(t, url, name, ttl, 0)
 	b, c := mustNew(t, cs, nil), mustNew(t, cs, nil)
-	lost := testworker.ResumeFromTokenHold(t, w, b, c, name, ttl)
+	lost := testworker.ResumeFromTokenHold(t, w, tok, b, c, name, ttl)
 	t.Logf("the worker reported the loss %v after the Resume (TTL %v)", lost, ttl)
 }
 
@@ -72,8 +71,7 @@ func TestLockDelayAfterKill(t *testing.T) {
 	url, cs := threeMasters(t)
 	const ttl, delay = time.Second, 2 * time.Second
 	name := "delay-kill"
-	w := testworker.Start(t, "token", url, name, ttl.String(), delay.String())
-	w.Expect(t, "token", 30*time.Second)
+	w, _ := testworker.StartTokenHold(t, url, name, ttl, delay)
 	w.Kill(t)
 	// Each key lives TTL+delay from the last refresh that reached its
 	// master: its PTTL, read after before, dates that refresh no earlier
@@ -104,12 +102,8 @@ func TestLockDelayAfterKill(t *testing.T) {
 	}
 	testkit.MustRelease(t, next.Lock)
 
-	clean := testworker.Start(t, "token", url, name, ttl.String(), time.Minute.String())
-	clean.Expect(t, "token", 30*time.Second)
-	clean.Signal(t, syscall.SIGTERM)
-	if got := clean.Expect(t, "released", issue29Slack); got != "<nil>" {
-		t.Fatalf("the clean holder's Release = %s, want <nil>", got)
-	}
+	clean, _ := testworker.StartTokenHold(t, url, name, ttl, time.Minute)
+	testworker.StopTokenHold(t, clean, issue29Slack)
 	testkit.MustRelease(t, testkit.MustTryAcquire(t, l, name)) // at once: no lock-delay after a release
 }
 

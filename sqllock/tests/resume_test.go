@@ -3,9 +3,6 @@ package sqllock_test
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -16,50 +13,6 @@ import (
 	"github.com/dlock-go/dlock/sqllock"
 )
 
-// tokenHoldWorker takes a lock (args: store URL, name, TTL, lock-delay),
-// renewed, and prints "token TOKEN". When the lock is lost it prints
-// "lost CAUSE"; then, or when signalled, it releases the lock and prints
-// "release notheld=BOOL ERR".
-func tokenHoldWorker(ctx context.Context, args []string) error {
-	if len(args) != 4 {
-		return fmt.Errorf("tokenhold: want STORE NAME TTL DELAY, got %q", args)
-	}
-	l, name, ttl, err := testworker.OpenStore(ctx, "tokenhold", args[:3])
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	delay, err := time.ParseDuration(args[3])
-	if err != nil {
-		return err
-	}
-	opts := []dlock.Option{dlock.WithTTL(ttl)}
-	if delay > 0 {
-		opts = append(opts, dlock.WithLockDelay(delay))
-	}
-	k, err := l.Acquire(ctx, name, opts...)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("token %s\n", k.Token())
-	select {
-	case <-k.Done():
-		fmt.Printf("lost %v\n", context.Cause(k.Context()))
-	case <-ctx.Done():
-	}
-	err = k.Release(context.Background())
-	fmt.Printf("release notheld=%t %v\n", errors.Is(err, dlock.ErrNotHeld), err)
-	return nil
-}
-
-// startTokenHolder starts a tokenhold worker and returns it with its
-// lock's token once it holds the lock.
-func startTokenHolder(t *testing.T, store, name string, ttl, delay time.Duration) (*testworker.Process, string) {
-	t.Helper()
-	w := testworker.Start(t, "tokenhold", store, name, ttl.String(), delay.String())
-	return w, w.Expect(t, "token ", 30*time.Second)
-}
-
 // testResumeProcesses: a worker process holds a lock; this process
 // resumes it from its token and releases it while the worker still runs
 // (the adversary: a second holder that believes it still holds the
@@ -69,7 +22,7 @@ func startTokenHolder(t *testing.T, store, name string, ttl, delay time.Duration
 func testResumeProcesses(t *testing.T, db *sql.DB, d sqllock.Dialect, store string) {
 	const ttl = 3 * time.Second
 	name := testkit.UniqueName(t, "sqllock")
-	w, token := startTokenHolder(t, store, name, ttl, 0)
+	w, token := testworker.StartTokenHold(t, store, name, ttl, 0)
 	l := newLocker(t, db, d, nil)
 	k, err := l.Resume(t.Context(), token)
 	if err != nil {
@@ -78,10 +31,10 @@ func testResumeProcesses(t *testing.T, db *sql.DB, d sqllock.Dialect, store stri
 	resumed := time.Now()
 	testkit.MustRelease(t, k)
 	other := testkit.MustTryAcquire(t, newLocker(t, db, d, nil), name) // freed at once
-	lost := w.Expect(t, "lost ", 2*ttl)
-	t.Logf("the worker saw the loss %v after the Resume (TTL %v): %s", time.Since(resumed), ttl, lost)
-	if got := w.Expect(t, "release ", ttl); !strings.HasPrefix(got, "notheld=true") {
-		t.Errorf("the worker's Release after the Resume: %s, want ErrNotHeld", got)
+	lostAt, cause := testworker.ExpectLost(t, w, 2*ttl)
+	t.Logf("the worker saw the loss %v after the Resume (TTL %v): %s", lostAt.Sub(resumed), ttl, cause)
+	if notHeld, err := testworker.ExpectRelease(t, w, ttl); !notHeld {
+		t.Errorf("the worker's Release after the Resume = %s, want ErrNotHeld", err)
 	}
 	if err := other.Refresh(t.Context()); err != nil {
 		t.Errorf("the new holder's Refresh after the old holder's Release = %v, want nil", err)
@@ -97,7 +50,7 @@ func testResumeProcesses(t *testing.T, db *sql.DB, d sqllock.Dialect, store stri
 func testLockDelayKilled(t *testing.T, db *sql.DB, d sqllock.Dialect, store string) {
 	const ttl, delay = 2 * time.Second, 3 * time.Second
 	name := testkit.UniqueName(t, "sqllock")
-	w, _ := startTokenHolder(t, store, name, ttl, delay)
+	w, _ := testworker.StartTokenHold(t, store, name, ttl, delay)
 	w.Kill(t)
 	killed := time.Now()
 	h := holder(t, db, d, "", name)
@@ -118,11 +71,8 @@ func testLockDelayKilled(t *testing.T, db *sql.DB, d sqllock.Dialect, store stri
 	}
 	testkit.MustRelease(t, k)
 
-	w, _ = startTokenHolder(t, store, name, ttl, time.Minute)
-	w.Signal(t, syscall.SIGTERM)
-	if got := w.Expect(t, "release ", 10*time.Second); !strings.HasPrefix(got, "notheld=false") {
-		t.Fatalf("the worker's Release: %s, want nil", got)
-	}
+	w, _ = testworker.StartTokenHold(t, store, name, ttl, time.Minute)
+	testworker.StopTokenHold(t, w, 10*time.Second)
 	testkit.MustRelease(t, testkit.MustTryAcquire(t, l, name)) // a release frees at once, delay or not
 }
 
@@ -141,7 +91,7 @@ const sqllockBound = 10 * time.Second
 func testMySQLResumeWakes(t *testing.T, db *sql.DB, store string) {
 	const ttl = time.Minute
 	name := testkit.UniqueName(t, "sqllock")
-	w, token := startTokenHolder(t, store, name, ttl, 0)
+	w, token := testworker.StartTokenHold(t, store, name, ttl, 0)
 	waiter := newLocker(t, db, sqllock.MySQL, &sqllock.Options{MaxRetryInterval: ttl})
 	before := userLockWaits(t, db)
 	got := acquireAndRelease(t, waiter, name)
