@@ -7,36 +7,40 @@ import (
 	"github.com/dlock-go/dlock"
 )
 
-// WarnedBeforeDone waits up to limit for a value with Err set on k's
-// Warnings, then up to limit for k's Done, and returns how long before
-// Done closed the warning came. It fails the test if Done closes first
-// (or with the warning still unread), or either wait runs out.
-func WarnedBeforeDone(t testing.TB, k *dlock.Lock, limit time.Duration) time.Duration {
+// WarnedBeforeDone waits up to limit for a value with Err set on ws,
+// k's Warnings channel taken before the fault (Warnings reports only
+// from its first call), then up to limit for k's Done, and returns when
+// the warning was read and when Done closed. It fails the test if Done
+// closes first (or with the warning still unread), or either wait runs
+// out. A test calls it at once after the fault, so that the warning is
+// read when it comes.
+func WarnedBeforeDone(t testing.TB, k *dlock.Lock, ws <-chan dlock.Warning, limit time.Duration) (warned, done time.Time) {
 	t.Helper()
-	ws := k.Warnings()
 	deadline := time.After(limit)
-	var warned time.Time
 	for warned.IsZero() {
 		select {
-		case w := <-ws:
-			if w.Err != nil {
-				warned = time.Now()
-				if IsClosed(k.Done()) {
-					t.Fatalf("the warning (%v) came after Done closed", w.Err)
-				}
+		case w, ok := <-ws:
+			switch {
+			case !ok:
+				t.Fatalf("Warnings closed (Done closed) before any warning with an error")
+			case w.Err == nil:
+				continue
 			}
-		case <-k.Done():
-			t.Fatalf("Done closed with no warning before it")
+			warned = time.Now()
+			if IsClosed(k.Done()) {
+				t.Fatalf("the warning (%v) came after Done closed", w.Err)
+			}
 		case <-deadline:
-			t.Fatalf("no warning within %v", limit)
+			t.Fatalf("no warning with an error within %v", limit)
 		}
 	}
 	select {
 	case <-k.Done():
+		return warned, time.Now()
 	case <-time.After(limit):
 		t.Fatalf("Done still open %v after the warning", limit)
+		return warned, time.Time{}
 	}
-	return time.Since(warned)
 }
 
 // ResumeExtendCost resumes on b a lock on name that a holds, then

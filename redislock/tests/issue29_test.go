@@ -164,11 +164,11 @@ func TestWarningBeforeLossPausedServer(t *testing.T) {
 	const ttl = 2 * time.Second
 	l := newLocker(t, r.Client(t))
 	k := testkit.MustTryAcquire(t, l, "warn-paused", dlock.WithTTL(ttl))
-	k.Warnings() // watched from before the pause
+	ws := k.Warnings() // watched from before the pause
 	r.Pause(t)
 	defer r.Resume(t)
-	early := testkit.WarnedBeforeDone(t, k, ttl+slack)
-	t.Logf("warning %v before Done (TTL %v)", early, ttl)
+	warned, done := testkit.WarnedBeforeDone(t, k, ws, ttl+slack)
+	t.Logf("warning %v before Done (TTL %v)", done.Sub(warned), ttl)
 }
 
 // TestResumeExtendRoundTrips: the adversary is a regression that turns

@@ -115,13 +115,13 @@ func TestWarningBeforeLossPausedMajority(t *testing.T) {
 	l := mustNew(t, clients(t, addrs(rs)), nil)
 	const ttl = 2 * time.Second
 	k := testkit.MustTryAcquire(t, l, "warn-paused", dlock.WithTTL(ttl))
-	k.Warnings() // watched from before the pause
+	ws := k.Warnings() // watched from before the pause
 	for _, r := range rs[:2] {
 		r.Pause(t)
 		defer r.Resume(t)
 	}
-	early := testkit.WarnedBeforeDone(t, k, ttl+issue29Slack)
-	t.Logf("warning %v before Done (TTL %v)", early, ttl)
+	warned, done := testkit.WarnedBeforeDone(t, k, ws, ttl+issue29Slack)
+	t.Logf("warning %v before Done (TTL %v)", done.Sub(warned), ttl)
 }
 
 // TestResumeExtendRoundTrips: the adversary is a regression that turns
