@@ -65,7 +65,7 @@ func startZooKeeper(t *testing.T, _ string, _ time.Duration) *target {
 	return &target{
 		peak: map[string]float64{"state watches": zkMaxWatches, "state znodes": base + soak.Names + 1 + 1 + zkMaxChildren},
 		peakDoc: map[string]string{"state watches": "zklock doc: a waiter watches at most the n children before its own (n = 1 for a lock, the limit for a permit), and each goroutine waits for one name at a time",
-			"state znodes": "zklock doc: one container parent per name used (and soak-prepare's), plus /dlock and the server's own, and an ephemeral child per goroutine, twice across a restart (a killed session's children stay until it expires)"},
+			"state znodes": "zklock doc: one container parent per name used (and soak-prepare's), plus /dlock and the server's own, and an ephemeral child per goroutine, three times across a restart (a killed session's children stay until it expires; a wait that ended while the connection was down leaves an orphan until the reaper runs)"},
 		url: "zk://" + z.Addr(), fault: "ZooKeeper killed with -9 and restarted (sessions and znodes persist)",
 		restart: z.Restart, pids: z.PIDs, probe: probe,
 		left: func(t *testing.T) (map[string]float64, map[string]float64, map[string]string) {

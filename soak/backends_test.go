@@ -74,10 +74,17 @@ const (
 	zkMaxWatches = workers * soak.Goroutines * soak.SemaphoreLimit
 	// zklock: each goroutine holds or waits with one ephemeral child at a
 	// time; across the restart a killed session's children stay until it
-	// expires, beside the new session's. The parents grow to one per name
-	// while the workload touches its names for the first time (a growth
-	// towards a documented bound is no leak; one past it fails).
-	zkMaxChildren = 2 * workers * soak.Goroutines
+	// expires, beside the new session's, and a wait whose ctx ended while
+	// the connection was down leaves its child as an orphan, deleted once
+	// the connection is back (zklock's reaper, every session poll): three
+	// at most. Since Open bounds the handshake (zklock.BoundedDialer),
+	// the clients come back within the soak instead of hanging up to 53 s
+	// on a restarting server, and all three meet (1,285 and 1,345 znodes
+	// against the earlier bound of 1,263 in two of three ./scripts/test
+	// runs; 338 children for 128 goroutines). The parents grow to one per
+	// name while the workload touches its names for the first time (a
+	// growth towards a documented bound is no leak; one past it fails).
+	zkMaxChildren = 3 * workers * soak.Goroutines
 )
 
 // sqlPeak bounds the SQL stores' lease rows at every sample: one per
