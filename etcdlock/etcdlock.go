@@ -253,7 +253,7 @@ func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver
 		cli:        cli,
 		ownClient:  ownClient,
 		prefix:     o.Prefix,
-		sessionTTL: int64((o.SessionTTL + time.Second - 1) / time.Second),
+		sessionTTL: ceilSeconds(o.SessionTTL),
 		sessions:   make(map[int64]*session),
 		views:      views{slots: make(map[string]*viewSlot)},
 		ctx:        ctx,

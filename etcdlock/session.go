@@ -58,7 +58,7 @@ func (d *etcdDriver) leaseSeconds(ttl time.Duration) int64 {
 	if ttl <= 0 {
 		ttl = dlock.DefaultTTL
 	}
-	return max(int64((ttl+time.Second-1)/time.Second), minLeaseSeconds)
+	return max(ceilSeconds(ttl), minLeaseSeconds)
 }
 
 // minLeaseSeconds is the shortest session lease: etcd's own minimum with
