@@ -9,7 +9,6 @@
 package testserver
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -135,11 +135,7 @@ func (p *process) logTail() string {
 	if err != nil {
 		return "\t(no log: " + err.Error() + ")"
 	}
-	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
-	if len(lines) > logTailLines {
-		lines = lines[len(lines)-logTailLines:]
-	}
-	return "\t" + string(bytes.Join(lines, []byte("\n\t")))
+	return "\t" + strings.ReplaceAll(lastLines(data, logTailLines), "\n", "\n\t")
 }
 
 // probeFunc checks whether the server process with the given pid answers on
