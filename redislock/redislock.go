@@ -185,7 +185,7 @@ type Options struct {
 	// MaxRetryInterval bounds how long a waiter waits for a wake-up
 	// before trying again (a waiter never waits longer than the holder's
 	// remaining lease either). It must not be negative.
-	// Default: dlock.DefaultMaxRetryInterval.
+	// Default: driver.DefaultMaxRetryInterval.
 	MaxRetryInterval time.Duration
 
 	// WaitReplicas, when above 0, makes every step that writes a lease
@@ -267,7 +267,7 @@ func newLocker(client redis.UniversalClient, opts *Options, ownClient bool) (*dl
 	}
 	d.grants = newGrants(client, d.channelPrefix(), ownClient)
 	d.batch = newBatcher(client, d.wait)
-	return dlock.NewLocker(d, dlock.LockerOptions{MaxRetryInterval: o.MaxRetryInterval}), d, nil
+	return dlock.NewLocker(d, driver.LockerOptions{MaxRetryInterval: o.MaxRetryInterval}), d, nil
 }
 
 // check reports what is wrong with o, if anything.
