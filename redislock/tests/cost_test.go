@@ -189,7 +189,7 @@ func TestMemoryPerHeldLock(t *testing.T) {
 	const name = "mem:0000000"
 	k := testkit.MustTryAcquire(t, newLocker(t, client), name)
 	key := redislock.Key("", name)
-	if v, want := client.Get(t.Context(), key).Val(), k.Owner()+"|"+strconv.FormatUint(k.Fence(), 10)+".30000.0"; v != want {
+	if v, want := client.Get(t.Context(), key).Val(), packed(k.Owner(), k.Fence(), 30000, 0); v != want {
 		t.Errorf("GET %s = %q, want %q", key, v, want)
 	}
 	n, err := client.MemoryUsage(t.Context(), key).Result()
