@@ -84,7 +84,8 @@ func fenceOf(t *testing.T, what string, reply any) uint64 {
 // the name held, read its fence exactly (the next token is above it),
 // take its stamp for a takeover, and queue behind it; the old holder
 // renews and releases with its own scripts, handing the name to the new
-// waiter in its own format, which the new holder's first renewal packs.
+// waiter in its own format, which the new holder's first renewal packs;
+// once it dies, its decimal stamp is what a takeover names.
 func TestValueUpgradeOldHolder(t *testing.T) {
 	client := testserver.StartRedis(t).Client(t)
 	prev := loadPrev(t)
@@ -131,6 +132,13 @@ func TestValueUpgradeOldHolder(t *testing.T) {
 		t.Errorf("next token %d, want above %d", k.Fence(), f1)
 	}
 	testkit.MustRelease(t, k)
+
+	// An old holder that died is taken over by its decimal stamp.
+	f2 := fenceOf(t, "old acquire", mustRun(t, client, prev.acquire, keys, acquireArgs(old, "", "0", "x", 0, "")...))
+	f3 := fenceOf(t, "takeover", mustRun(t, client, testhook.Scripts["acquire"], keys, acquireArgs(waiter, "", "0", "x", 0, decimal(old, f2, 30000, 0))...))
+	if f3 <= f2 {
+		t.Errorf("token after the takeover %d, want above %d", f3, f2)
+	}
 }
 
 // TestValueUpgradeNewHolder: the adversary is a Locker of the previous
@@ -188,4 +196,42 @@ func TestValueUpgradeNewHolder(t *testing.T) {
 	if f <= k.Fence() {
 		t.Errorf("old Locker's token %d, want above the new holder's %d", f, k.Fence())
 	}
+}
+
+// TestValueUpgradeOldWaiter: the adversary is a waiter of the previous
+// version (testdata/prev) queued behind a holder of this version, which
+// hands it the name in the packed value its own scripts cannot read. It
+// must not be able to renew (or confirm) that hold, so its Locker sees
+// the lock lost rather than held in a value it misreads; meanwhile the
+// name stays held (by it) for everyone else until the lease ends.
+func TestValueUpgradeOldWaiter(t *testing.T) {
+	client := testserver.StartRedis(t).Client(t)
+	prev := loadPrev(t)
+	l := newLocker(t, client)
+	name := testkit.UniqueName(t, "upgrade-old-waiter")
+	keys := nameKeys(name)
+	const holder, waiter, oldWaiter = "oldLockerId:1", "newLockerId:7", "oldLockerId:2"
+
+	fenceOf(t, "old acquire", mustRun(t, client, prev.acquire, keys, acquireArgs(holder, "", "0", "x", 0, "")...))
+	mustRun(t, client, testhook.Scripts["acquire"], keys, acquireArgs(waiter, "", "1", "x", 1, "")...)
+	mustRun(t, client, prev.acquire, keys, acquireArgs(oldWaiter, "", "1", "x", 1, "")...)
+	mustRun(t, client, prev.release, keys, releaseArgs(holder)...)
+	_, f1, _, _ := testhook.ParseValue(client.Get(t.Context(), keys[0]).Val())
+	if got := mustRun(t, client, testhook.Scripts["refresh"], keys[:1], waiter, 30000, strconv.FormatUint(f1, 10), 10000); got != int64(1) {
+		t.Fatalf("new refresh = %v, want 1", got)
+	}
+	if got := fmt.Sprint(mustRun(t, client, testhook.Scripts["release"], keys, releaseArgs(waiter)...)); !strings.HasPrefix(got, "[1 "+oldWaiter+" ") {
+		t.Fatalf("new release = %v, want [1 %s fence ticket]", got, oldWaiter)
+	}
+	owner, f2, _, ok := testhook.ParseValue(client.Get(t.Context(), keys[0]).Val())
+	if !ok || owner != oldWaiter || f2 <= f1 {
+		t.Fatalf("value after the handoff names %q with token %d (ok %v), want %q above %d", owner, f2, ok, oldWaiter, f1)
+	}
+	if err := prev.acquire.Run(t.Context(), client, keys, acquireArgs(oldWaiter, "", "2", "x", 2, "")...).Err(); err == nil {
+		t.Errorf("old waiter's confirming acquire on a packed value = nil error, want the error for a foreign value")
+	}
+	if got := mustRun(t, client, prev.refresh, keys[:1], oldWaiter, 30000, strconv.FormatUint(f2, 10), 10000); got != int64(0) {
+		t.Errorf("old waiter's refresh of the packed value = %v, want 0 (lost)", got)
+	}
+	testkit.WantNotAcquired(t, l, name, "while the old waiter's granted lease lasts")
 }
