@@ -12,6 +12,7 @@ import (
 	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/redislock/internal/testhook"
+	"github.com/redis/go-redis/v9"
 )
 
 // packed is the stamp part of a held lock's value as this version writes
@@ -64,6 +65,15 @@ func loadPrev(t *testing.T) prevScripts {
 	}
 }
 
+// upgradeSetup starts a server and returns a client, the previous
+// version's scripts, a Locker of this version, a name and its keys.
+func upgradeSetup(t *testing.T, label string) (*redis.Client, prevScripts, *dlock.Locker, string, []string) {
+	t.Helper()
+	client := testserver.StartRedis(t).Client(t)
+	name := testkit.UniqueName(t, label)
+	return client, loadPrev(t), newLocker(t, client), name, nameKeys(name)
+}
+
 // fenceOf returns the fence of a reply {1, fence}, failing t otherwise.
 func fenceOf(t *testing.T, what string, reply any) uint64 {
 	t.Helper()
@@ -87,11 +97,7 @@ func fenceOf(t *testing.T, what string, reply any) uint64 {
 // waiter in its own format, which the new holder's first renewal packs;
 // once it dies, its decimal stamp is what a takeover names.
 func TestValueUpgradeOldHolder(t *testing.T) {
-	client := testserver.StartRedis(t).Client(t)
-	prev := loadPrev(t)
-	l := newLocker(t, client)
-	name := testkit.UniqueName(t, "upgrade-old-holder")
-	keys := nameKeys(name)
+	client, prev, l, name, keys := upgradeSetup(t, "upgrade-old-holder")
 	const old, waiter = "oldLockerId:1", "newLockerId:7"
 
 	f0 := fenceOf(t, "old acquire", mustRun(t, client, prev.acquire, keys, acquireArgs(old, "", "0", "x", 0, "")...))
@@ -149,11 +155,7 @@ func TestValueUpgradeOldHolder(t *testing.T) {
 // release find nothing of its own, and once the new holder releases, the
 // tombstone (decimal, as before) gives it a token above the new one.
 func TestValueUpgradeNewHolder(t *testing.T) {
-	client := testserver.StartRedis(t).Client(t)
-	prev := loadPrev(t)
-	l := newLocker(t, client)
-	name := testkit.UniqueName(t, "upgrade-new-holder")
-	keys := nameKeys(name)
+	client, prev, l, name, keys := upgradeSetup(t, "upgrade-new-holder")
 	const old = "oldLockerId:1"
 
 	k := testkit.MustTryAcquire(t, l, name, dlock.WithMetadata("a|1.2"))
@@ -205,11 +207,7 @@ func TestValueUpgradeNewHolder(t *testing.T) {
 // the lock lost rather than held in a value it misreads; meanwhile the
 // name stays held (by it) for everyone else until the lease ends.
 func TestValueUpgradeOldWaiter(t *testing.T) {
-	client := testserver.StartRedis(t).Client(t)
-	prev := loadPrev(t)
-	l := newLocker(t, client)
-	name := testkit.UniqueName(t, "upgrade-old-waiter")
-	keys := nameKeys(name)
+	client, prev, l, name, keys := upgradeSetup(t, "upgrade-old-waiter")
 	const holder, waiter, oldWaiter = "oldLockerId:1", "newLockerId:7", "oldLockerId:2"
 
 	fenceOf(t, "old acquire", mustRun(t, client, prev.acquire, keys, acquireArgs(holder, "", "0", "x", 0, "")...))
