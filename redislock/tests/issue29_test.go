@@ -126,10 +126,11 @@ func TestLockDelayAfterKill(t *testing.T) {
 }
 
 // TestLockDelayValue: the adversary is an older redislock on the same
-// keys during an upgrade. A hold without a delay is stored exactly as
-// before; one with a delay records TTL+delay as its lease (so every
-// script, old or new, keeps it that long and observes its stamp for
-// that long) and carries the delay only in front of its metadata.
+// keys during an upgrade. A hold without a delay is stored as any
+// other; one with a delay records TTL+delay as its lease (so every
+// script keeps it that long and observes its stamp for that long) and
+// carries the delay only in front of its metadata. (What versions
+// before the packed value make of it: TestValueUpgradeNewHolder.)
 func TestLockDelayValue(t *testing.T) {
 	r := testserver.StartRedis(t)
 	client := r.Client(t)
