@@ -392,6 +392,13 @@ func (b *bench) runIssue16() error {
 		b.progress("scaling %d/%d: default connection limits, %d processes", r+1, c.scaleRounds, limitProcs)
 		b.roundLimits()
 	}
+	b.runHeld()
+	return nil
+}
+
+// runHeld runs, on every store, the held-locks chart and the renewal
+// runs.
+func (b *bench) runHeld() {
 	for _, st := range b.scalingStores() {
 		b.progress("scaling: %s cycle against locks held (up to %d)", st.name, b.heldCap(st.name))
 		if err := b.heldScaling(st); err != nil {
@@ -408,5 +415,4 @@ func (b *bench) runIssue16() error {
 			}
 		}
 	}
-	return nil
 }
