@@ -82,7 +82,7 @@ func main() {
 	flag.BoolVar(&c.scaling, "scaling", true, "run the scaling charts: handoff against waiters, cycle against held locks")
 	flag.IntVar(&c.scaleRounds, "scale-rounds", 2, "rounds of the waiters chart")
 	flag.DurationVar(&c.scaleDur, "scale-dur", time.Second, "waiters chart: duration of each run")
-	flag.IntVar(&c.scaleHeld, "scale-held", 100_000, "held-locks chart: most locks held on Redis (SQL stores: a tenth, ZooKeeper and etcd: a hundredth)")
+	flag.IntVar(&c.scaleHeld, "scale-held", 100_000, "held-locks chart and renewal runs: most locks one Locker holds, on every store")
 	flag.DurationVar(&c.scaleHeldDur, "scale-held-dur", 300*time.Millisecond, "held-locks chart: cycle loop per point")
 	flag.BoolVar(&c.quick, "quick", false, "smoke run of a few minutes: 3 rounds, short durations, 20k held locks once, no SIGSTOPped Redlock masters (explicit flags win)")
 	flag.Parse()
@@ -214,6 +214,9 @@ func run(c config) error {
 		b.rlFigs.s1[c.key], b.rlFigs.s3[c.key] = figures{}, figures{}
 	}
 	defer b.admin.Close()
+	if *heldOnly {
+		return b.runHeldOnly()
+	}
 	defer b.closeWorkers()
 	if err := b.ensureWorkers(1); err != nil {
 		return err

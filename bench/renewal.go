@@ -33,6 +33,8 @@ const (
 	mRenewCalls = "renew_calls" // driver calls it took
 	mRenewMax   = "renew_max"   // leases in its largest call
 	mRenewLost  = "renew_lost"  // leases not renewed (not held, or failed)
+	mFillTime   = "fill_time"   // time to take the k locks (-fill-workers goroutines), ns
+	mCloseTime  = "close_time"  // releasing the most locks held (-fill-workers goroutines), ns
 )
 
 // renewCounts add up renewal batches.
@@ -125,27 +127,40 @@ func (b *bench) renewalScaling(st store, shared bool) error {
 		lk = sharedLocker{dl}
 	}
 	prefix := fmt.Sprintf("renew:%d:", time.Now().UnixNano())
-	held := 0
+	hs := heldSet{lk: lk, workers: *fillWorkers}
+	var filling time.Duration
 	for _, k := range renewHeld {
 		if k > b.heldCap(st.name) {
 			break
 		}
-		if err := takeMany(lk, 16, held, k, func(i int) string { return fmt.Sprintf("%s%07d", prefix, i) }); err != nil {
+		start := time.Now()
+		if err := hs.fill(k, func(i int) string { return fmt.Sprintf("%s%07d", prefix, i) }); err != nil {
 			return fmt.Errorf("take %d locks: %w", k, err)
 		}
-		held = k
+		filling += time.Since(start)
 		c, err := tally.cycle(k, renewTTL+time.Minute)
 		if err != nil {
 			return fmt.Errorf("renew %d locks: %w", k, err)
 		}
 		key := renewKey(st.name, shared, k)
+		b.i28.renew.add(key, mFillTime, float64(filling))
 		b.i28.renew.add(key, mRenewTime, float64(c.time))
 		b.i28.renew.add(key, mRenewCalls, float64(c.calls))
 		b.i28.renew.add(key, mRenewMax, float64(c.most))
 		b.i28.renew.add(key, mRenewLost, float64(c.lost))
+		b.progress("renewal %s: %d held: %v in %d call(s), largest %d, %d lost; filled in %v", key, k, c.time, c.calls, c.most, c.lost, filling)
 	}
+	return b.releaseHeld(&hs, st, renewKey(st.name, shared, len(hs.unlocks)))
+}
+
+// releaseHeld releases the locks of hs, those of the renewal figures'
+// key, and records how long it took.
+func (b *bench) releaseHeld(hs *heldSet, st store, key string) error {
 	if st.name == "Redis" { // Close releases each lock: let it find none
 		return b.admin.FlushAll(context.Background()).Err()
 	}
-	return nil
+	start := time.Now()
+	err := hs.release()
+	b.i28.renew.add(key, mCloseTime, float64(time.Since(start)))
+	return err
 }

@@ -274,7 +274,7 @@ func (b *bench) scalingCharts(stores []store) error {
 // writeHeld renders the held-locks chart's table.
 func (b *bench) writeHeld(p func(string, ...any), stores []store) {
 	p("### Uncontended cycle against locks already held\n\n")
-	p("One Locker takes k distinct names (16 goroutines, 1 h lease, so no renewal falls in the run) and then times acquire+release of one more name for %v, for k = 1, 10, … up to %d on Redis, %d on the SQL stores and %d on ZooKeeper and etcd (filling and emptying more costs minutes there: a few ms per write; `-scale-held` sets them). One run; p50 (p99).\n\n", b.cfg.scaleHeldDur, b.heldCap("Redis"), b.heldCap("SQLite"), b.heldCap("etcd"))
+	p("One Locker takes k distinct names (%d goroutines, 1 h lease, so no renewal falls in the run) and then times acquire+release of one more name for %v, for k = 1, 10, … up to %d on every store (`-scale-held`). One run; p50 (p99).\n\n", *fillWorkers, b.cfg.scaleHeldDur, b.heldCap("Redis"))
 	p("| store |")
 	for _, k := range scaleHeld {
 		p(" %d held |", k)

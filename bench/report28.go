@@ -168,28 +168,66 @@ func (b *bench) writeConnections(p func(string, ...any)) {
 // writeRenewal renders the renewal runs.
 func (b *bench) writeRenewal(p func(string, ...any)) {
 	p("### Renewal of locks held by one Locker\n\n")
-	p("One Locker takes k distinct names (16 goroutines, %v lease: the core renews every TTL/3; on the SQL stores, in a second run, as shared holds, which they renew apart) and, once it holds them, the bench adds up the `Renewed` hook's batches (one `driver.Refresh` call each, `hook.Renewal.Duration` measured by the core around the call, loopback) until every lock was renewed once: the driver calls and their total time for one renewal cycle, and the largest call. Inside a call each driver batches again: Redis pipelines, the SQL stores send one statement per 200 exclusive leases and one transaction per 200 shared holds or permits, etcd checks the locks' keys in one transaction per 128 (their leases are the session's, which its keep-alive renews), ZooKeeper checks each lock's ephemeral node with an Exists request, all pipelined on the session's connection (the session's heartbeats keep the nodes). k up to %d on Redis, %d on the SQL stores, %d on ZooKeeper and etcd (`-scale-held`). One run.\n\n", renewTTL, b.heldCap("Redis"), b.heldCap("SQLite"), b.heldCap("etcd"))
+	p("One Locker takes k distinct names (%d goroutines, %v lease: the core renews every TTL/3; on the SQL stores, in a second run, as shared holds, which they renew apart) and, once it holds them, the bench adds up the `Renewed` hook's batches (one `driver.Refresh` call each, `hook.Renewal.Duration` measured by the core around the call, loopback) until every lock was renewed once: the driver calls and their total time for one renewal cycle, and the largest call. Inside a call each driver batches again: Redis pipelines, the SQL stores send one statement per 200 exclusive leases and one transaction per 200 shared holds or permits, etcd checks the locks' keys in one transaction per 128 (their leases are the session's, which its keep-alive renews), ZooKeeper checks the locks' ephemeral nodes with one multi request of check operations per 1,000 (one transaction each), all pipelined on the session's connection (the session's heartbeats keep the nodes). k up to %d on every store (`-scale-held`). One run.\n\n", *fillWorkers, renewTTL, b.heldCap("Redis"))
 	p("| store |")
 	for _, k := range renewHeld {
 		p(" %d held: time (calls, largest) |", k)
 	}
 	p("\n|---|%s\n", strings.Repeat("---:|", len(renewHeld)))
+	b.renewRows(p, func(key string) string {
+		if b.i28.renew.get(key, mRenewCalls).n == 0 {
+			return noValue
+		}
+		return fmt.Sprintf("%s (%s, %s)", b.i28.renew.get(key, mRenewTime).format(fDur), b.i28.renew.get(key, mRenewCalls).format(fInt), b.i28.renew.get(key, mRenewMax).format(fInt))
+	}, nil)
+	p("\n")
+	b.writeFill(p)
+}
+
+// renewRows renders the rows of a renewal table: one per store, and one
+// more for the SQL stores' shared holds, with a cell(key) for each k of
+// renewHeld, then last(keys) if last is not nil.
+func (b *bench) renewRows(p func(string, ...any), cell func(key string) string, last func(keys []string) string) {
 	for _, st := range b.scalingStores() {
 		for _, shared := range []bool{false, true} {
 			if shared && !slices.Contains(renewSharedStores, st.name) {
 				continue
 			}
 			p("| %s |", strings.TrimSuffix(renewKey(st.name, shared, 0), "/0"))
+			var keys []string
 			for _, k := range renewHeld {
 				key := renewKey(st.name, shared, k)
-				if b.i28.renew.get(key, mRenewCalls).n == 0 {
-					p(" %s |", noValue)
-					continue
-				}
-				p(" %s (%s, %s) |", b.i28.renew.get(key, mRenewTime).format(fDur), b.i28.renew.get(key, mRenewCalls).format(fInt), b.i28.renew.get(key, mRenewMax).format(fInt))
+				keys = append(keys, key)
+				p(" %s |", cell(key))
+			}
+			if last != nil {
+				p(" %s |", last(keys))
 			}
 			p("\n")
 		}
 	}
+}
+
+// writeFill renders how long the renewal runs took to fill their Locker
+// and to close it.
+func (b *bench) writeFill(p func(string, ...any)) {
+	p("The cost of the runs above: the time to take the k names (%d goroutines of the one Locker; cumulative) and the release of the locks after the largest k (as many goroutines; on Redis a FLUSHALL instead).\n\n| store |", *fillWorkers)
+	for _, k := range renewHeld {
+		p(" fill to %d |", k)
+	}
+	p(" release |\n|---|%s---:|\n", strings.Repeat("---:|", len(renewHeld)))
+	b.renewRows(p, func(key string) string {
+		if b.i28.renew.get(key, mFillTime).n == 0 {
+			return noValue
+		}
+		return b.i28.renew.get(key, mFillTime).format(fDur)
+	}, func(keys []string) string {
+		for _, key := range slices.Backward(keys) {
+			if c := b.i28.renew.get(key, mCloseTime); c.n > 0 {
+				return c.format(fDur)
+			}
+		}
+		return noValue
+	})
 	p("\n")
 }
