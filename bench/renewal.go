@@ -32,7 +32,8 @@ const (
 	mRenewTime  = "renew_time"  // driver time to renew every held lock once, ns
 	mRenewCalls = "renew_calls" // driver calls it took
 	mRenewMax   = "renew_max"   // leases in its largest call
-	mRenewLost  = "renew_lost"  // leases not renewed (not held, or failed)
+	mRenewLost  = "renew_lost"  // leases the store no longer had: lost
+	mRenewFail  = "renew_fail"  // leases whose renewal failed (retried)
 	mFillTime   = "fill_time"   // time to take the k locks (-fill-workers goroutines), ns
 	mCloseTime  = "close_time"  // releasing the most locks held (-fill-workers goroutines), ns
 )
@@ -40,7 +41,8 @@ const (
 // renewCounts add up renewal batches.
 type renewCounts struct {
 	calls, leases, most int
-	lost                int
+	lost, failed        int
+	firstErr            error // the first failed lease's error
 	time                time.Duration
 }
 
@@ -56,7 +58,11 @@ func (r *renewTally) renewed(e hook.Renewal) {
 	r.c.calls++
 	r.c.leases += e.Size
 	r.c.most = max(r.c.most, e.Size)
-	r.c.lost += e.NotHeld + e.Failed
+	r.c.lost += e.NotHeld
+	r.c.failed += e.Failed
+	if r.c.firstErr == nil {
+		r.c.firstErr = e.Err
+	}
 	r.c.time += e.Duration
 }
 
@@ -148,7 +154,8 @@ func (b *bench) renewalScaling(st store, shared bool) error {
 		b.i28.renew.add(key, mRenewCalls, float64(c.calls))
 		b.i28.renew.add(key, mRenewMax, float64(c.most))
 		b.i28.renew.add(key, mRenewLost, float64(c.lost))
-		b.progress("renewal %s: %d held: %v in %d call(s), largest %d, %d lost; filled in %v", key, k, c.time, c.calls, c.most, c.lost, filling)
+		b.i28.renew.add(key, mRenewFail, float64(c.failed))
+		b.progress("renewal %s: %v in %d call(s), largest %d, %d lost, %d failed (first error: %v); filled in %v", key, c.time, c.calls, c.most, c.lost, c.failed, c.firstErr, filling)
 	}
 	return b.releaseHeld(&hs, st, renewKey(st.name, shared, len(hs.unlocks)))
 }

@@ -178,7 +178,12 @@ func (b *bench) writeRenewal(p func(string, ...any)) {
 		if b.i28.renew.get(key, mRenewCalls).n == 0 {
 			return noValue
 		}
-		return fmt.Sprintf("%s (%s, %s)", b.i28.renew.get(key, mRenewTime).format(fDur), b.i28.renew.get(key, mRenewCalls).format(fInt), b.i28.renew.get(key, mRenewMax).format(fInt))
+		cell := fmt.Sprintf("%s (%s, %s)", b.i28.renew.get(key, mRenewTime).format(fDur), b.i28.renew.get(key, mRenewCalls).format(fInt), b.i28.renew.get(key, mRenewMax).format(fInt))
+		lost, failed := b.i28.renew.get(key, mRenewLost), b.i28.renew.get(key, mRenewFail)
+		if lost.med+failed.med > 0 {
+			cell += fmt.Sprintf(" **%s lost, %s failed**", lost.format(fInt), failed.format(fInt))
+		}
+		return cell
 	}, nil)
 	p("\n")
 	b.writeFill(p)

@@ -271,11 +271,35 @@ func scaleKey(store string, n int) string { return store + "/" + strconv.Itoa(n)
 // scaleHeld are the held-lock counts of the held-locks chart.
 var scaleHeld = []int{1, 10, 100, 1000, 10_000, 100_000}
 
+// defaultHeldCaps is -scale-held-caps' default: where one Locker takes
+// fewer names than -scale-held in a default run, because taking 100,000
+// costs minutes there (see writeHeld).
+const defaultHeldCaps = ""
+
+// parseHeldCaps parses -scale-held-caps: store=n pairs, comma-separated.
+func parseHeldCaps(s string) (map[string]int, error) {
+	caps := map[string]int{}
+	if s == "" {
+		return caps, nil
+	}
+	for _, f := range strings.Split(s, ",") {
+		name, v, ok := strings.Cut(f, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil || n < 1 || !slices.Contains(append([]string{"Redis"}, storeNames...), name) {
+			return nil, fmt.Errorf("%q is not store=n (n ≥ 1, store one of Redis, %s)", f, strings.Join(storeNames, ", "))
+		}
+		caps[name] = n
+	}
+	return caps, nil
+}
+
 // heldCap is the most locks one Locker takes on st in the held-locks
-// chart: filling and emptying 100,000 locks takes seconds on Redis, half
-// a minute per SQL store and minutes on ZooKeeper and etcd (a few ms per
-// write), so those stop earlier.
+// chart and the renewal runs: -scale-held, or less if -scale-held-caps
+// says so.
 func (b *bench) heldCap(st string) int {
+	if n, ok := b.cfg.heldCaps[st]; ok {
+		return min(n, b.cfg.scaleHeld)
+	}
 	return b.cfg.scaleHeld
 }
 
