@@ -274,7 +274,7 @@ func (b *bench) scalingCharts(stores []store) error {
 // writeHeld renders the held-locks chart's table.
 func (b *bench) writeHeld(p func(string, ...any), stores []store) {
 	p("### Uncontended cycle against locks already held\n\n")
-	p("One Locker takes k distinct names (%d goroutines, 1 h lease, so no renewal falls in the run) and then times acquire+release of one more name for %v, for k = 1, 10, … up to %d on every store (`-scale-held`). One run; p50 (p99).\n\n", *fillWorkers, b.cfg.scaleHeldDur, b.heldCap("Redis"))
+	p("One Locker takes k distinct names (%d goroutines, 1 h lease, so no renewal falls in the run) and then times acquire+release of one more name for %v, for k = 1, 10, … up to %d (`-scale-held`)%s. One run; p50 (p99).\n\n", *fillWorkers, b.cfg.scaleHeldDur, b.cfg.scaleHeld, b.capsText())
 	p("| store |")
 	for _, k := range scaleHeld {
 		p(" %d held |", k)

@@ -168,7 +168,7 @@ func (b *bench) writeConnections(p func(string, ...any)) {
 // writeRenewal renders the renewal runs.
 func (b *bench) writeRenewal(p func(string, ...any)) {
 	p("### Renewal of locks held by one Locker\n\n")
-	p("One Locker takes k distinct names (%d goroutines, %v lease: the core renews every TTL/3; on the SQL stores, in a second run, as shared holds, which they renew apart) and, once it holds them, the bench adds up the `Renewed` hook's batches (one `driver.Refresh` call each, `hook.Renewal.Duration` measured by the core around the call, loopback) until every lock was renewed once: the driver calls and their total time for one renewal cycle, and the largest call. Inside a call each driver batches again: Redis pipelines, the SQL stores send one statement per 200 exclusive leases and one transaction per 200 shared holds or permits, etcd checks the locks' keys in one transaction per 128 (their leases are the session's, which its keep-alive renews), ZooKeeper checks the locks' ephemeral nodes with one multi request of check operations per 1,000 (one transaction each), all pipelined on the session's connection (the session's heartbeats keep the nodes). k up to %d on every store (`-scale-held`). One run.\n\n", *fillWorkers, renewTTL, b.heldCap("Redis"))
+	p("One Locker takes k distinct names (%d goroutines, %v lease: the core renews every TTL/3; on the SQL stores, in a second run, as shared holds, which they renew apart) and, once it holds them, the bench adds up the `Renewed` hook's batches (one `driver.Refresh` call each, `hook.Renewal.Duration` measured by the core around the call, loopback) until every lock was renewed once: the driver calls and their total time for one renewal cycle, and the largest call. Inside a call each driver batches again: Redis pipelines, the SQL stores send one statement per 200 exclusive leases and one transaction per 200 shared holds or permits, etcd checks the locks' keys in one transaction per 128 (their leases are the session's, which its keep-alive renews), ZooKeeper checks the locks' ephemeral nodes with one multi request of check operations per 1,000 (one transaction each), all pipelined on the session's connection (the session's heartbeats keep the nodes). k up to %d (`-scale-held`)%s. One run.\n\n", *fillWorkers, renewTTL, b.cfg.scaleHeld, b.capsText())
 	p("| store |")
 	for _, k := range renewHeld {
 		p(" %d held: time (calls, largest) |", k)
@@ -235,4 +235,18 @@ func (b *bench) writeFill(p func(string, ...any)) {
 		return noValue
 	})
 	p("\n")
+}
+
+// capsText says where -scale-held-caps lowered -scale-held, and why.
+func (b *bench) capsText() string {
+	var caps []string
+	for _, st := range b.scalingStores() {
+		if n := b.heldCap(st.name); n < b.cfg.scaleHeld {
+			caps = append(caps, fmt.Sprintf("%d on %s", n, st.name))
+		}
+	}
+	if len(caps) == 0 {
+		return " on every store"
+	}
+	return ", except " + strings.Join(caps, ", ") + " (`-scale-held-caps`: taking 100,000 names costs minutes there; see bench/README.md for a run at 100,000)"
 }

@@ -272,9 +272,13 @@ func scaleKey(store string, n int) string { return store + "/" + strconv.Itoa(n)
 var scaleHeld = []int{1, 10, 100, 1000, 10_000, 100_000}
 
 // defaultHeldCaps is -scale-held-caps' default: where one Locker takes
-// fewer names than -scale-held in a default run, because taking 100,000
-// costs minutes there (see writeHeld).
-const defaultHeldCaps = ""
+// fewer names than -scale-held in a default run. On ZooKeeper and etcd
+// each new name is several replicated writes (ZooKeeper: the failed
+// create, the parent's, the child's): taking 100,000 took 641 s on
+// ZooKeeper, and etcd's stopped at 20,561 on an acquisition's deadline,
+// beside three other jobs on 2 cores (bench/README.md has that run's
+// figures).
+const defaultHeldCaps = "ZooKeeper=10000,etcd=10000"
 
 // parseHeldCaps parses -scale-held-caps: store=n pairs, comma-separated.
 func parseHeldCaps(s string) (map[string]int, error) {
