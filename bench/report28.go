@@ -169,11 +169,7 @@ func (b *bench) writeConnections(p func(string, ...any)) {
 func (b *bench) writeRenewal(p func(string, ...any)) {
 	p("### Renewal of locks held by one Locker\n\n")
 	p("One Locker takes k distinct names (%d goroutines, %v lease: the core renews every TTL/3; on the SQL stores, in a second run, as shared holds, which they renew apart) and, once it holds them, the bench adds up the `Renewed` hook's batches (one `driver.Refresh` call each, `hook.Renewal.Duration` measured by the core around the call, loopback) until every lock was renewed once: the driver calls and their total time for one renewal cycle, and the largest call. Inside a call each driver batches again: Redis pipelines, the SQL stores send one statement per 200 exclusive leases and one transaction per 200 shared holds or permits, etcd checks the locks' keys in one transaction per 128 (their leases are the session's, which its keep-alive renews), ZooKeeper checks the locks' ephemeral nodes with one multi request of check operations per 1,000 (one transaction each), all pipelined on the session's connection (the session's heartbeats keep the nodes). k up to %d (`-scale-held`)%s. One run.\n\n", *fillWorkers, renewTTL, b.cfg.scaleHeld, b.capsText())
-	p("| store |")
-	for _, k := range renewHeld {
-		p(" %d held: time (calls, largest) |", k)
-	}
-	p("\n|---|%s\n", strings.Repeat("---:|", len(renewHeld)))
+	renewHeader(p, "%d held: time (calls, largest)")
 	b.renewRows(p, func(key string) string {
 		if b.i28.renew.get(key, mRenewCalls).n == 0 {
 			return noValue
@@ -187,6 +183,19 @@ func (b *bench) writeRenewal(p func(string, ...any)) {
 	}, nil)
 	p("\n")
 	b.writeFill(p)
+}
+
+// renewHeader renders a renewal table's header: a column per k of
+// renewHeld, titled by the format col of k, then the extra columns.
+func renewHeader(p func(string, ...any), col string, extra ...string) {
+	p("| store |")
+	for _, k := range renewHeld {
+		p(" "+col+" |", k)
+	}
+	for _, e := range extra {
+		p(" %s |", e)
+	}
+	p("\n|---|%s\n", strings.Repeat("---:|", len(renewHeld)+len(extra)))
 }
 
 // renewRows renders the rows of a renewal table: one per store, and one
@@ -216,11 +225,8 @@ func (b *bench) renewRows(p func(string, ...any), cell func(key string) string, 
 // writeFill renders how long the renewal runs took to fill their Locker
 // and to close it.
 func (b *bench) writeFill(p func(string, ...any)) {
-	p("The cost of the runs above: the time to take the k names (%d goroutines of the one Locker; cumulative) and the release of the locks after the largest k (as many goroutines; on Redis a FLUSHALL instead).\n\n| store |", *fillWorkers)
-	for _, k := range renewHeld {
-		p(" fill to %d |", k)
-	}
-	p(" release |\n|---|%s---:|\n", strings.Repeat("---:|", len(renewHeld)))
+	p("The cost of the runs above: the time to take the k names (%d goroutines of the one Locker; cumulative) and the release of the locks after the largest k (as many goroutines; on Redis a FLUSHALL instead).\n\n", *fillWorkers)
+	renewHeader(p, "fill to %d", "release")
 	b.renewRows(p, func(key string) string {
 		if b.i28.renew.get(key, mFillTime).n == 0 {
 			return noValue
