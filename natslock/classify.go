@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -52,12 +53,7 @@ func (errorKinds) Classify(err error) driver.ErrorKind {
 
 // wrapsAny reports whether err wraps one of errs.
 func wrapsAny(errs []error, err error) bool {
-	for _, e := range errs {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(errs, func(e error) bool { return errors.Is(err, e) })
 }
 
 // fail returns err of the step op on name with the package and the step
