@@ -127,6 +127,7 @@ type natsDriver struct {
 	kv      jetstream.KeyValue
 	prefix  string
 	seen    book
+	lines   lines
 	onClose func() // closes the connection Open made; nil for New
 	errorKinds
 }

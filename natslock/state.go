@@ -72,6 +72,27 @@ func (st *state) encode() []byte {
 
 func (st *state) empty() bool { return len(st.Holders) == 0 && st.Intent == nil }
 
+// clone returns a copy of st that shares nothing with it.
+func (st *state) clone() state {
+	c := state{Limit: st.Limit, Holders: slices.Clone(st.Holders)}
+	if st.Intent != nil {
+		in := *st.Intent
+		c.Intent = &in
+	}
+	return c
+}
+
+// granted counts the holds of st that the next write grants (token 0).
+func (st *state) granted() int {
+	n := 0
+	for _, h := range st.Holders {
+		if h.Fence == 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // find returns the index of owner's hold, or -1.
 func (st *state) find(owner string) int {
 	return slices.IndexFunc(st.Holders, func(h holder) bool { return h.Owner == owner })

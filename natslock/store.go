@@ -76,32 +76,3 @@ func (d *natsDriver) write(ctx context.Context, name string, st *state, rev uint
 	}
 	return n, err
 }
-
-// change runs step on name's state until its write, if it asks for one,
-// finds the key unchanged: one read and one compare-and-set write per
-// round. step returns whether to write; the new revision goes to done.
-func (d *natsDriver) change(ctx context.Context, name string, step func(st *state, rev uint64) (bool, error), done func(rev uint64)) error {
-	for {
-		st, rev, err := d.read(ctx, name)
-		if err != nil {
-			return err
-		}
-		put, err := step(&st, rev)
-		if err != nil || !put {
-			return err
-		}
-		if rev == 0 && st.empty() {
-			done(0)
-			return nil
-		}
-		n, err := d.write(ctx, name, &st, rev)
-		if errors.Is(err, errConflict) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		done(n)
-		return nil
-	}
-}
