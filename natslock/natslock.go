@@ -48,7 +48,10 @@
 //     small message per name ever locked (history 1).
 //   - Anyone who can write the bucket can change a holder's key; the
 //     holder's Done then closes at its next renewal.
-//   - Each step is a read and a write: two round trips.
+//   - Each step is a read and a write: two round trips, or one when the
+//     driver last wrote the key itself. Steps on one name of one Locker
+//     share writes, but acquisitions of one name are granted one per
+//     write: about one per round trip.
 package natslock
 
 import (
