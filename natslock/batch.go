@@ -35,12 +35,17 @@ type pending struct {
 var errLead = errors.New("natslock: lead")
 
 // line is one name's queue in one driver, and the state this driver last
-// wrote to its key.
+// wrote to its key. That state is trusted (a round starts from it, without
+// a read) only while the key looks quiet: from a read that found the key
+// still at the revision this driver wrote last, until a conflict. On a
+// key that others write too, a round reads first, and wastes no write on
+// a state it knows to be likely stale.
 type line struct {
 	waiting []*pending
 	busy    bool   // a leader runs rounds
 	st      state  // the state written at rev
-	rev     uint64 // 0: nothing known
+	rev     uint64 // 0: nothing written
+	trust   bool   // start rounds from st
 }
 
 // lines holds the lines of a driver, by name.
@@ -144,6 +149,9 @@ func (d *natsDriver) lead(ctx context.Context, name string, ln *line, own *pendi
 			p.promoted = false
 		}
 		st, rev := ln.st.clone(), ln.rev
+		if !ln.trust {
+			st, rev = state{}, 0
+		}
 		d.lines.mu.Unlock()
 		again, err := d.round(ctx, name, ln, batch, st, rev)
 		if err != nil {
@@ -183,6 +191,7 @@ func (d *natsDriver) round(ctx context.Context, name string, ln *line, batch []*
 		if st, rev, err = d.read(ctx, name); err != nil {
 			return nil, err
 		}
+		d.quiet(ln, rev)
 	}
 	applied, again, puts, errs := apply(batch, &st, rev)
 	write := slices.Contains(puts, true)
@@ -239,13 +248,21 @@ func (d *natsDriver) remember(ln *line, st *state, n uint64) {
 	defer d.lines.mu.Unlock()
 	ln.st, ln.rev = known, n
 	if err != nil {
-		ln.rev = 0
+		ln.rev, ln.trust = 0, false
 	}
 }
 
-// forget drops ln's known state: the key changed since.
+// quiet trusts ln's state again if the key was read at the revision this
+// driver wrote last: nobody else wrote it since.
+func (d *natsDriver) quiet(ln *line, rev uint64) {
+	d.lines.mu.Lock()
+	defer d.lines.mu.Unlock()
+	ln.trust = ln.rev != 0 && ln.rev == rev
+}
+
+// forget stops trusting ln's state: the key changed since, or may have.
 func (d *natsDriver) forget(ln *line) {
 	d.lines.mu.Lock()
 	defer d.lines.mu.Unlock()
-	ln.st, ln.rev = state{}, 0
+	ln.trust = false
 }
