@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Steps on one name are combined, per driver, into shared writes: many
@@ -129,6 +130,7 @@ func (d *natsDriver) change(ctx context.Context, name string, step stepFunc, don
 			if d.lines.leave(ln, p) {
 				return ctx.Err()
 			}
+			return <-p.res // a round has it; no lead can come now
 		}
 	}
 	if ctx.Err() != nil && d.lines.leave(ln, p) {
@@ -153,18 +155,12 @@ func (d *natsDriver) lead(ctx context.Context, name string, ln *line, own *pendi
 			st, rev = state{}, 0
 		}
 		d.lines.mu.Unlock()
-		again, err := d.round(ctx, name, ln, batch, st, rev)
+		again, err := d.roundFor(ctx, name, ln, batch, st, rev)
 		if err != nil {
-			// An error of the store ends every step of the round, unless
-			// it is the leader's context's: the others wait for the next.
+			// An error of the store ends every step the round applied.
 			for _, p := range batch {
-				if slices.Contains(again, p) {
-					continue
-				}
-				if p == own || ctx.Err() == nil {
+				if !slices.Contains(again, p) {
 					p.res <- err
-				} else {
-					again = append(again, p)
 				}
 			}
 		}
@@ -177,6 +173,22 @@ func (d *natsDriver) lead(ctx context.Context, name string, ln *line, own *pendi
 		}
 		d.lines.mu.Unlock()
 	}
+}
+
+// roundTimeout bounds a round that carries other callers' steps.
+const roundTimeout = 5 * time.Second
+
+// roundFor runs round with the leader's context when the round carries
+// its step alone; with others' steps, with a context of its own (bounded
+// by roundTimeout), so that the leader giving up cannot cut short a
+// write that carries their steps and leave it in doubt.
+func (d *natsDriver) roundFor(ctx context.Context, name string, ln *line, batch []*pending, st state, rev uint64) ([]*pending, error) {
+	if len(batch) > 1 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), roundTimeout)
+		defer cancel()
+	}
+	return d.round(ctx, name, ln, batch, st, rev)
 }
 
 // round applies batch to st at rev (the state this driver last wrote;
