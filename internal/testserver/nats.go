@@ -47,21 +47,6 @@ func newNATS(t testing.TB, bin, name string, cluster []string) *NATS {
 	return n
 }
 
-// startAndStop starts n and kills it when the test ends.
-func (n *NATS) startAndStop(t testing.TB) {
-	t.Helper()
-	n.mu.Lock()
-	n.startLocked(t)
-	n.mu.Unlock()
-	t.Cleanup(func() {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		if err := n.proc.kill(); err != nil {
-			t.Errorf("stop nats-server on %s: %v", n.Addr(), err)
-		}
-	})
-}
-
 // startLocked starts nats-server over the store in n.dir, on n.port if
 // set and on a free port otherwise. n.mu must be held.
 func (n *NATS) startLocked(t testing.TB) {
