@@ -40,7 +40,7 @@ package dlock
 //	doc.go      the package documentation and this list
 //	locker.go   the Locker type (its fields by concern), newLocker
 //	options.go  Option and the per-call options, with their bounds
-//	name.go     validateName (driver.ValidateName), and quote for error messages
+//	name.go     quote for error messages (names are checked by driver.ValidateName)
 //	errors.go   the sentinel errors (but Open's ErrBadURL), ctxErr, and storeError:
 //	            driver.StoreError with the Locker's driver's Classifier
 //	acquire.go  Acquire, TryAcquire: attempt loop, store's queue, confirm, register
