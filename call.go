@@ -29,7 +29,7 @@ func callGrace[T any](l *Locker, ctx context.Context, grace time.Duration, step 
 
 // callAside is callGrace with the step always in a goroutine of the
 // Locker's, even for a driver that honours ctx: for a step run on a
-// context other than ctx (see outliving).
+// context other than ctx (see acquireOne).
 func callAside[T any](l *Locker, ctx context.Context, grace time.Duration, step func() (T, error), late func(T, error)) (T, error) {
 	type result struct {
 		v   T
@@ -85,26 +85,4 @@ func callAside[T any](l *Locker, ctx context.Context, grace time.Duration, step 
 // first to skip making the closures call takes.
 func (l *Locker) direct(ctx context.Context) bool {
 	return ctx.Done() == nil || l.inline
-}
-
-// outliving returns a context with ctx's values, for a step whose outcome
-// the Locker must learn even if its caller gives up: it ends grace after
-// ctx ends (its deadline, if ctx has one, is grace later than ctx's), not
-// with ctx. stop ends it at once; call it when the step has returned.
-func outliving(ctx context.Context, grace time.Duration) (_ context.Context, stop context.CancelFunc) {
-	base := context.WithoutCancel(ctx)
-	var (
-		sctx   context.Context
-		cancel context.CancelFunc
-	)
-	if dl, ok := ctx.Deadline(); ok {
-		sctx, cancel = context.WithDeadline(base, dl.Add(grace))
-	} else {
-		sctx, cancel = context.WithCancel(base)
-	}
-	// A cancellation (rather than the deadline) of ctx ends the step's
-	// context grace later. The timer is left to fire if stop comes
-	// first: cancel is idempotent.
-	unhook := context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })
-	return sctx, func() { unhook(); cancel() }
 }
