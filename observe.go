@@ -3,6 +3,7 @@ package dlock
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -20,7 +21,9 @@ import (
 // read, not every step in between. If the store fails, Observe keeps
 // asking it, with the same bound, and reports the state once it answers;
 // it never reports a guess. The channel also closes when the Locker
-// closes. The error wraps ErrUnsupported if the backend cannot inspect.
+// closes, and when the store refuses a look for good (ErrDenied: the
+// permission was revoked). The error wraps ErrUnsupported if the backend
+// cannot inspect, and ErrDenied if the store refuses the first look.
 //
 // A holder seen here is a hint for people and dashboards, never proof of
 // ownership: by the time it is read the holder may be gone.
@@ -39,6 +42,13 @@ func (l *Locker) Observe(ctx context.Context, name string) (<-chan []LockInfo, e
 	if err := o.subscribe(ctx); err != nil {
 		return nil, err
 	}
+	// The first look is the caller's: a store that refuses it for good
+	// (permissions) is an error now, not a channel that stays silent.
+	infos, err := o.look(ctx)
+	if errors.Is(err, ErrDenied) {
+		o.stop()
+		return nil, errorf("dlock: observe %s: %w", quote(name), err)
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -47,7 +57,7 @@ func (l *Locker) Observe(ctx context.Context, name string) (<-chan []LockInfo, e
 	}
 	l.bg.Add(1)
 	l.mu.Unlock()
-	go o.run(ctx) // exits when ctx ends or the Locker closes
+	go o.run(ctx, infos, err) // exits when ctx ends or the Locker closes
 	return o.out, nil
 }
 
@@ -99,7 +109,9 @@ func (o *observer) stop() {
 	}
 }
 
-func (o *observer) run(ctx context.Context) {
+// run sends what each look finds, starting with infos and err, the
+// first look's.
+func (o *observer) run(ctx context.Context, infos []LockInfo, err error) {
 	defer o.l.bg.Done()
 	defer close(o.out)
 	defer o.stop()
@@ -108,8 +120,13 @@ func (o *observer) run(ctx context.Context) {
 		sent  bool
 		delay time.Duration // backoff after a failed look
 	)
-	for {
-		infos, err := o.look(ctx)
+	for looked := true; ; looked = false {
+		if !looked {
+			infos, err = o.look(ctx)
+		}
+		if errors.Is(err, ErrDenied) {
+			return // refused for good: asking again changes nothing
+		}
 		next := o.l.maxRetry
 		if o.pushed {
 			next = observeSafetyPoll

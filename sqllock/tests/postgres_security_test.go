@@ -273,6 +273,9 @@ func testPostgresNoGrant(t *testing.T, s *pgServer) {
 		"AcquireShared": func() error { _, err := l.Acquire(ctx, name, dlock.Shared()); return err },
 		"Inspect":       func() error { _, err := l.Inspect(ctx, name); return err },
 		"ForceRelease":  func() error { _, err := l.ForceRelease(ctx, name); return err },
+		// Observe kept asking a store that refused it, and its channel
+		// stayed silent: the caller never learned why.
+		"Observe": func() error { _, err := l.Observe(ctx, name); return err },
 	}
 	for what, step := range steps {
 		err := step()
