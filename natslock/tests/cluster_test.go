@@ -1,0 +1,84 @@
+package natslock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testserver"
+)
+
+// TestClusterLeaderKilled holds a lock on a bucket of 3 replicas while two
+// waiters wait, then kills the stream's leader with SIGKILL (the
+// adversary: a leader election under a held lock and queued waiters).
+// Every later holder must hold alone, and tokens must rise from holder to
+// holder across the election.
+func TestClusterLeaderKilled(t *testing.T) {
+	c := testserver.StartNATSCluster(t, 3)
+	kv := bucket(t, c.URL(), "cluster", 3)
+	name := "cluster/leader-killed"
+	first, err := newLocker(t, kv).Acquire(t.Context(), name, dlock.WithTTL(2*time.Second))
+	if err != nil {
+		t.Fatalf("Acquire(%q) = %v", name, err)
+	}
+	var (
+		inside atomic.Int32
+		mu     sync.Mutex
+		fences = []uint64{first.Fence()}
+		wg     sync.WaitGroup
+	)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for range 2 {
+		l := newLocker(t, kv)
+		wg.Go(func() {
+			k, err := l.Acquire(ctx, name, dlock.WithTTL(2*time.Second))
+			if err != nil {
+				t.Errorf("waiter's Acquire(%q) = %v", name, err)
+				return
+			}
+			if n := inside.Add(1); n != 1 {
+				t.Errorf("%d holders of %q at once, want 1", n, name)
+			}
+			mu.Lock()
+			fences = append(fences, k.Fence())
+			mu.Unlock()
+			inside.Add(-1)
+			releaseSoon(ctx, t, k)
+		})
+	}
+	c.StreamLeader(t, "KV_cluster").Kill(t)
+	releaseSoon(ctx, t, first)
+	wg.Wait()
+	for i := 1; i < len(fences); i++ {
+		if fences[i] <= fences[i-1] {
+			t.Errorf("tokens in the order held = %v, want strictly rising", fences)
+		}
+	}
+	t.Logf("tokens in the order held, across the election: %v", fences)
+	if len(fences) != 3 {
+		t.Errorf("%d holds of %q, want 3 (the first and two waiters)", len(fences), name)
+	}
+}
+
+// releaseSoon releases k, trying again while the cluster elects a leader
+// (a transient error); a lock lost meanwhile (ErrNotHeld) is released
+// too.
+func releaseSoon(ctx context.Context, t *testing.T, k *dlock.Lock) {
+	t.Helper()
+	for {
+		err := k.Release(ctx)
+		if err == nil || errors.Is(err, dlock.ErrNotHeld) {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Errorf("Release = %v", err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
