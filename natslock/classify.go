@@ -29,7 +29,7 @@ var transientErrors = []error{
 var deniedErrors = []error{nats.ErrAuthorization, nats.ErrPermissionViolation, nats.ErrAuthExpired}
 
 // errorKinds is NATS's driver.Classifier, embedded in natsDriver; Open
-// uses it before there is a driver (dlock.StoreError).
+// uses it before there is a driver (driver.StoreError).
 type errorKinds struct{}
 
 // Classify implements driver.Classifier: ErrorDenied for one of

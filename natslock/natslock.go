@@ -78,7 +78,7 @@ type Options struct {
 
 	// Locker is passed to dlock.NewLocker. Default: the zero
 	// LockerOptions.
-	Locker dlock.LockerOptions
+	Locker driver.LockerOptions
 }
 
 // New returns a Locker whose locks are keys of kv. The bucket must keep
@@ -89,7 +89,7 @@ func New(kv jetstream.KeyValue, opts *Options) (*dlock.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	var lo dlock.LockerOptions
+	var lo driver.LockerOptions
 	if opts != nil {
 		lo = opts.Locker
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
@@ -55,16 +56,16 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	}
 	nc, err := connect(ctx, u, hosts)
 	if err != nil {
-		return nil, sessionlock.ConnectError(ctx, "natslock", hosts, dlock.StoreError(errorKinds{}, err))
+		return nil, sessionlock.ConnectError(ctx, "natslock", hosts, driver.StoreError(errorKinds{}, err))
 	}
 	kv, err := bucketOf(ctx, nc, bucket, replicas)
 	if err != nil {
 		nc.Close()
-		return nil, sessionlock.ConnectError(ctx, "natslock", hosts, dlock.StoreError(errorKinds{}, err))
+		return nil, sessionlock.ConnectError(ctx, "natslock", hosts, driver.StoreError(errorKinds{}, err))
 	}
 	d, _ := NewDriver(kv, opts)
 	d.(*natsDriver).onClose = nc.Close
-	return dlock.NewLocker(d, dlock.LockerOptions{}), nil
+	return dlock.NewLocker(d, driver.LockerOptions{}), nil
 }
 
 // connect connects to hosts as u's user, within ctx.

@@ -114,7 +114,7 @@ func TestFaults(t *testing.T) {
 	// holder releases.
 	t.Run("ServerRestarted", func(t *testing.T) {
 		name := testkit.UniqueName(t, "restarted")
-		k := testkit.MustTryAcquire(t, newLocker(t, kv), name) // dlock.DefaultTTL (30 s), longer than the outage
+		k := testkit.MustTryAcquire(t, newLocker(t, kv), name) // driver.DefaultTTL (30 s), longer than the outage
 		got := testkit.AcquireAsync(t.Context(), newLocker(t, kv), name)
 		testkit.WantWaiting(t, got, name)
 		n.Kill(t)

@@ -64,7 +64,7 @@ func harness(kv jetstream.KeyValue) dlocktest.Harness {
 			if err != nil {
 				t.Fatalf("natslock.NewDriver = %v", err)
 			}
-			return dlock.NewLocker(d, dlock.LockerOptions{}), d
+			return dlock.NewLocker(d, driver.LockerOptions{}), d
 		},
 		Expire: func(t testing.TB, name string) {
 			t.Helper()
