@@ -5,7 +5,6 @@ import (
 	"errors"
 	"slices"
 	"sync"
-	"time"
 )
 
 // Steps on one name are combined, per driver, into shared writes: many
@@ -175,18 +174,14 @@ func (d *natsDriver) lead(ctx context.Context, name string, ln *line, own *pendi
 	}
 }
 
-// roundTimeout bounds a round that carries other callers' steps.
-const roundTimeout = 5 * time.Second
-
 // roundFor runs round with the leader's context when the round carries
-// its step alone; with others' steps, with a context of its own (bounded
-// by roundTimeout), so that the leader giving up cannot cut short a
-// write that carries their steps and leave it in doubt.
+// its step alone; with others' steps, with a context the leader giving up
+// does not end, so that it cannot cut short a write that carries their
+// steps and leave it in doubt. Each request of a round is bounded by
+// requestTimeout either way.
 func (d *natsDriver) roundFor(ctx context.Context, name string, ln *line, batch []*pending, st state, rev uint64) ([]*pending, error) {
 	if len(batch) > 1 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), roundTimeout)
-		defer cancel()
+		ctx = context.WithoutCancel(ctx)
 	}
 	return d.round(ctx, name, ln, batch, st, rev)
 }

@@ -48,6 +48,13 @@
 //     small message per name ever locked (history 1).
 //   - Anyone who can write the bucket can change a holder's key; the
 //     holder's Done then closes at its next renewal.
+//   - Each request of a step (a read or a write of a key) that gets no
+//     reply within 5 s fails the step with an error wrapping
+//     nats.ErrTimeout; a stream without a leader fails it with
+//     nats.ErrNoResponders or jetstream.ErrNoStreamResponse. During a
+//     stream-leader election Acquire returns one of these (a clustered
+//     stream answers from its leader alone, and a request the old leader
+//     took with it gets no reply); the caller tries again.
 //   - Each step is a read and a write: two round trips, or one when the
 //     driver last wrote the key itself. Steps on one name of one Locker
 //     share writes, but acquisitions of one name are granted one per

@@ -8,12 +8,45 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // errConflict is a compare-and-set that found the key at another revision:
 // the step reads it again and retries.
 var errConflict = errors.New("natslock: the key changed")
+
+// requestTimeout bounds each request a step sends to the server (a read
+// or a write of a key), below the caller's context. The server may never
+// answer one: a stream's requests are served by its leader alone, and a
+// request that reached the leader as it died, or a replica that is not
+// the leader (during an election), gets no reply at all. Without this
+// bound the step, and a waiter's Acquire with it, would wait for the
+// caller's context to end (minutes, or never) while the cluster elected
+// a new leader in seconds (TestClusterLeaderKilled: both waiters' reads
+// of the key hung for the whole of their 2 minutes). It is JetStream's
+// own default for a context without a deadline. This is a deadline on
+// one request, not a retry: the step fails with errNoReply.
+const requestTimeout = 5 * time.Second
+
+// errNoReply is the error of a request that got no reply within
+// requestTimeout: a write may or may not have been applied. It wraps
+// nats.ErrTimeout, a transient error (see Classify): another attempt may
+// reach a new leader.
+var errNoReply = fmt.Errorf("no reply from the server within %v: %w", requestTimeout, nats.ErrTimeout)
+
+// bounded runs f, one request to the server, on ctx bounded by
+// requestTimeout. A request that requestTimeout cut short (not ctx)
+// fails with errNoReply.
+func bounded[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	rctx, cancel := context.WithTimeoutCause(ctx, requestTimeout, errNoReply)
+	defer cancel()
+	v, err := f(rctx)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && errors.Is(context.Cause(rctx), errNoReply) {
+		return v, errNoReply
+	}
+	return v, err
+}
 
 // Key returns the bucket key that holds the lock name under prefix ("":
 // DefaultPrefix): the prefix, then the name in unpadded base64url, whose
@@ -47,7 +80,9 @@ func (d *natsDriver) read(ctx context.Context, name string) (state, uint64, erro
 // readAt is read that also returns when the server wrote the revision,
 // by its wall clock (zero without a key).
 func (d *natsDriver) readAt(ctx context.Context, name string) (state, uint64, time.Time, error) {
-	e, err := d.kv.Get(ctx, d.key(name))
+	e, err := bounded(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
+		return d.kv.Get(ctx, d.key(name))
+	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return state{}, 0, time.Time{}, nil
 	}
@@ -62,15 +97,12 @@ func (d *natsDriver) readAt(ctx context.Context, name string) (state, uint64, ti
 // does not exist), and returns the new revision; errConflict if the key
 // changed.
 func (d *natsDriver) write(ctx context.Context, name string, st *state, rev uint64) (uint64, error) {
-	var (
-		n   uint64
-		err error
-	)
-	if rev == 0 {
-		n, err = d.kv.Create(ctx, d.key(name), st.encode())
-	} else {
-		n, err = d.kv.Update(ctx, d.key(name), st.encode(), rev)
-	}
+	n, err := bounded(ctx, func(ctx context.Context) (uint64, error) {
+		if rev == 0 {
+			return d.kv.Create(ctx, d.key(name), st.encode())
+		}
+		return d.kv.Update(ctx, d.key(name), st.encode(), rev)
+	})
 	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return 0, fmt.Errorf("%w: %w", errConflict, err)
 	}
