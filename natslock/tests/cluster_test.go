@@ -8,15 +8,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
 // TestClusterLeaderKilled holds a lock on a bucket of 3 replicas while two
 // waiters wait, then kills the stream's leader with SIGKILL (the
-// adversary: a leader election under a held lock and queued waiters).
-// Every later holder must hold alone, and tokens must rise from holder to
-// holder across the election.
+// adversary: a leader election under a held lock and queued waiters, and
+// the requests it swallows without a reply). Every later holder must hold
+// alone, tokens must rise from holder to holder across the election, and
+// both waiters must get the lock: a waiter tries again after an error
+// that says the stream did not answer, as a caller would, so a step that
+// waited for a reply until the caller's context ended (every request
+// unbounded below it, before natslock's requestTimeout) fails the test.
 func TestClusterLeaderKilled(t *testing.T) {
 	c := testserver.StartNATSCluster(t, 3)
 	kv := bucket(t, c.URL(), "cluster", 3)
@@ -33,10 +40,10 @@ func TestClusterLeaderKilled(t *testing.T) {
 	)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	for range 2 {
+	for i := range 2 {
 		l := newLocker(t, kv)
 		wg.Go(func() {
-			k, err := l.Acquire(ctx, name, dlock.WithTTL(2*time.Second))
+			k, err := acquireSoon(ctx, t, l, name, i)
 			if err != nil {
 				t.Errorf("waiter's Acquire(%q) = %v", name, err)
 				return
@@ -63,6 +70,31 @@ func TestClusterLeaderKilled(t *testing.T) {
 	if len(fences) != 3 {
 		t.Errorf("%d holds of %q, want 3 (the first and two waiters)", len(fences), name)
 	}
+}
+
+// acquireSoon acquires name on l, trying again after an error that says
+// the stream did not answer (see transient), as a caller would across an
+// election; waiter numbers the caller in the log.
+func acquireSoon(ctx context.Context, t *testing.T, l *dlock.Locker, name string, waiter int) (*dlock.Lock, error) {
+	t.Helper()
+	for {
+		k, err := l.Acquire(ctx, name, dlock.WithTTL(2*time.Second))
+		if err == nil || ctx.Err() != nil || !transient(err) {
+			return k, err
+		}
+		t.Logf("waiter %d: Acquire(%q) = %v; trying again", waiter, name, err)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// transient reports whether err says the stream did not answer, as the
+// NATS client says it while the stream has no leader: no responders to a
+// request of the JetStream API (nats.ErrNoResponders) or to a write
+// (jetstream.ErrNoStreamResponse), or no reply to a request within
+// natslock's bound on one (nats.ErrTimeout: a request lost with the
+// killed leader, or dropped by a replica that was not the leader).
+func transient(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrTimeout)
 }
 
 // releaseSoon releases k, trying again while the cluster elects a leader
