@@ -90,11 +90,14 @@ func acquireSoon(ctx context.Context, t *testing.T, l *dlock.Locker, name string
 // transient reports whether err says the stream did not answer, as the
 // NATS client says it while the stream has no leader: no responders to a
 // request of the JetStream API (nats.ErrNoResponders) or to a write
-// (jetstream.ErrNoStreamResponse), or no reply to a request within
-// natslock's bound on one (nats.ErrTimeout: a request lost with the
-// killed leader, or dropped by a replica that was not the leader).
+// (jetstream.ErrNoStreamResponse), JetStream's 503 for a stream group
+// without a leader, or no reply to a request within natslock's bound on
+// one (nats.ErrTimeout: a request lost with the killed leader, or dropped
+// by a replica that still took the killed server for the leader).
 func transient(err error) bool {
-	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrTimeout)
+	var api *jetstream.APIError
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrTimeout) || errors.As(err, &api) && api.Code == 503
 }
 
 // releaseSoon releases k, trying again while the cluster elects a leader
