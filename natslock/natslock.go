@@ -51,7 +51,8 @@
 //   - Each request of a step (a read or a write of a key) that gets no
 //     reply within 5 s fails the step with an error wrapping
 //     nats.ErrTimeout; a stream without a leader fails it with
-//     nats.ErrNoResponders or jetstream.ErrNoStreamResponse. During a
+//     nats.ErrNoResponders, jetstream.ErrNoStreamResponse or a
+//     jetstream.APIError with Code 503. During a
 //     stream-leader election Acquire returns one of these (a clustered
 //     stream answers from its leader alone, and a request the old leader
 //     took with it gets no reply); the caller tries again.

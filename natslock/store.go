@@ -19,8 +19,8 @@ var errConflict = errors.New("natslock: the key changed")
 // requestTimeout bounds each request a step sends to the server (a read
 // or a write of a key), below the caller's context. The server may never
 // answer one: a stream's requests are served by its leader alone, and a
-// request that reached the leader as it died, or a replica that is not
-// the leader (during an election), gets no reply at all. Without this
+// request that reached the leader as it died, or reached a replica that
+// still takes the dead server for the leader, gets no reply at all. Without this
 // bound the step, and a waiter's Acquire with it, would wait for the
 // caller's context to end (minutes, or never) while the cluster elected
 // a new leader in seconds (TestClusterLeaderKilled: both waiters' reads
