@@ -20,13 +20,13 @@ var errConflict = errors.New("natslock: the key changed")
 // or a write of a key), below the caller's context. The server may never
 // answer one: a stream's requests are served by its leader alone, and a
 // request that reached the leader as it died, or reached a replica that
-// still takes the dead server for the leader, gets no reply at all. Without this
-// bound the step, and a waiter's Acquire with it, would wait for the
-// caller's context to end (minutes, or never) while the cluster elected
-// a new leader in seconds (TestClusterLeaderKilled: both waiters' reads
-// of the key hung for the whole of their 2 minutes). It is JetStream's
-// own default for a context without a deadline. This is a deadline on
-// one request, not a retry: the step fails with errNoReply.
+// still takes the dead server for the leader, gets no reply at all.
+// Without this bound the step, and a waiter's Acquire with it, would wait
+// for the caller's context to end (minutes, or never) while the cluster
+// elected a new leader in seconds (TestClusterLeaderKilled: both waiters'
+// reads of the key hung for the whole of their 2 minutes). It is
+// JetStream's own default for a context without a deadline. This is a
+// deadline on one request, not a retry: the step fails with errNoReply.
 const requestTimeout = 5 * time.Second
 
 // errNoReply is the error of a request that got no reply within
