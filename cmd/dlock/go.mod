@@ -7,12 +7,14 @@ require (
 	github.com/dlock-go/dlock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/etcdlock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/internal/testserver v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/natslock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/redislock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/redlock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/sqllock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/zklock v0.0.0-20261126022123-99c02b3cd452
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
+	go.etcd.io/etcd/client/v3 v3.5.35
 	golang.org/x/sys v0.49.0
 	modernc.org/sqlite v1.61.1
 )
@@ -37,9 +39,13 @@ require (
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/klauspost/compress v1.20.0 // indirect
 	github.com/mattn/go-colorable v0.1.13 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/matttproud/golang_protobuf_extensions v1.0.1 // indirect
+	github.com/nats-io/nats.go v1.55.0 // indirect
+	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/prometheus/client_golang v1.13.0 // indirect
 	github.com/prometheus/client_model v0.2.0 // indirect
@@ -51,10 +57,10 @@ require (
 	github.com/rs/zerolog v1.28.0 // indirect
 	go.etcd.io/etcd/api/v3 v3.5.35 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.5.35 // indirect
-	go.etcd.io/etcd/client/v3 v3.5.35 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.6.0 // indirect
 	go.uber.org/zap v1.17.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
@@ -75,6 +81,7 @@ replace (
 	github.com/dlock-go/dlock/etcdlock => ../../etcdlock
 	github.com/dlock-go/dlock/internal/goredis => ../../internal/goredis
 	github.com/dlock-go/dlock/internal/testserver => ../../internal/testserver
+	github.com/dlock-go/dlock/natslock => ../../natslock
 	github.com/dlock-go/dlock/redislock => ../../redislock
 	github.com/dlock-go/dlock/redlock => ../../redlock
 	github.com/dlock-go/dlock/sqllock => ../../sqllock

@@ -13,6 +13,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	_ "github.com/dlock-go/dlock/etcdlock"
+	_ "github.com/dlock-go/dlock/natslock"
 	"github.com/dlock-go/dlock/internal/jepsen"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
@@ -228,6 +229,23 @@ var targets = []struct {
 			// A lock lives in the lease of its TTL, which etcd raises to its
 			// minimum (about 2 s) for the suite's 1 s TTL (etcdlock's doc).
 			DeadHolderLease: 3 * time.Second,
+		}
+	}},
+	{"nats", func(t testing.TB) jepsen.Target {
+		n := testserver.StartNATS(t)
+		return jepsen.Target{
+			Name:     "nats",
+			URL:      func(addr string) string { return "nats://" + addr + "/jepsen" },
+			Upstream: n.Addr(),
+			Server:   n,
+			// A dead holder's hold is taken out by a waiter that saw it
+			// unchanged for its TTL from its first look: up to TTL plus
+			// the renewal interval after the holder's last renewal. No
+			// Clocks: a Go server's clock cannot be stepped (and
+			// natslock reads none). A kill -9 and restart keeps the
+			// stream (-sd, written before each ack), so nothing is
+			// forgotten and no token goes down.
+			DeadHolderLease: 2 * time.Second,
 		}
 	}}}
 
