@@ -23,7 +23,7 @@ type backendBench struct {
 	metrics map[string]map[string]float64 // sub-benchmark -> unit -> value
 }
 
-var otherBackendsPattern = `^Benchmark(Redis|MariaDB|Postgres|SQLite|ZooKeeper|Etcd)$`
+var otherBackendsPattern = `^Benchmark(Redis|MariaDB|Postgres|SQLite|ZooKeeper|Etcd|NATS)$`
 
 var benchLine = regexp.MustCompile(`^Benchmark(\w+)/(\w+)-\d+\s+\d+\s+(.*)$`)
 
@@ -31,7 +31,7 @@ var benchLine = regexp.MustCompile(`^Benchmark(\w+)/(\w+)-\d+\s+\d+\s+(.*)$`)
 func otherBackends(benchtime string) ([]backendBench, error) {
 	// Each backend's benchmarks are in its test module (X/tests).
 	var out bytes.Buffer
-	for _, dir := range []string{"redislock", "sqllock", "zklock", "etcdlock"} {
+	for _, dir := range []string{"redislock", "sqllock", "zklock", "etcdlock", "natslock"} {
 		cmd := exec.Command("go", "test", "-run", "^$", "-bench", otherBackendsPattern, "-benchtime", benchtime, ".")
 		cmd.Dir = filepath.Join("..", dir, "tests")
 		cmd.Env = append(os.Environ(), "DLOCK_REQUIRE_SERVERS=1")
@@ -80,7 +80,7 @@ func tail(s string, n int) string {
 func writeBackends(p func(string, ...any), list []backendBench, benchtime string, err error) {
 	p("## 5. dlock on every backend\n\n")
 	p("dlock only, from its conformance benchmarks (`dlocktest.RunBenchmarks`, run here as `go test -run '^$' -bench '%s' -benchtime %s` in each backend's test module (`X/tests`), against the real servers its test harness starts on this host; SQLite is a file in a temporary directory). ", otherBackendsPattern, benchtime)
-	p("These use a cancellable context, so every blocking call runs in a goroutine of the Locker's (the core honours the context even where the client library would not), which costs more than scenario 1's background context. A *round trip* is the backend's own ping: Redis PING, `SELECT 1`, ZooKeeper `exists /`, etcd `get`.\n\n")
+	p("These use a cancellable context, so every blocking call runs in a goroutine of the Locker's (the core honours the context even where the client library would not), which costs more than scenario 1's background context. A *round trip* is the backend's own ping: Redis PING, `SELECT 1`, ZooKeeper `exists /`, etcd `get`, NATS the KV bucket's status (`kv.Status`, one JetStream API request).\n\n")
 	if err != nil {
 		p("Not measured: %s\n\n", strings.ReplaceAll(err.Error(), "\n", " "))
 		return
@@ -97,5 +97,5 @@ func writeBackends(p func(string, ...any), list []backendBench, benchtime string
 		p("| %s | %s | %.1f | %s | %.0f ops/s | %s | %s |\n", b.name, us(u["ns/op"]), u["round-trips/op"], us(u["ping-ns"]), par["ops/s"],
 			us(h["release-to-acquired-p50-ns"]), us(h["release-to-acquired-p99-ns"]))
 	}
-	p("\nEvery backend wakes the next waiter: PostgreSQL by LISTEN/NOTIFY, MySQL/MariaDB by the server's GET_LOCK queue on a named lock the holder keeps, SQLite (Linux) by inotify on a wake file next to the database, ZooKeeper and etcd by watches, Redis by the release script handing the lock over. Before those wake-ups, MySQL and SQLite waiters polled with a backoff up to 250 ms, so a handoff after a 300 ms hold took about 130 ms; section 7 measures that case with the waiter in another process.\n\n")
+	p("\nEvery backend wakes the next waiter: PostgreSQL by LISTEN/NOTIFY, MySQL/MariaDB by the server's GET_LOCK queue on a named lock the holder keeps, SQLite (Linux) by inotify on a wake file next to the database, ZooKeeper and etcd by watches, NATS by a KV watch per name per Locker, Redis by the release script handing the lock over. Before those wake-ups, MySQL and SQLite waiters polled with a backoff up to 250 ms, so a handoff after a 300 ms hold took about 130 ms; section 7 measures that case with the waiter in another process.\n\n")
 }
