@@ -1,0 +1,88 @@
+package kubelock
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
+)
+
+func init() {
+	backend.Register("kube", open)
+}
+
+// inCluster is the host of a store URL that means the pod's own service
+// account (rest.InClusterConfig).
+const inCluster = "in-cluster"
+
+// open serves store URLs kube:///namespace[?kubeconfig=path&context=name]
+// and kube://in-cluster/namespace (see the package doc). It reads the
+// namespace's Leases once, so that an unreachable apiserver or missing
+// rights fail here, within ctx, rather than at the first acquisition.
+func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
+	q, err := backend.URLParams(u, "kubeconfig", "context")
+	if err != nil {
+		return nil, err
+	}
+	cfg, namespace, err := restConfig(u, q)
+	if err != nil {
+		return nil, err
+	}
+	if ns := strings.Trim(u.Path, "/"); ns != "" {
+		namespace = ns
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubelock: %w", err)
+	}
+	d, lcfg, err := newDriver(cs, namespace, nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.leases.List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return nil, dlock.StoreError(d, fmt.Errorf("kubelock: list leases in namespace %q at %s: %w", namespace, cfg.Host, err))
+	}
+	return dlock.NewLocker(d, lcfg), nil
+}
+
+// restConfig returns the client configuration a store URL names, and the
+// namespace its kubeconfig context (or the pod) names, "default" if none.
+func restConfig(u *url.URL, q url.Values) (*rest.Config, string, error) {
+	switch u.Host {
+	case inCluster:
+		if q.Get("kubeconfig") != "" || q.Get("context") != "" {
+			return nil, "", fmt.Errorf("%w: kube://in-cluster takes no kubeconfig or context", dlock.ErrBadURL)
+		}
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, "", fmt.Errorf("kubelock: in-cluster configuration: %w", err)
+		}
+		ns, _, _ := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).Namespace()
+		return cfg, ns, nil
+	case "":
+	default:
+		return nil, "", fmt.Errorf("%w: kube:// URLs name no host but %q (kube:///namespace or kube://in-cluster/namespace)", dlock.ErrBadURL, inCluster)
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path := q.Get("kubeconfig"); path != "" {
+		rules.ExplicitPath = path
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: q.Get("context")})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("kubelock: kubeconfig: %w", err)
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil || ns == "" {
+		ns = "default"
+	}
+	return cfg, ns, nil
+}

@@ -1,0 +1,102 @@
+package kubelock_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/testkit"
+	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/internal/testworker"
+)
+
+// TestKillHolder: the adversary is kill -9 of the holder's process. A
+// waiter takes the name once it has seen the dead holder's Lease
+// unchanged for its lease duration, with a token above the dead one's.
+func TestKillHolder(t *testing.T) {
+	k := startKube(t)
+	cs := clientset(t, k, testserver.KubeUser, "")
+	name := testkit.UniqueName(t, "kill")
+	p, dead := testworker.StartHolder(t, storeURL(t, k, testserver.KubeUser, ""), name, 2*time.Second)
+	l := newLocker(t, cs)
+	testkit.WantNotAcquired(t, l, name, "while the worker holds it")
+	p.Kill(t)
+	got := testkit.WantAcquired(t, testkit.AcquireAsync(t.Context(), l, name), name, 30*time.Second)
+	if got.Err != nil {
+		t.Fatalf("Acquire after the kill = %v", got.Err)
+	}
+	if tok := got.Lock.Token(); tok <= dead {
+		t.Errorf("token after the kill = %d, want above the dead holder's %d", tok, dead)
+	}
+	testkit.MustRelease(t, got.Lock)
+}
+
+// TestApiserverFaults: the adversaries are a paused apiserver (SIGSTOP),
+// a killed and restarted one, and a restarted etcd under it. A holder
+// whose renewals cannot reach the store loses its lock (Done closes)
+// before a waiter can take it; after each fault the name works again,
+// with tokens that rise.
+func TestApiserverFaults(t *testing.T) {
+	k := startKube(t)
+	cs := clientset(t, k, testserver.KubeUser, "")
+	faults := []struct {
+		name  string
+		fault func(t *testing.T)
+	}{
+		{"pause", func(t *testing.T) { k.Pause(t); time.Sleep(3 * time.Second); k.Resume(t) }},
+		{"restart-apiserver", func(t *testing.T) { k.Restart(t) }},
+		{"restart-etcd", func(t *testing.T) { k.Etcd.Restart(t) }},
+	}
+	l := newLocker(t, cs)
+	var last uint64
+	for _, f := range faults {
+		t.Run(f.name, func(t *testing.T) {
+			name := testkit.UniqueName(t, f.name)
+			h := testkit.MustAcquire(t, l, name, dlock.WithTTL(time.Second))
+			if h.Token() <= last {
+				t.Errorf("token = %d before the fault, want above %d", h.Token(), last)
+			}
+			f.fault(t)
+			testkit.Retry(t, "a cycle after the fault", func(ctx context.Context) error {
+				k2, err := l.TryAcquire(ctx, name+"-after")
+				if err != nil {
+					return err
+				}
+				last = k2.Token()
+				return k2.Release(ctx)
+			})
+			if !testkit.IsClosed(h.Done()) {
+				h.Release(t.Context()) // renewed through a short fault: still held
+			}
+		})
+	}
+}
+
+// TestPartition: the adversary is a network partition between a holder
+// and the apiserver (a TCP proxy that blackholes both directions). The
+// holder's Done closes, and a waiter on the other side takes the name
+// only after that, with a higher token.
+func TestPartition(t *testing.T) {
+	k := startKube(t)
+	proxy := testserver.StartProxy(t, strings.TrimPrefix(k.URL(), "https://"))
+	cut := clientset(t, k, testserver.KubeUser, "https://"+proxy.Addr())
+	name := testkit.UniqueName(t, "partition")
+	holder := newLocker(t, cut)
+	h := testkit.MustAcquire(t, holder, name, dlock.WithTTL(time.Second))
+	waiter := newLocker(t, clientset(t, k, testserver.KubeUser, ""))
+	got := testkit.AcquireAsync(t.Context(), waiter, name)
+	testkit.WantWaiting(t, got, name)
+	proxy.Partition(t)
+	w := testkit.WantAcquired(t, got, name, 30*time.Second)
+	if w.Err != nil {
+		t.Fatalf("waiter's Acquire = %v", w.Err)
+	}
+	if !testkit.IsClosed(h.Done()) {
+		t.Errorf("the waiter acquired while the cut-off holder's Done was open")
+	}
+	if w.Lock.Token() <= h.Token() {
+		t.Errorf("waiter's token = %d, want above the cut-off holder's %d", w.Lock.Token(), h.Token())
+	}
+}

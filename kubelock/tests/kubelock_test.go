@@ -1,0 +1,134 @@
+package kubelock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/internal/testworker"
+	"github.com/dlock-go/dlock/kubelock"
+	"github.com/dlock-go/dlock/kubelock/internal/testhook"
+)
+
+// namespace is where the tests keep their Leases: the least-privileged
+// user (testserver.KubeUser) may use Leases there and nothing else.
+const namespace = "default"
+
+func TestMain(m *testing.M) {
+	testworker.Run(map[string]testworker.Func{"hold": testworker.Hold, "tokenhold": testworker.TokenHold})
+	m.Run()
+}
+
+// startKube starts an apiserver and lets testserver.KubeUser use Leases
+// in namespace.
+func startKube(t testing.TB) *testserver.Kube {
+	t.Helper()
+	k := testserver.StartKube(t)
+	k.GrantLeases(t, namespace)
+	return k
+}
+
+// clientset returns a clientset as user through the kubeconfig the server
+// writes, reaching the apiserver at server ("" for directly).
+func clientset(t testing.TB, k *testserver.Kube, user, server string) kubernetes.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", k.WriteKubeconfig(t, user, server, namespace))
+	if err != nil {
+		t.Fatalf("load the kubeconfig: %v", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("kubernetes.NewForConfig = %v", err)
+	}
+	return cs
+}
+
+// storeURL returns the kube:// URL of namespace through a kubeconfig of
+// user reaching the apiserver at server ("" for directly).
+func storeURL(t testing.TB, k *testserver.Kube, user, server string) string {
+	t.Helper()
+	return "kube:///" + namespace + "?kubeconfig=" + k.WriteKubeconfig(t, user, server, namespace)
+}
+
+// newLocker returns a Locker on cs, closed at the end of the test.
+func newLocker(t testing.TB, cs kubernetes.Interface) *dlock.Locker {
+	t.Helper()
+	l, err := kubelock.New(cs, namespace, nil)
+	if err != nil {
+		t.Fatalf("kubelock.New = %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// getLease reads the Lease that holds name.
+func getLease(t testing.TB, cs kubernetes.Interface, name string) *coordv1.Lease {
+	t.Helper()
+	lease, err := cs.CoordinationV1().Leases(namespace).Get(t.Context(), testhook.LeaseName(name), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get the lease of %q: %v", name, err)
+	}
+	return lease
+}
+
+// harness returns a conformance Harness whose Lockers run as the
+// least-privileged user, sharing one clientset as the goroutines of one
+// service would; Expire deletes the Lease as the administrator.
+func harness(k *testserver.Kube, cs, admin kubernetes.Interface) dlocktest.Harness {
+	return dlocktest.Harness{
+		NewLocker: func(t testing.TB) *dlock.Locker {
+			l, err := kubelock.New(cs, namespace, nil)
+			if err != nil {
+				t.Fatalf("kubelock.New = %v", err)
+			}
+			return l
+		},
+		LockerAndDriver: func(t testing.TB) (*dlock.Locker, driver.Driver) {
+			l, d, err := testhook.New(cs, namespace)
+			if err != nil {
+				t.Fatalf("testhook.New = %v", err)
+			}
+			return l, d
+		},
+		Expire: func(t testing.TB, name string) {
+			t.Helper()
+			err := admin.CoordinationV1().Leases(namespace).Delete(t.Context(), testhook.LeaseName(name), metav1.DeleteOptions{})
+			if err != nil {
+				t.Fatalf("delete the lease of %q: %v", name, err)
+			}
+		},
+		Ping: func(ctx context.Context) error {
+			_, err := cs.CoordinationV1().Leases(namespace).Get(ctx, "dlock-ping", metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			return nil
+		},
+		// A Lease holds one holderIdentity, which client-go's leader
+		// election reads: see the package doc's Limits.
+		NoModes:     true,
+		NoResume:    true,
+		NoLockDelay: true,
+		TTL:         time.Second,
+	}
+}
+
+func TestConformance(t *testing.T) {
+	k := startKube(t)
+	dlocktest.Run(t, harness(k, clientset(t, k, testserver.KubeUser, ""), clientset(t, k, testserver.KubeAdmin, "")))
+}
+
+func BenchmarkKube(b *testing.B) {
+	k := startKube(b)
+	dlocktest.RunBenchmarks(b, harness(k, clientset(b, k, testserver.KubeUser, ""), clientset(b, k, testserver.KubeAdmin, "")))
+}
