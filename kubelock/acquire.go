@@ -43,8 +43,8 @@ func (d *kubeDriver) read(ctx context.Context, name string) (*coordv1.Lease, uin
 }
 
 // write creates lease if it has no resourceVersion, and updates it
-// compared by its resourceVersion otherwise. It returns errConflict when
-// another write came first.
+// compared by its resourceVersion otherwise. It returns an error wrapping
+// errConflict when another write (or a deletion) came first.
 func (d *kubeDriver) write(ctx context.Context, lease *coordv1.Lease) (*coordv1.Lease, error) {
 	var out *coordv1.Lease
 	var err error
@@ -53,7 +53,9 @@ func (d *kubeDriver) write(ctx context.Context, lease *coordv1.Lease) (*coordv1.
 	} else {
 		out, err = d.leases.Update(ctx, lease, metav1.UpdateOptions{})
 	}
-	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+	// A conflict, a Create that another Create beat, or an Update of a
+	// Lease deleted since it was read: the Lease is not as read.
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || (lease.ResourceVersion != "" && apierrors.IsNotFound(err)) {
 		return nil, fmt.Errorf("%w: %w", errConflict, err)
 	}
 	return out, err

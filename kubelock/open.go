@@ -65,7 +65,11 @@ func restConfig(u *url.URL, q url.Values) (*rest.Config, string, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("kubelock: in-cluster configuration: %w", err)
 		}
-		ns, _, _ := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).Namespace()
+		// The pod's namespace, from its service account's files.
+		ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).Namespace()
+		if err != nil || ns == "" {
+			ns = "default"
+		}
 		return cfg, ns, nil
 	case "":
 	default:

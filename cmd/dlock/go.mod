@@ -7,6 +7,7 @@ require (
 	github.com/dlock-go/dlock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/etcdlock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/internal/testserver v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/kubelock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/redislock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/redlock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/sqllock v0.0.0-20261126022123-99c02b3cd452
@@ -75,6 +76,7 @@ replace (
 	github.com/dlock-go/dlock/etcdlock => ../../etcdlock
 	github.com/dlock-go/dlock/internal/goredis => ../../internal/goredis
 	github.com/dlock-go/dlock/internal/testserver => ../../internal/testserver
+	github.com/dlock-go/dlock/kubelock => ../../kubelock
 	github.com/dlock-go/dlock/redislock => ../../redislock
 	github.com/dlock-go/dlock/redlock => ../../redlock
 	github.com/dlock-go/dlock/sqllock => ../../sqllock

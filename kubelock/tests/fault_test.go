@@ -33,11 +33,12 @@ func TestKillHolder(t *testing.T) {
 	testkit.MustRelease(t, got.Lock)
 }
 
-// TestApiserverFaults: the adversaries are a paused apiserver (SIGSTOP),
-// a killed and restarted one, and a restarted etcd under it. A holder
-// whose renewals cannot reach the store loses its lock (Done closes)
-// before a waiter can take it; after each fault the name works again,
-// with tokens that rise.
+// TestApiserverFaults: the adversaries are a paused apiserver (SIGSTOP)
+// for three times the TTL, a killed and restarted one, and a restarted
+// etcd under it. The holder through the pause loses its lock (Done
+// closes: its renewals could not reach the store); after each fault the
+// store serves a new acquisition again, with a token above every earlier
+// one (resourceVersions rise across the cluster).
 func TestApiserverFaults(t *testing.T) {
 	k := startKube(t)
 	cs := clientset(t, k, testserver.KubeUser, "")
@@ -59,6 +60,13 @@ func TestApiserverFaults(t *testing.T) {
 				t.Errorf("token = %d before the fault, want above %d", h.Token(), last)
 			}
 			f.fault(t)
+			if f.name == "pause" {
+				select {
+				case <-h.Done():
+				case <-time.After(30 * time.Second):
+					t.Errorf("holder's Done still open 30 s after a pause of 3 s with a TTL of 1 s")
+				}
+			}
 			testkit.Retry(t, "a cycle after the fault", func(ctx context.Context) error {
 				k2, err := l.TryAcquire(ctx, name+"-after")
 				if err != nil {

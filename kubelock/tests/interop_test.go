@@ -2,14 +2,15 @@ package kubelock_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/testkit"
@@ -98,13 +99,14 @@ func TestClientGoToDlock(t *testing.T) {
 	<-cg.led
 	l := newLocker(t, cs)
 	dled := make(chan struct{})
+	var once sync.Once
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go l.Lead(ctx, name, func(ctx context.Context) error {
 		if n := leaders.Add(1); n != 1 {
 			t.Errorf("dlock started leading with %d leaders acting", n)
 		}
-		close(dled)
+		once.Do(func() { close(dled) })
 		<-ctx.Done()
 		leaders.Add(-1)
 		return nil
@@ -142,12 +144,13 @@ func TestDlockToClientGo(t *testing.T) {
 	var leaders atomic.Int32
 	l := newLocker(t, cs)
 	dled := make(chan struct{})
+	var once sync.Once
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
 		done <- l.Lead(ctx, name, func(ctx context.Context) error {
 			leaders.Add(1)
-			close(dled)
+			once.Do(func() { close(dled) })
 			<-ctx.Done()
 			leaders.Add(-1)
 			return nil
