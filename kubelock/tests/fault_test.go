@@ -27,7 +27,7 @@ func TestKillHolder(t *testing.T) {
 	if got.Err != nil {
 		t.Fatalf("Acquire after the kill = %v", got.Err)
 	}
-	if tok := got.Lock.Token(); tok <= dead {
+	if tok := got.Lock.Fence(); tok <= dead {
 		t.Errorf("token after the kill = %d, want above the dead holder's %d", tok, dead)
 	}
 	testkit.MustRelease(t, got.Lock)
@@ -56,8 +56,8 @@ func TestApiserverFaults(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			name := testkit.UniqueName(t, f.name)
 			h := testkit.MustAcquire(t, l, name, dlock.WithTTL(time.Second))
-			if h.Token() <= last {
-				t.Errorf("token = %d before the fault, want above %d", h.Token(), last)
+			if h.Fence() <= last {
+				t.Errorf("token = %d before the fault, want above %d", h.Fence(), last)
 			}
 			f.fault(t)
 			if f.name == "pause" {
@@ -72,7 +72,7 @@ func TestApiserverFaults(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				last = k2.Token()
+				last = k2.Fence()
 				return k2.Release(ctx)
 			})
 			if !testkit.IsClosed(h.Done()) {
@@ -104,7 +104,7 @@ func TestPartition(t *testing.T) {
 	if !testkit.IsClosed(h.Done()) {
 		t.Errorf("the waiter acquired while the cut-off holder's Done was open")
 	}
-	if w.Lock.Token() <= h.Token() {
-		t.Errorf("waiter's token = %d, want above the cut-off holder's %d", w.Lock.Token(), h.Token())
+	if w.Lock.Fence() <= h.Fence() {
+		t.Errorf("waiter's token = %d, want above the cut-off holder's %d", w.Lock.Fence(), h.Fence())
 	}
 }
