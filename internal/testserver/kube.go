@@ -75,11 +75,12 @@ var KubeAPIServer = GoServer{
 type Kube struct {
 	Etcd *Etcd // the apiserver's store
 
-	bin  string
-	dir  string // holds the certificates, the token file and server.log
-	port int    // the secure port, kept across restarts
-	pki  *PKI
-	sa   string // the service-account signing key
+	bin    string
+	dir    string // holds the certificates, the token file and server.log
+	port   int    // the secure port, kept across restarts
+	pki    *PKI
+	sa     string // the service-account signing key
+	saCert string // its certificate: the verifying key (PKCS#8 EC keys are not read as public keys)
 
 	server
 }
@@ -107,7 +108,7 @@ func StartKube(t testing.TB) *Kube {
 	bin := KubeAPIServer.Build(t)
 	k := &Kube{Etcd: StartEtcd(t), bin: bin, dir: t.TempDir(), pki: NewPKI(t)}
 	k.writeTokens(t)
-	_, k.sa = k.pki.Issue(t, "service-account", "service-account")
+	k.saCert, k.sa = k.pki.Issue(t, "service-account", "service-account")
 	k.server = server{name: "kube-apiserver", where: k.addr, start: k.startLocked}
 	k.mu.Lock()
 	k.startLocked(t)
@@ -145,7 +146,7 @@ func (k *Kube) startLocked(t testing.TB) {
 			"--cert-dir=" + filepath.Join(k.dir, "certs"),
 			"--tls-cert-file=" + k.pki.ServerCert,
 			"--tls-private-key-file=" + k.pki.ServerKey,
-			"--service-account-key-file=" + k.sa,
+			"--service-account-key-file=" + k.saCert,
 			"--service-account-signing-key-file=" + k.sa,
 			"--service-account-issuer=https://127.0.0.1:" + strconv.Itoa(port),
 			"--token-auth-file=" + filepath.Join(k.dir, "tokens.csv"),
