@@ -97,7 +97,7 @@ func (d *kubeDriver) tryAcquire(ctx context.Context, l driver.Lease) (driver.Res
 		ttl := durationOf(lease)
 		return driver.Result{Stamp: lease.ResourceVersion, StampTTL: ttl, Remaining: ttl}, nil
 	}
-	grant(lease, l.Owner, l.Metadata, l.TTL, fence)
+	grant(lease, l.Owner, l.Metadata, l.TTL, fence, d.renewTime(lease, l.Owner))
 	out, err := d.write(ctx, lease)
 	if err != nil {
 		return driver.Result{}, err
@@ -127,6 +127,7 @@ func (d *kubeDriver) forget(name string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.seen, name)
+	delete(d.marks, name)
 }
 
 // held returns a copy of the Lease of l as l's owner last wrote it, if

@@ -49,7 +49,11 @@
 //     delay. Lock.Extend is kept (it rewrites leaseDurationSeconds).
 //   - leaseDurationSeconds is the TTL rounded up to whole seconds plus
 //     one: client-go compares records at one-second precision, so a
-//     dlock holder's renewals within one second look alike to it.
+//     dlock holder's renewals within one second look alike to it. A
+//     holder repeats a renewTime second for at most one second of its
+//     monotonic clock (after a step back of its wall clock, renewTime
+//     runs ahead of it by up to the step), so that a client-go candidate
+//     never takes over before the holder's Done closes. See DESIGN.md.
 //   - A holder that dies keeps the name for leaseDurationSeconds after
 //     the waiter's first look at its last renewal.
 //   - Names that are not valid Lease names (a DNS subdomain of at most
@@ -89,7 +93,12 @@ type Options struct {
 }
 
 // New returns a Locker whose locks are Leases in namespace, through cs.
-// It does not close cs (clientsets need no closing). opts may be nil. An
+// It does not close cs (clientsets need no closing). Every lock's
+// requests go through cs's client-side rate limit: each held lock renews
+// 3/TTL times a second, and each waiter reads its Lease when woken, so
+// give cs a rate limit above client-go's default of 5 requests a second
+// (rest.Config QPS and Burst; store URLs use URLQPS and URLBurst) when it
+// serves more than a few locks with short TTLs. opts may be nil. An
 // empty namespace is an error wrapping dlock.ErrInvalid.
 func New(cs kubernetes.Interface, namespace string, opts *Options) (*dlock.Locker, error) {
 	d, lcfg, err := newDriver(cs, namespace, opts)
@@ -105,8 +114,9 @@ type kubeDriver struct {
 	namespace string
 	watches   *hub
 
-	mu   sync.Mutex
-	seen map[string]*coordv1.Lease // the last Lease each name's holder wrote, by Lease name
+	mu    sync.Mutex
+	seen  map[string]*coordv1.Lease // the last Lease each name's holder wrote, by Lease name
+	marks map[string]renewMark      // the renewTime second each holder wrote last, by Lease name
 }
 
 func newDriver(cs kubernetes.Interface, namespace string, opts *Options) (*kubeDriver, dlock.LockerOptions, error) {
@@ -120,7 +130,7 @@ func newDriver(cs kubernetes.Interface, namespace string, opts *Options) (*kubeD
 		opts = &Options{}
 	}
 	leases := cs.CoordinationV1().Leases(namespace)
-	d := &kubeDriver{leases: leases, namespace: namespace, seen: make(map[string]*coordv1.Lease)}
+	d := &kubeDriver{leases: leases, namespace: namespace, seen: make(map[string]*coordv1.Lease), marks: make(map[string]renewMark)}
 	d.watches = newHub(leases)
 	return d, dlock.LockerOptions{MaxRetryInterval: opts.MaxRetryInterval}, nil
 }

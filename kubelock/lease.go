@@ -90,11 +90,11 @@ func leaseSeconds(ttl time.Duration) int32 {
 }
 
 // grant sets l's spec and annotations for owner taking it with fence,
-// as client-go's tryAcquireOrRenew writes a new holder: acquireTime and
-// renewTime now, leaseTransitions one more unless owner held it already.
-func grant(l *coordv1.Lease, owner, metadata string, ttl time.Duration, fence uint64) {
-	now := metav1.NowMicro()
+// as client-go's tryAcquireOrRenew writes a new holder: acquireTime now,
+// renewTime at, leaseTransitions one more unless owner held it already.
+func grant(l *coordv1.Lease, owner, metadata string, ttl time.Duration, fence uint64, at metav1.MicroTime) {
 	if holderOf(l) != owner {
+		now := metav1.NowMicro()
 		var n int32 // 0 on a new Lease
 		if l.ResourceVersion != "" {
 			if l.Spec.LeaseTransitions != nil {
@@ -108,17 +108,16 @@ func grant(l *coordv1.Lease, owner, metadata string, ttl time.Duration, fence ui
 	l.Spec.HolderIdentity = &owner
 	secs := leaseSeconds(ttl)
 	l.Spec.LeaseDurationSeconds = &secs
-	l.Spec.RenewTime = &now
+	l.Spec.RenewTime = &at
 	setAnnotation(l, annoGrant, strconv.FormatUint(fence, 10)+" "+owner)
 	setAnnotation(l, annoMeta, metadata)
 }
 
-// renew sets l's renewTime to now and its duration to ttl's.
-func renew(l *coordv1.Lease, ttl time.Duration) {
-	now := metav1.NowMicro()
+// renew sets l's renewTime to at and its duration to ttl's.
+func renew(l *coordv1.Lease, ttl time.Duration, at metav1.MicroTime) {
 	secs := leaseSeconds(ttl)
 	l.Spec.LeaseDurationSeconds = &secs
-	l.Spec.RenewTime = &now
+	l.Spec.RenewTime = &at
 }
 
 // free sets l as client-go's ReleaseOnCancel leaves a Lease: no holder, a

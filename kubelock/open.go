@@ -19,6 +19,17 @@ func init() {
 	backend.Register("kube", open)
 }
 
+// URLQPS and URLBurst are the client-side rate limit of the clientset a
+// store URL makes, unless its kubeconfig sets one: client-go's default
+// (5 requests a second, bursts of 10) is shared by every lock of the
+// Locker, and one held lock renews 3/TTL times a second, so a few locks
+// with short TTLs would be throttled past their loss deadline. The
+// apiserver's own priority and fairness still applies.
+const (
+	URLQPS   = 50
+	URLBurst = 100
+)
+
 // inCluster is the host of a store URL that means the pod's own service
 // account (rest.InClusterConfig).
 const inCluster = "in-cluster"
@@ -35,6 +46,9 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	cfg, namespace, err := restConfig(u, q)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.QPS == 0 && cfg.RateLimiter == nil {
+		cfg.QPS, cfg.Burst = URLQPS, URLBurst
 	}
 	if ns := strings.Trim(u.Path, "/"); ns != "" {
 		namespace = ns

@@ -49,7 +49,7 @@ func (d *kubeDriver) ownedWrite(ctx context.Context, l driver.Lease, change func
 func (d *kubeDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	errs := make([]error, len(ls))
 	for i, l := range ls {
-		out, err := d.ownedWrite(ctx, l, func(lease *coordv1.Lease) { renew(lease, l.TTL) })
+		out, err := d.ownedWrite(ctx, l, func(lease *coordv1.Lease) { renew(lease, l.TTL, d.renewTime(lease, l.Owner)) })
 		if err == nil {
 			d.remember(out)
 		}

@@ -46,6 +46,7 @@ func clientset(t testing.TB, k *testserver.Kube, user, server string) kubernetes
 	if err != nil {
 		t.Fatalf("load the kubeconfig: %v", err)
 	}
+	cfg.QPS, cfg.Burst = kubelock.URLQPS, kubelock.URLBurst // as a store URL's clientset
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatalf("kubernetes.NewForConfig = %v", err)
