@@ -110,9 +110,10 @@ func New(cs kubernetes.Interface, namespace string, opts *Options) (*dlock.Locke
 
 // kubeDriver implements driver.Driver over Leases.
 type kubeDriver struct {
-	leases    coordclient.LeaseInterface
-	namespace string
-	watches   *hub
+	leases     coordclient.LeaseInterface
+	namespace  string
+	watches    *hub
+	closeConns func() // set for a clientset the driver made (store URLs), else nil
 
 	mu    sync.Mutex
 	seen  map[string]*coordv1.Lease // the last Lease each name's holder wrote, by Lease name
@@ -142,9 +143,13 @@ func (d *kubeDriver) Backend() string { return "kubernetes" }
 // end when their context does.
 func (d *kubeDriver) HonoursContext() bool { return true }
 
-// Close stops the driver's watches. It does not touch the clientset.
+// Close stops the driver's watches. It does not touch a clientset given
+// to New; one made for a store URL has its idle connections closed.
 func (d *kubeDriver) Close() error {
 	d.watches.close()
+	if d.closeConns != nil {
+		d.closeConns()
+	}
 	return nil
 }
 

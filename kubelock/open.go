@@ -53,7 +53,11 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if ns := strings.Trim(u.Path, "/"); ns != "" {
 		namespace = ns
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubelock: %w", err)
+	}
+	cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("kubelock: %w", err)
 	}
@@ -61,6 +65,9 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The Locker owns this clientset: Close ends its connections (and
+	// their goroutines) once the watches have stopped.
+	d.closeConns = hc.CloseIdleConnections
 	if _, err := d.leases.List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return nil, dlock.StoreError(d, fmt.Errorf("kubelock: list leases in namespace %q at %s: %w", namespace, cfg.Host, err))
 	}

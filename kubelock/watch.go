@@ -25,12 +25,16 @@ type hub struct {
 	closed bool
 }
 
-// nameWatch is the watch of one Lease. Its goroutine (run) is owned by
-// the hub and exits when the last subscriber stops or the hub closes.
+// nameWatch is the watch of one Lease. Its goroutine (start, then run)
+// is owned by the hub and exits when the last subscriber stops or the
+// hub closes.
 type nameWatch struct {
-	subs map[chan struct{}]struct{} // guarded by hub.mu
-	stop context.CancelFunc
-	done chan struct{} // closed when run returns
+	subs  map[chan struct{}]struct{} // guarded by hub.mu
+	ctx   context.Context            // ends when the watch is to stop
+	stop  context.CancelFunc
+	ready chan struct{} // closed once the watch runs on the server, or could not be opened
+	err   error         // why it could not be opened; read once ready is closed
+	done  chan struct{} // closed when its goroutine returns
 }
 
 func newHub(leases coordclient.LeaseInterface) *hub {
@@ -45,30 +49,60 @@ func (d *kubeDriver) Watch(ctx context.Context, name string) (<-chan struct{}, f
 }
 
 // subscribe joins the watch of the Lease lease, opening it first if this
-// Locker has none, and returns once it runs on the server.
+// Locker has none, and returns once it runs on the server. The watch is
+// opened by a goroutine of its own, outside the hub's lock: waiters on
+// other names, and Close, do not wait for it; waiters on the same name
+// join it rather than open another.
 func (h *hub) subscribe(ctx context.Context, lease string) (<-chan struct{}, func(), error) {
 	ch := make(chan struct{}, 1)
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed {
+		h.mu.Unlock()
 		return nil, nil, errClosed
 	}
 	nw := h.names[lease]
 	if nw == nil {
-		// Opened under the hub's lock: a second waiter on the same name
-		// waits for the first watch rather than opening another.
-		w, rv, err := h.open(ctx, lease, "")
-		if err != nil {
-			return nil, nil, err
-		}
 		wctx, stop := context.WithCancel(context.Background())
-		nw = &nameWatch{subs: make(map[chan struct{}]struct{}), stop: stop, done: make(chan struct{})}
+		nw = &nameWatch{subs: make(map[chan struct{}]struct{}), ctx: wctx, stop: stop,
+			ready: make(chan struct{}), done: make(chan struct{})}
 		h.names[lease] = nw
-		go h.run(wctx, lease, nw, w, rv)
+		go h.start(lease, nw)
 	}
 	nw.subs[ch] = struct{}{}
+	h.mu.Unlock()
 	var once sync.Once
-	return ch, func() { once.Do(func() { h.unsubscribe(lease, nw, ch) }) }, nil
+	cancel := func() { once.Do(func() { h.unsubscribe(lease, nw, ch) }) }
+	select {
+	case <-nw.ready:
+		if nw.err != nil {
+			cancel()
+			return nil, nil, nw.err
+		}
+		return ch, cancel, nil
+	case <-ctx.Done():
+		cancel()
+		return nil, nil, ctx.Err()
+	}
+}
+
+// start opens nw's watch and runs it; if it cannot be opened, it drops nw
+// from the hub and hands the error to nw's subscribers.
+func (h *hub) start(lease string, nw *nameWatch) {
+	w, rv, err := h.open(nw.ctx, lease, "")
+	if err != nil {
+		h.mu.Lock()
+		if h.names[lease] == nw {
+			delete(h.names, lease)
+		}
+		h.mu.Unlock()
+		nw.stop()
+		nw.err = err
+		close(nw.ready)
+		close(nw.done)
+		return
+	}
+	close(nw.ready)
+	h.run(nw.ctx, lease, nw, w, rv)
 }
 
 // unsubscribe removes ch from nw, and ends nw's watch if it was the last.
