@@ -3,13 +3,16 @@ package kubelock
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/connrotation"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
@@ -29,6 +32,10 @@ const (
 	URLQPS   = 50
 	URLBurst = 100
 )
+
+// dialTimeout bounds a connection attempt to the apiserver, as
+// client-go's default dialer does.
+const dialTimeout = 30 * time.Second
 
 // inCluster is the host of a store URL that means the pod's own service
 // account (rest.InClusterConfig).
@@ -53,11 +60,12 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if ns := strings.Trim(u.Path, "/"); ns != "" {
 		namespace = ns
 	}
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubelock: %w", err)
-	}
-	cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	// The Locker owns this clientset: its connections are its own (not
+	// shared through client-go's transport cache), and Close closes them
+	// all, idle or not, once the watches have stopped.
+	dialer := connrotation.NewDialer((&net.Dialer{Timeout: dialTimeout, KeepAlive: dialTimeout}).DialContext)
+	cfg.Dial = dialer.DialContext
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubelock: %w", err)
 	}
@@ -65,9 +73,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The Locker owns this clientset: Close ends its connections (and
-	// their goroutines) once the watches have stopped.
-	d.closeConns = hc.CloseIdleConnections
+	d.closeConns = dialer.CloseAll
 	if _, err := d.leases.List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return nil, dlock.StoreError(d, fmt.Errorf("kubelock: list leases in namespace %q at %s: %w", namespace, cfg.Host, err))
 	}

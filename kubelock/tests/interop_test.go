@@ -2,6 +2,7 @@ package kubelock_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,8 +30,9 @@ type elector struct {
 // startElector runs a client-go LeaderElector for the Lease name as
 // identity; leaders counts the leaders acting at once (both libraries').
 // It releases the Lease when stopped (ReleaseOnCancel), as a rolling
-// update's old replica would.
-func startElector(t *testing.T, cs kubernetes.Interface, name, identity string, leaders *atomic.Int32) *elector {
+// update's old replica would. Each of gone, when it reports true as
+// client-go starts leading, marks a leader that stopped acting.
+func startElector(t *testing.T, cs kubernetes.Interface, name, identity string, leaders *atomic.Int32, gone ...func() bool) *elector {
 	t.Helper()
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: name, Namespace: namespace},
@@ -47,6 +49,11 @@ func startElector(t *testing.T, cs kubernetes.Interface, name, identity string, 
 		ReleaseOnCancel: true,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) {
+				for _, g := range gone {
+					if g() {
+						leaders.Add(-1)
+					}
+				}
 				if n := leaders.Add(1); n != 1 {
 					t.Errorf("client-go %s started leading with %d leaders acting", identity, n)
 				}
@@ -175,5 +182,30 @@ func TestDlockToClientGo(t *testing.T) {
 	}
 	if !cg.le.IsLeader() {
 		t.Errorf("client-go IsLeader = false after the handover")
+	}
+}
+
+// TestPartitionedDlockToClientGo: the adversary is a network partition
+// between a dlock holder and the apiserver while a client-go
+// LeaderElector campaigns. client-go takes over by its own rule (no
+// change of the record, read in whole seconds, for leaseDurationSeconds
+// on its clock); by the time it starts leading, the cut-off holder's Done
+// must have closed.
+func TestPartitionedDlockToClientGo(t *testing.T) {
+	k := startKube(t)
+	proxy := testserver.StartProxy(t, strings.TrimPrefix(k.URL(), "https://"))
+	cut := clientset(t, k, testserver.KubeUser, "https://"+proxy.Addr())
+	cs := clientset(t, k, testserver.KubeUser, "")
+	name := "interop-partitioned-dlock"
+	h := testkit.MustAcquire(t, newLocker(t, cut), name, dlock.WithTTL(time.Second))
+	var leaders atomic.Int32
+	leaders.Add(1) // the dlock holder
+	cg := startElector(t, cs, name, "client-go-replica", &leaders, func() bool { return testkit.IsClosed(h.Done()) })
+	renewals(t, cs, name, 4) // client-go sees the holder renew first
+	proxy.Partition(t)
+	select {
+	case <-cg.led:
+	case <-time.After(60 * time.Second):
+		t.Fatal("client-go did not lead within 60 s of the holder's partition")
 	}
 }
