@@ -67,7 +67,7 @@ func hasAnyPrefix(s string, prefixes []string) bool {
 
 // Classifier is Classify as a driver.Classifier: redislock's and
 // redlock's drivers embed it, and their Open passes it to
-// dlock.StoreError.
+// driver.StoreError.
 type Classifier struct{}
 
 // Classify returns Classify(err).
