@@ -82,13 +82,14 @@ import (
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // Options configures a Locker made by New. The zero value (or nil) means
 // defaults.
 type Options struct {
 	// MaxRetryInterval bounds the wait between attempts of a waiter whose
-	// wake-ups were lost. Default: dlock.DefaultMaxRetryInterval.
+	// wake-ups were lost. Default: driver.DefaultMaxRetryInterval.
 	MaxRetryInterval time.Duration
 }
 
@@ -120,12 +121,12 @@ type kubeDriver struct {
 	marks map[string]renewMark      // the renewTime second each holder wrote last, by Lease name
 }
 
-func newDriver(cs kubernetes.Interface, namespace string, opts *Options) (*kubeDriver, dlock.LockerOptions, error) {
+func newDriver(cs kubernetes.Interface, namespace string, opts *Options) (*kubeDriver, driver.LockerOptions, error) {
 	if cs == nil {
-		return nil, dlock.LockerOptions{}, fmt.Errorf("kubelock: nil clientset: %w", dlock.ErrInvalid)
+		return nil, driver.LockerOptions{}, fmt.Errorf("kubelock: nil clientset: %w", dlock.ErrInvalid)
 	}
 	if namespace == "" {
-		return nil, dlock.LockerOptions{}, fmt.Errorf("kubelock: empty namespace: %w", dlock.ErrInvalid)
+		return nil, driver.LockerOptions{}, fmt.Errorf("kubelock: empty namespace: %w", dlock.ErrInvalid)
 	}
 	if opts == nil {
 		opts = &Options{}
@@ -133,7 +134,7 @@ func newDriver(cs kubernetes.Interface, namespace string, opts *Options) (*kubeD
 	leases := cs.CoordinationV1().Leases(namespace)
 	d := &kubeDriver{leases: leases, namespace: namespace, seen: make(map[string]*coordv1.Lease), marks: make(map[string]renewMark)}
 	d.watches = newHub(leases)
-	return d, dlock.LockerOptions{MaxRetryInterval: opts.MaxRetryInterval}, nil
+	return d, driver.LockerOptions{MaxRetryInterval: opts.MaxRetryInterval}, nil
 }
 
 // Backend implements driver.Describer.

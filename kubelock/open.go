@@ -16,6 +16,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/driver"
 )
 
 func init() {
@@ -75,7 +76,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	}
 	d.closeConns = dialer.CloseAll
 	if _, err := d.leases.List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-		return nil, dlock.StoreError(d, fmt.Errorf("kubelock: list leases in namespace %q at %s: %w", namespace, cfg.Host, err))
+		return nil, driver.StoreError(d, fmt.Errorf("kubelock: list leases in namespace %q at %s: %w", namespace, cfg.Host, err))
 	}
 	return dlock.NewLocker(d, lcfg), nil
 }
