@@ -55,6 +55,7 @@ var backends = [][3]string{
 	{"sqlite", "/sqllock", "/sqllock"},
 	{"etcdlock", "/etcdlock", "/etcdlock"},
 	{"zklock", "/zklock", "/zklock"},
+	{"kubelock", "/kubelock", "/kubelock"},
 }
 
 // figures are the check's measurements, by program name.
