@@ -78,8 +78,6 @@ import (
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
-	"k8s.io/client-go/kubernetes"
-	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
@@ -93,16 +91,26 @@ type Options struct {
 	MaxRetryInterval time.Duration
 }
 
-// New returns a Locker whose locks are Leases in namespace, through cs.
-// It does not close cs (clientsets need no closing). Every lock's
+// New returns a Locker whose locks are Leases in namespace, through cs: a
+// client-go clientset (a *kubernetes.Clientset or any kubernetes.Interface;
+// type inference finds C and L), or any value whose CoordinationV1()
+// serves Leases by namespace. kubelock names no client-go clientset type,
+// so that a program that links it does not link every API group's typed
+// client and types. New does not close cs (clientsets need no closing). Every lock's
 // requests go through cs's client-side rate limit: each held lock renews
 // 3/TTL times a second, and each waiter reads its Lease when woken, so
 // give cs a rate limit above client-go's default of 5 requests a second
 // (rest.Config QPS and Burst; store URLs use URLQPS and URLBurst) when it
-// serves more than a few locks with short TTLs. opts may be nil. An
-// empty namespace is an error wrapping dlock.ErrInvalid.
-func New(cs kubernetes.Interface, namespace string, opts *Options) (*dlock.Locker, error) {
-	d, lcfg, err := newDriver(cs, namespace, opts)
+// serves more than a few locks with short TTLs. opts may be nil. A nil
+// cs or an empty namespace is an error wrapping dlock.ErrInvalid.
+func New[C interface{ Leases(namespace string) L }, L LeaseClient](cs interface{ CoordinationV1() C }, namespace string, opts *Options) (*dlock.Locker, error) {
+	if cs == nil {
+		return nil, fmt.Errorf("kubelock: nil clientset: %w", dlock.ErrInvalid)
+	}
+	if namespace == "" {
+		return nil, fmt.Errorf("kubelock: empty namespace: %w", dlock.ErrInvalid)
+	}
+	d, lcfg, err := newDriver(cs.CoordinationV1().Leases(namespace), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -111,8 +119,7 @@ func New(cs kubernetes.Interface, namespace string, opts *Options) (*dlock.Locke
 
 // kubeDriver implements driver.Driver over Leases.
 type kubeDriver struct {
-	leases     coordclient.LeaseInterface
-	namespace  string
+	leases     LeaseClient
 	watches    *hub
 	closeConns func() // set for a clientset the driver made (store URLs), else nil
 
@@ -121,18 +128,16 @@ type kubeDriver struct {
 	marks map[string]renewMark      // the renewTime second each holder wrote last, by Lease name
 }
 
-func newDriver(cs kubernetes.Interface, namespace string, opts *Options) (*kubeDriver, driver.LockerOptions, error) {
-	if cs == nil {
-		return nil, driver.LockerOptions{}, fmt.Errorf("kubelock: nil clientset: %w", dlock.ErrInvalid)
-	}
-	if namespace == "" {
-		return nil, driver.LockerOptions{}, fmt.Errorf("kubelock: empty namespace: %w", dlock.ErrInvalid)
+// newDriver returns the driver of the Leases of one namespace through
+// leases.
+func newDriver(leases LeaseClient, opts *Options) (*kubeDriver, driver.LockerOptions, error) {
+	if leases == nil {
+		return nil, driver.LockerOptions{}, fmt.Errorf("kubelock: nil lease client: %w", dlock.ErrInvalid)
 	}
 	if opts == nil {
 		opts = &Options{}
 	}
-	leases := cs.CoordinationV1().Leases(namespace)
-	d := &kubeDriver{leases: leases, namespace: namespace, seen: make(map[string]*coordv1.Lease), marks: make(map[string]renewMark)}
+	d := &kubeDriver{leases: leases, seen: make(map[string]*coordv1.Lease), marks: make(map[string]renewMark)}
 	d.watches = newHub(leases)
 	return d, driver.LockerOptions{MaxRetryInterval: opts.MaxRetryInterval}, nil
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/connrotation"
@@ -61,16 +60,16 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if ns := strings.Trim(u.Path, "/"); ns != "" {
 		namespace = ns
 	}
-	// The Locker owns this clientset: its connections are its own (not
+	// The Locker owns this client: its connections are its own (not
 	// shared through client-go's transport cache), and Close closes them
 	// all, idle or not, once the watches have stopped.
 	dialer := connrotation.NewDialer((&net.Dialer{Timeout: dialTimeout, KeepAlive: dialTimeout}).DialContext)
 	cfg.Dial = dialer.DialContext
-	cs, err := kubernetes.NewForConfig(cfg)
+	leases, err := newRESTLeases(cfg, namespace)
 	if err != nil {
-		return nil, fmt.Errorf("kubelock: %w", err)
+		return nil, err
 	}
-	d, lcfg, err := newDriver(cs, namespace, nil)
+	d, lcfg, err := newDriver(leases, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -1,18 +1,21 @@
 package kubelock
 
 import (
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/kubelock/internal/testhook"
+	"k8s.io/client-go/rest"
 )
 
 // init gives the test module what it checks of the internals (see package
 // testhook).
 func init() {
-	testhook.New = func(cs kubernetes.Interface, namespace string) (*dlock.Locker, driver.Driver, error) {
-		d, lcfg, err := newDriver(cs, namespace, nil)
+	testhook.New = func(cfg *rest.Config, namespace string) (*dlock.Locker, driver.Driver, error) {
+		leases, err := newRESTLeases(cfg, namespace)
+		if err != nil {
+			return nil, nil, err
+		}
+		d, lcfg, err := newDriver(leases, nil)
 		if err != nil {
 			return nil, nil, err
 		}

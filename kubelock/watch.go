@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
-	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
 
 // rewatchDelay is the pause before a watch that failed is opened again.
@@ -18,7 +17,7 @@ const rewatchDelay = 100 * time.Millisecond
 // hub keeps one watch per Lease name for all of a Locker's waiters on it,
 // and fans its wake-ups out to them.
 type hub struct {
-	leases coordclient.LeaseInterface
+	leases LeaseClient
 
 	mu     sync.Mutex
 	names  map[string]*nameWatch
@@ -37,7 +36,7 @@ type nameWatch struct {
 	done  chan struct{} // closed when its goroutine returns
 }
 
-func newHub(leases coordclient.LeaseInterface) *hub {
+func newHub(leases LeaseClient) *hub {
 	return &hub{leases: leases, names: make(map[string]*nameWatch)}
 }
 

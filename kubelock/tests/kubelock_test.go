@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/dlock-go/dlock"
@@ -38,16 +39,24 @@ func startKube(t testing.TB) *testserver.Kube {
 	return k
 }
 
-// clientset returns a clientset as user through the kubeconfig the server
-// writes, reaching the apiserver at server ("" for directly).
-func clientset(t testing.TB, k *testserver.Kube, user, server string) kubernetes.Interface {
+// restConfig returns the client configuration of user from the
+// kubeconfig the server writes, reaching the apiserver at server ("" for
+// directly), with a store URL's rate limit.
+func restConfig(t testing.TB, k *testserver.Kube, user, server string) *rest.Config {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", k.WriteKubeconfig(t, user, server, namespace))
 	if err != nil {
 		t.Fatalf("load the kubeconfig: %v", err)
 	}
-	cfg.QPS, cfg.Burst = kubelock.URLQPS, kubelock.URLBurst // as a store URL's clientset
-	cs, err := kubernetes.NewForConfig(cfg)
+	cfg.QPS, cfg.Burst = kubelock.URLQPS, kubelock.URLBurst
+	return cfg
+}
+
+// clientset returns a clientset as user, reaching the apiserver at server
+// ("" for directly).
+func clientset(t testing.TB, k *testserver.Kube, user, server string) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(restConfig(t, k, user, server))
 	if err != nil {
 		t.Fatalf("kubernetes.NewForConfig = %v", err)
 	}
@@ -83,9 +92,11 @@ func getLease(t testing.TB, cs kubernetes.Interface, name string) *coordv1.Lease
 }
 
 // harness returns a conformance Harness whose Lockers run as the
-// least-privileged user, sharing one clientset as the goroutines of one
-// service would; Expire deletes the Lease as the administrator.
-func harness(k *testserver.Kube, cs, admin kubernetes.Interface) dlocktest.Harness {
+// least-privileged user: those of NewLocker share one client-go clientset
+// as the goroutines of one service would, those of LockerAndDriver each
+// have kubelock's own client of Leases, as a store URL's Locker does.
+// Expire deletes the Lease as the administrator.
+func harness(cfg *rest.Config, cs, admin kubernetes.Interface) dlocktest.Harness {
 	return dlocktest.Harness{
 		NewLocker: func(t testing.TB) *dlock.Locker {
 			l, err := kubelock.New(cs, namespace, nil)
@@ -95,7 +106,7 @@ func harness(k *testserver.Kube, cs, admin kubernetes.Interface) dlocktest.Harne
 			return l
 		},
 		LockerAndDriver: func(t testing.TB) (*dlock.Locker, driver.Driver) {
-			l, d, err := testhook.New(cs, namespace)
+			l, d, err := testhook.New(cfg, namespace)
 			if err != nil {
 				t.Fatalf("testhook.New = %v", err)
 			}
@@ -126,10 +137,10 @@ func harness(k *testserver.Kube, cs, admin kubernetes.Interface) dlocktest.Harne
 
 func TestConformance(t *testing.T) {
 	k := startKube(t)
-	dlocktest.Run(t, harness(k, clientset(t, k, testserver.KubeUser, ""), clientset(t, k, testserver.KubeAdmin, "")))
+	dlocktest.Run(t, harness(restConfig(t, k, testserver.KubeUser, ""), clientset(t, k, testserver.KubeUser, ""), clientset(t, k, testserver.KubeAdmin, "")))
 }
 
 func BenchmarkKube(b *testing.B) {
 	k := startKube(b)
-	dlocktest.RunBenchmarks(b, harness(k, clientset(b, k, testserver.KubeUser, ""), clientset(b, k, testserver.KubeAdmin, "")))
+	dlocktest.RunBenchmarks(b, harness(restConfig(b, k, testserver.KubeUser, ""), clientset(b, k, testserver.KubeUser, ""), clientset(b, k, testserver.KubeAdmin, "")))
 }

@@ -4,16 +4,17 @@
 package testhook
 
 import (
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
 )
 
 var (
-	// New is kubelock.New(cs, namespace, nil), also returning the driver
-	// under the Locker, for dlocktest's Harness.LockerAndDriver.
-	New func(cs kubernetes.Interface, namespace string) (*dlock.Locker, driver.Driver, error)
+	// New returns a Locker on namespace's Leases through cfg, made as a
+	// store URL's is (kubelock's own REST client of Leases), and the
+	// driver under it, for dlocktest's Harness.LockerAndDriver.
+	New func(cfg *rest.Config, namespace string) (*dlock.Locker, driver.Driver, error)
 
 	// LeaseName is the name of the Lease that holds a lock name.
 	LeaseName func(name string) string
