@@ -78,7 +78,7 @@ func startKubeHolder(k kubeLib, kubeconfig, name string) (*exec.Cmd, error) {
 	cmd.Env = append(os.Environ(), kubeHolderEnv+"="+string(job))
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the bench
-	if _, err := cmd.StdinPipe(); err != nil {                        // kept open: the holder holds until killed
+	if _, err := cmd.StdinPipe(); err != nil {                         // kept open: the holder holds until killed
 		return nil, err
 	}
 	out, err := cmd.StdoutPipe()
