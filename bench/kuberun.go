@@ -63,9 +63,20 @@ func kubeLibByKey(key string) (kubeLib, bool) {
 	return kubeLib{}, false
 }
 
+// kubeHolder is a holder process. Its owner kills it, then calls wait.
+type kubeHolder struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser // held open (a collected pipe would close): the holder holds until killed
+}
+
+func (h *kubeHolder) wait() {
+	h.cmd.Wait()
+	h.stdin.Close()
+}
+
 // startKubeHolder runs a holder process for k on the Lease name and
-// returns once it leads. Its owner kills it.
-func startKubeHolder(k kubeLib, kubeconfig, name string) (*exec.Cmd, error) {
+// returns once it leads.
+func startKubeHolder(k kubeLib, kubeconfig, name string) (*kubeHolder, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -78,7 +89,8 @@ func startKubeHolder(k kubeLib, kubeconfig, name string) (*exec.Cmd, error) {
 	cmd.Env = append(os.Environ(), kubeHolderEnv+"="+string(job))
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the bench
-	if _, err := cmd.StdinPipe(); err != nil {                         // kept open: the holder holds until killed
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
 		return nil, err
 	}
 	out, err := cmd.StdoutPipe()
@@ -97,12 +109,13 @@ func startKubeHolder(k kubeLib, kubeconfig, name string) (*exec.Cmd, error) {
 	select {
 	case l := <-line:
 		if l == "led" {
-			return cmd, nil
+			return &kubeHolder{cmd: cmd, stdin: stdin}, nil
 		}
 	case <-time.After(k.patience()):
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
+	stdin.Close()
 	return nil, errors.New("holder process did not lead")
 }
 
@@ -115,16 +128,16 @@ func kubeTakeover(k kubeLib, kubeconfig, name string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer holder.Wait()
+	defer holder.wait()
 	w, err := k.contend(kubeconfig, name, "waiter")
 	if err != nil {
-		holder.Process.Kill()
+		holder.cmd.Process.Kill()
 		return 0, err
 	}
 	defer w.stop()
 	time.Sleep(k.settle())
 	t0 := time.Now()
-	if err := holder.Process.Kill(); err != nil {
+	if err := holder.cmd.Process.Kill(); err != nil {
 		return 0, err
 	}
 	if err := w.waitLed(k.patience()); err != nil {
