@@ -92,17 +92,18 @@ type Options struct {
 }
 
 // New returns a Locker whose locks are Leases in namespace, through cs: a
-// client-go clientset (a *kubernetes.Clientset or any kubernetes.Interface;
-// type inference finds C and L), or any value whose CoordinationV1()
-// serves Leases by namespace. kubelock names no client-go clientset type,
-// so that a program that links it does not link every API group's typed
-// client and types. New does not close cs (clientsets need no closing). Every lock's
-// requests go through cs's client-side rate limit: each held lock renews
-// 3/TTL times a second, and each waiter reads its Lease when woken, so
-// give cs a rate limit above client-go's default of 5 requests a second
-// (rest.Config QPS and Burst; store URLs use URLQPS and URLBurst) when it
-// serves more than a few locks with short TTLs. opts may be nil. A nil
-// cs or an empty namespace is an error wrapping dlock.ErrInvalid.
+// client-go clientset (a *kubernetes.Clientset or any kubernetes.Interface,
+// passed as it is: type inference finds C and L), or any value whose
+// CoordinationV1() serves Leases by namespace. kubelock names no client-go
+// clientset type, so that a program that links it links no other API
+// group (see DESIGN.md, "Client"). New does not close cs (clientsets need
+// no closing). Every lock's requests go through cs's client-side rate
+// limit: each held lock renews 3/TTL times a second, and each waiter reads
+// its Lease when woken, so give cs a rate limit above client-go's default
+// of 5 requests a second (rest.Config QPS and Burst; store URLs use URLQPS
+// and URLBurst) when it serves more than a few locks with short TTLs. opts
+// may be nil. A nil cs or an empty namespace is an error wrapping
+// dlock.ErrInvalid.
 func New[C interface{ Leases(namespace string) L }, L LeaseClient](cs interface{ CoordinationV1() C }, namespace string, opts *Options) (*dlock.Locker, error) {
 	if cs == nil {
 		return nil, fmt.Errorf("kubelock: nil clientset: %w", dlock.ErrInvalid)
