@@ -12,11 +12,10 @@ import (
 	"github.com/dlock-go/dlock/internal/testworker"
 )
 
-// TestKillHolder: the adversary is kill -9 of the holder's process. A
+// testKillHolder: the adversary is kill -9 of the holder's process. A
 // waiter takes the name once it has seen the dead holder's Lease
 // unchanged for its lease duration, with a token above the dead one's.
-func TestKillHolder(t *testing.T) {
-	k := startKube(t)
+func testKillHolder(t *testing.T, k *testserver.Kube) {
 	cs := clientset(t, k, testserver.KubeUser, "")
 	name := testkit.UniqueName(t, "kill")
 	p, dead := testworker.StartHolder(t, storeURL(t, k, testserver.KubeUser, ""), name, 2*time.Second)
@@ -82,12 +81,11 @@ func TestApiserverFaults(t *testing.T) {
 	}
 }
 
-// TestPartition: the adversary is a network partition between a holder
+// testPartition: the adversary is a network partition between a holder
 // and the apiserver (a TCP proxy that blackholes both directions). The
 // holder's Done closes, and a waiter on the other side takes the name
 // only after that, with a higher token.
-func TestPartition(t *testing.T) {
-	k := startKube(t)
+func testPartition(t *testing.T, k *testserver.Kube) {
 	proxy := testserver.StartProxy(t, strings.TrimPrefix(k.URL(), "https://"))
 	cut := clientset(t, k, testserver.KubeUser, "https://"+proxy.Addr())
 	name := testkit.UniqueName(t, "partition")

@@ -93,12 +93,11 @@ func renewals(t *testing.T, cs kubernetes.Interface, name string, n int) {
 	}
 }
 
-// TestClientGoToDlock: the adversary is a client-go LeaderElector that
+// testClientGoToDlock: the adversary is a client-go LeaderElector that
 // leads a Lease while a dlock Lead campaigns for it. The dlock side must
 // not lead while client-go renews (for more than a lease duration), and
 // must lead once client-go steps down and releases, woken by the watch.
-func TestClientGoToDlock(t *testing.T) {
-	k := startKube(t)
+func testClientGoToDlock(t *testing.T, k *testserver.Kube) {
 	cs := clientset(t, k, testserver.KubeUser, "")
 	name := "interop-cg-to-dlock"
 	var leaders atomic.Int32
@@ -141,11 +140,10 @@ func TestClientGoToDlock(t *testing.T) {
 	}
 }
 
-// TestDlockToClientGo: the adversary is a client-go LeaderElector that
+// testDlockToClientGo: the adversary is a client-go LeaderElector that
 // campaigns while a dlock Lead holds the Lease. It must not lead while
 // dlock renews, and must lead once dlock's Lead ends and releases.
-func TestDlockToClientGo(t *testing.T) {
-	k := startKube(t)
+func testDlockToClientGo(t *testing.T, k *testserver.Kube) {
 	cs := clientset(t, k, testserver.KubeUser, "")
 	name := "interop-dlock-to-cg"
 	var leaders atomic.Int32
@@ -185,14 +183,13 @@ func TestDlockToClientGo(t *testing.T) {
 	}
 }
 
-// TestPartitionedDlockToClientGo: the adversary is a network partition
+// testPartitionedDlockToClientGo: the adversary is a network partition
 // between a dlock holder and the apiserver while a client-go
 // LeaderElector campaigns. client-go takes over by its own rule (no
 // change of the record, read in whole seconds, for leaseDurationSeconds
 // on its clock); by the time it starts leading, the cut-off holder's Done
 // must have closed.
-func TestPartitionedDlockToClientGo(t *testing.T) {
-	k := startKube(t)
+func testPartitionedDlockToClientGo(t *testing.T, k *testserver.Kube) {
 	proxy := testserver.StartProxy(t, strings.TrimPrefix(k.URL(), "https://"))
 	cut := clientset(t, k, testserver.KubeUser, "https://"+proxy.Addr())
 	cs := clientset(t, k, testserver.KubeUser, "")
