@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
@@ -77,28 +76,13 @@ func (h *kubeHolder) wait() {
 // startKubeHolder runs a holder process for k on the Lease name and
 // returns once it leads.
 func startKubeHolder(k kubeLib, kubeconfig, name string) (*kubeHolder, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
 	job, err := json.Marshal(kubeHolderJob{Key: k.key, Kubeconfig: kubeconfig, Name: name, Identity: "holder"})
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), kubeHolderEnv+"="+string(job))
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the bench
-	stdin, err := cmd.StdinPipe()
+	cmd, stdin, out, err := startSelf(kubeHolderEnv + "=" + string(job))
 	if err != nil {
 		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start holder process: %w", err)
 	}
 	line := make(chan string, 1)
 	go func() { // exits at the holder's first line or end of output
