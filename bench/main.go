@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,11 +51,21 @@ type config struct {
 	scaleHeld    int
 	heldCaps     map[string]int // -scale-held-caps: lower caps by store
 	scaleHeldDur time.Duration
+	// Issue 30's Kubernetes section.
+	kube       bool
+	kubeRounds int
 }
 
 func main() {
 	log.SetPrefix("redis: ")
 	redis.SetLogger(quietDials{})
+	if os.Getenv(kubeHolderEnv) != "" {
+		if err := kubeHolderMain(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	if os.Getenv(workerEnv) != "" {
 		if err := workerMain(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -86,6 +97,8 @@ func main() {
 	flag.IntVar(&c.scaleHeld, "scale-held", 100_000, "held-locks chart and renewal runs: most locks one Locker holds, on every store but those -scale-held-caps lowers")
 	heldCaps := flag.String("scale-held-caps", defaultHeldCaps, "held-locks chart and renewal runs: store=n,... lowers -scale-held on those stores; empty: -scale-held everywhere")
 	flag.DurationVar(&c.scaleHeldDur, "scale-held-dur", 300*time.Millisecond, "held-locks chart: cycle loop per point")
+	flag.BoolVar(&c.kube, "kube", true, "run the Kubernetes section: kubelock beside client-go's leader election on a kube-apiserver from dlock's test harness")
+	flag.IntVar(&c.kubeRounds, "kube-rounds", 3, "rounds of the Kubernetes section (each about 45 s)")
 	flag.BoolVar(&c.quick, "quick", false, "smoke run of a few minutes: 3 rounds, short durations, 20k held locks once, no SIGSTOPped Redlock masters (explicit flags win)")
 	flag.Parse()
 	if c.quick {
@@ -106,6 +119,7 @@ func main() {
 			"scale-dur":       func() { c.scaleDur = 500 * time.Millisecond },
 			"scale-held":      func() { c.scaleHeld = 10_000 },
 			"scale-held-dur":  func() { c.scaleHeldDur = 150 * time.Millisecond },
+			"kube-rounds":     func() { c.kubeRounds = 2 },
 		}
 		for name, f := range quick {
 			if !set[name] {
@@ -117,6 +131,14 @@ func main() {
 	if c.heldCaps, err = parseHeldCaps(*heldCaps); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: -scale-held-caps:", err)
 		os.Exit(2)
+	}
+	if *kubeOnly {
+		b := &bench{cfg: c, start: time.Now(), kube: figures{}}
+		b.runKube()
+		var out strings.Builder
+		b.writeKube(func(format string, a ...any) { fmt.Fprintf(&out, format, a...) })
+		os.Stdout.WriteString(out.String())
+		return
 	}
 	if c.rounds < 1 || c.hotGoroutines < 2 || c.goroutines < 1 || c.memLocks < 1 {
 		fmt.Fprintln(os.Stderr, "bench: rounds, goroutines and mem-locks must be positive, hot-goroutines at least 2")
@@ -160,6 +182,10 @@ type bench struct {
 	scaleW    figures // scaleKey(store, waiters) -> metric
 	scaleH    figures // scaleKey(store, held) -> metric
 	i28       issue28 // connection counters, default-limit runs, renewal batches
+
+	// Issue 30.
+	kube    figures // by kubeLib key
+	kubeErr error   // why the section did not run
 
 	mu     sync.Mutex
 	errors []string
@@ -214,7 +240,7 @@ func run(c config) error {
 		s1:    figures{}, s2: figures{}, s3: figures{}, s4: figures{},
 		s1Samples: map[string][]int64{}, s3Waits: map[string][]int64{},
 		s3Censored: map[string][]int64{}, s3Cmds: map[string]cmdStats{}, s3LastN: map[string]int{}, s3Trips: map[string]cmdStats{}, s3Overlaps: map[string]int{},
-		longHold: map[string][]int64{}, demo: figures{}, scaleW: figures{}, scaleH: figures{},
+		longHold: map[string][]int64{}, demo: figures{}, scaleW: figures{}, scaleH: figures{}, kube: figures{},
 		rl: rl, rlFigs: redlockFigures{s1: map[string]figures{}, s3: map[string]figures{}, overlaps: map[string]int{}},
 	}
 	for _, c := range []rlCondition{rlUp, rlKilled, rlKilled1, rlStopped} {
@@ -271,6 +297,9 @@ func run(c config) error {
 	}
 	if err := b.runIssue16(); err != nil {
 		return err
+	}
+	if c.kube {
+		b.runKube()
 	}
 	progress("other backends: go test -bench, %s", b.backendsBenchtime())
 	b.backends, b.backendsErr = otherBackends(b.backendsBenchtime())

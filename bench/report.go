@@ -171,6 +171,9 @@ func (b *bench) writeReport(srv *redisServer, libs map[string]lib) error {
 	if err := b.writeIssue16(p); err != nil {
 		return err
 	}
+	if b.cfg.kube {
+		b.writeKube(p)
+	}
 
 	if len(b.errors) > 0 {
 		p("## Errors during the run\n\n")

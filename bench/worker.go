@@ -46,26 +46,37 @@ type worker struct {
 }
 
 func startWorker() (*worker, error) {
-	exe, err := os.Executable()
+	cmd, in, out, err := startSelf(workerEnv + "=1")
 	if err != nil {
 		return nil, err
 	}
+	return &worker{cmd: cmd, in: in, out: json.NewDecoder(bufio.NewReader(out))}, nil
+}
+
+// startSelf starts this binary again with env added to its environment,
+// its stderr this process's, killed if this process dies; the caller owns
+// its stdin and stdout.
+func startSelf(env string) (*exec.Cmd, io.WriteCloser, io.ReadCloser, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), workerEnv+"=1")
+	cmd.Env = append(os.Environ(), env)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the bench
 	in, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start worker process: %w", err)
+		return nil, nil, nil, fmt.Errorf("start worker process: %w", err)
 	}
-	return &worker{cmd: cmd, in: in, out: json.NewDecoder(bufio.NewReader(out))}, nil
+	return cmd, in, out, nil
 }
 
 // run sends job to the worker and waits for its half.

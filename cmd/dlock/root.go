@@ -12,8 +12,9 @@ import (
 	_ "modernc.org/sqlite" // the database/sql driver of sqlite:// URLs
 
 	_ "github.com/dlock-go/dlock/etcdlock"
-	_ "github.com/dlock-go/dlock/natslock"
+	_ "github.com/dlock-go/dlock/kubelock"
 	_ "github.com/dlock-go/dlock/memlock"
+	_ "github.com/dlock-go/dlock/natslock"
 	_ "github.com/dlock-go/dlock/redislock"
 	_ "github.com/dlock-go/dlock/redlock"
 	_ "github.com/dlock-go/dlock/sqllock"          // sqlite://

@@ -13,11 +13,12 @@ import (
 	_ "modernc.org/sqlite"
 
 	_ "github.com/dlock-go/dlock/etcdlock"
-	_ "github.com/dlock-go/dlock/natslock"
 	"github.com/dlock-go/dlock/internal/jepsen"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
+	_ "github.com/dlock-go/dlock/kubelock"
 	_ "github.com/dlock-go/dlock/memlock"
+	_ "github.com/dlock-go/dlock/natslock"
 	_ "github.com/dlock-go/dlock/redislock"
 	_ "github.com/dlock-go/dlock/redlock"
 	_ "github.com/dlock-go/dlock/sqllock"
@@ -247,6 +248,22 @@ var targets = []struct {
 			// forgotten and no token goes down.
 			DeadHolderLease: 2 * time.Second,
 		}
+	}},
+	{"kube", func(t testing.TB) jepsen.Target {
+		k := testserver.StartKube(t)
+		k.GrantLeases(t, "default")
+		return jepsen.Target{
+			Name: "kube",
+			URL: func(addr string) string {
+				return "kube:///default?kubeconfig=" + k.WriteKubeconfig(t, testserver.KubeUser, "https://"+addr, "default")
+			},
+			Upstream: strings.TrimPrefix(k.URL(), "https://"),
+			Server:   k,
+			// A dead holder's Lease is taken once a waiter has seen it
+			// unchanged for its leaseDurationSeconds: the 1 s TTL rounded
+			// up, plus one (kubelock's doc).
+			DeadHolderLease: 3 * time.Second,
+		}
 	}}}
 
 // TestJepsen runs every target at once: t.Run from a goroutine per
@@ -262,7 +279,10 @@ func TestJepsen(t *testing.T) {
 
 // noSemaphores are the targets whose backend documents why it has no
 // semaphores (its conformance suite checks that they fail cleanly).
-var noSemaphores = map[string]string{"redlock": "Redlock offers no shared locks or semaphores (see package redlock)"}
+var noSemaphores = map[string]string{
+	"redlock": "Redlock offers no shared locks or semaphores (see package redlock)",
+	"kube":    "a Lease has one holderIdentity, which client-go's leader election reads (see package kubelock)",
+}
 
 // TestJepsenSemaphore puts every target through the faults above with 4
 // workers taking permits of a semaphore of 2: never more than 2 holders

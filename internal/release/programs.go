@@ -56,6 +56,7 @@ var backends = [][3]string{
 	{"etcdlock", "/etcdlock", "/etcdlock"},
 	{"zklock", "/zklock", "/zklock"},
 	{"natslock", "/natslock", "/natslock"},
+	{"kubelock", "/kubelock", "/kubelock"},
 }
 
 // figures are the check's measurements, by program name.

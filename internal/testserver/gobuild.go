@@ -182,5 +182,5 @@ var NATSServer = GoServer{
 // GoServers lists every server the tests build from Go modules, for
 // ./scripts/test to build them before the tests start (cmd/buildservers).
 func GoServers() []GoServer {
-	return []GoServer{NATSServer}
+	return []GoServer{NATSServer, KubeAPIServer}
 }
