@@ -157,7 +157,8 @@ func Args(vs ...any) []string {
 }
 
 // NewRedislock is redislock's constructor on a Conn, for the adapters of
-// other clients; redislock sets it in its init, so an adapter that
-// imports redislock finds it set. opts is a *redislock.Options (nil means
+// other clients, also returning the driver under the Locker (for their
+// tests); redislock sets it in its init, so an adapter that imports
+// redislock finds it set. opts is a *redislock.Options (nil means
 // defaults); with own set, the Locker's Close closes c.
-var NewRedislock func(c Conn, opts any, own bool) (*dlock.Locker, error)
+var NewRedislock func(c Conn, opts any, own bool) (*dlock.Locker, driver.Driver, error)

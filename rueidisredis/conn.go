@@ -1,0 +1,157 @@
+package rueidisredis
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redisconn"
+)
+
+// conn is redisconn.Conn on a rueidis client.
+type conn struct {
+	c rueidis.Client
+}
+
+var (
+	_ redisconn.Conn      = conn{}
+	_ redisconn.Clustered = conn{}
+)
+
+func (c conn) build(cmd redisconn.Cmd) rueidis.Completed {
+	b := c.c.B().Arbitrary(cmd.Name...)
+	if len(cmd.Keys) > 0 {
+		return b.Keys(cmd.Keys...).Args(cmd.Args...).Build()
+	}
+	return b.Args(cmd.Args...).Build()
+}
+
+// Pipeline implements redisconn.Conn: one command with Do, several with
+// DoMulti, which sends them on one connection of a single node's client
+// (and splits them by slot on a Cluster).
+func (c conn) Pipeline(ctx context.Context, cmds []redisconn.Cmd) []redisconn.Reply {
+	out := make([]redisconn.Reply, len(cmds))
+	if len(cmds) == 1 {
+		out[0] = reply(c.c.Do(ctx, c.build(cmds[0])))
+		return out
+	}
+	built := make(rueidis.Commands, len(cmds))
+	for i, cmd := range cmds {
+		built[i] = c.build(cmd)
+	}
+	for i, r := range c.c.DoMulti(ctx, built...) {
+		out[i] = reply(r)
+	}
+	return out
+}
+
+// reply converts a result: a null to redisconn.Nil, RESP3 booleans to
+// the integers RESP2 gives (the drivers' scripts return no booleans, but
+// a caller's false reads as Redis's null).
+func reply(r rueidis.RedisResult) redisconn.Reply {
+	v, err := r.ToAny()
+	switch {
+	case rueidis.IsRedisNil(err):
+		return redisconn.Reply{Err: redisconn.Nil}
+	case err != nil:
+		return redisconn.Reply{Err: err}
+	}
+	return redisconn.Reply{Val: normalize(v)}
+}
+
+// normalize turns RESP3's booleans into RESP2's replies (1 for true,
+// null for false) and leaves the rest.
+func normalize(v any) any {
+	switch v := v.(type) {
+	case bool:
+		if v {
+			return int64(1)
+		}
+		return nil
+	case []any:
+		for i := range v {
+			v[i] = normalize(v[i])
+		}
+	}
+	return v
+}
+
+// Subscribe implements redisconn.Conn with Receive, again after each
+// connection that broke, its confirmations reported through
+// rueidis.WithOnSubscriptionHook.
+func (c conn) Subscribe(ctx context.Context, channel string, fn func(payload string, ok bool)) error {
+	hooked := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
+		if s.Kind == "subscribe" {
+			fn("", false)
+		}
+	})
+	failures := 0
+	for ctx.Err() == nil {
+		err := c.c.Receive(hooked, c.c.B().Subscribe().Channel(channel).Build(), func(m rueidis.PubSubMessage) {
+			fn(m.Message, true)
+		})
+		switch {
+		case ctx.Err() != nil, errors.Is(err, rueidis.ErrClosing):
+			return nil
+		case c.Classify(err) == driver.ErrorDenied:
+			return err
+		}
+		// The connection broke: subscribe again, without spinning while
+		// the server is down.
+		failures++
+		if failures > 1 {
+			t := time.NewTimer(reconnectPause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+	}
+	return nil
+}
+
+// reconnectPause spaces attempts to subscribe on a connection that keeps
+// failing.
+const reconnectPause = 100 * time.Millisecond
+
+// Masters implements redisconn.Conn: on a Cluster, a client on each node
+// the client knows (replicas too: the callers' reads are of key names,
+// which they deduplicate).
+func (c conn) Masters(context.Context) ([]redisconn.Conn, error) {
+	if !c.Cluster() {
+		return []redisconn.Conn{c}, nil
+	}
+	var cs []redisconn.Conn
+	for _, n := range c.c.Nodes() {
+		cs = append(cs, conn{c: n})
+	}
+	return cs, nil
+}
+
+// Cluster implements redisconn.Clustered.
+func (c conn) Cluster() bool { return c.c.Mode() == rueidis.ClientModeCluster }
+
+// DB implements redisconn.Conn: -1, no one database. rueidis does not
+// say which database a client selects (ClientOption.SelectDB), so a
+// Locker's resume tokens name its key prefix alone (see the package
+// documentation).
+func (conn) DB() int { return -1 }
+
+// Classify implements redisconn.Conn.
+func (conn) Classify(err error) driver.ErrorKind {
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		return redisconn.ClassifyServer(strings.TrimSpace(re.Error()))
+	}
+	return redisconn.ClassifyTransport(err)
+}
+
+// Close implements redisconn.Conn.
+func (c conn) Close() error {
+	c.c.Close()
+	return nil
+}

@@ -1,0 +1,13 @@
+// Package testhook gives rueidisredis's test module (rueidisredis/tests)
+// the adapter's redisconn.Conn, to build Lockers whose driver the
+// conformance suite also gets. rueidisredis sets it in its init.
+package testhook
+
+import (
+	"github.com/redis/rueidis"
+
+	"github.com/dlock-go/dlock/internal/redisconn"
+)
+
+// Conn returns the adapter's redisconn.Conn on c.
+var Conn func(c rueidis.Client) redisconn.Conn

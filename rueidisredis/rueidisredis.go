@@ -1,0 +1,57 @@
+// Package rueidisredis runs dlock's Redis backend, redislock, on a
+// rueidis client (github.com/redis/rueidis) instead of go-redis: a single
+// node, a Sentinel-managed master (ClientOption.Sentinel) or a Redis
+// Cluster (several InitAddress), with the same keys, scripts and
+// guarantees, so Lockers on either client share names. It is a module of
+// its own, so that rueidis reaches only the programs that import it.
+//
+// A Locker's resume tokens (Lock.Token) name its key prefix alone:
+// rueidis does not say which database a client selects, so give Lockers
+// on different databases of one server different prefixes if a token of
+// one must not resume on the other. Options.WaitReplicas works on a
+// single node and Sentinel, not on a Cluster (rueidis does not route a
+// pipeline to a key's master on one connection). redislock.Fence takes
+// a go-redis client.
+//
+// # Example
+//
+//	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"localhost:6379"}})
+//	if err != nil {
+//		return err
+//	}
+//	defer client.Close()
+//	locker, err := rueidisredis.NewLocker(client, nil) // the Locker does not close client
+//	if err != nil {
+//		return err
+//	}
+//	defer locker.Close()
+//	lock, err := locker.Acquire(ctx, "stock/sku-42", dlock.WithTTL(10*time.Second))
+package rueidisredis
+
+import (
+	"fmt"
+
+	"github.com/redis/rueidis"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redisconn"
+	"github.com/dlock-go/dlock/redislock"
+	"github.com/dlock-go/dlock/rueidisredis/internal/testhook"
+)
+
+// NewLocker returns a redislock Locker on the Redis server behind client.
+// The Locker does not close client. A nil opts means defaults (see
+// redislock.Options). A nil client or invalid Options get an error
+// wrapping dlock.ErrInvalid.
+func NewLocker(client rueidis.Client, opts *redislock.Options) (*dlock.Locker, error) {
+	if client == nil {
+		return nil, fmt.Errorf("rueidisredis: new: nil client: %w", dlock.ErrInvalid)
+	}
+	l, _, err := redisconn.NewRedislock(conn{c: client}, opts, false)
+	return l, err
+}
+
+// init gives the test module the Conn on a client (see package testhook).
+func init() {
+	testhook.Conn = func(c rueidis.Client) redisconn.Conn { return conn{c: c} }
+}
