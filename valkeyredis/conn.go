@@ -16,7 +16,8 @@ import (
 
 // conn is redisconn.Conn on a valkey-go client.
 type conn struct {
-	c valkey.Client
+	c  valkey.Client
+	db int // the database the client selects, if known (Open), else -1
 }
 
 var (
@@ -130,7 +131,7 @@ func (c conn) Masters(context.Context) ([]redisconn.Conn, error) {
 	}
 	var cs []redisconn.Conn
 	for _, n := range c.c.Nodes() {
-		cs = append(cs, conn{c: n})
+		cs = append(cs, conn{c: n, db: -1})
 	}
 	return cs, nil
 }
@@ -138,11 +139,17 @@ func (c conn) Masters(context.Context) ([]redisconn.Conn, error) {
 // Cluster implements redisconn.Clustered.
 func (c conn) Cluster() bool { return c.c.Mode() == valkey.ClientModeCluster }
 
-// DB implements redisconn.Conn: -1, no one database. valkey-go does not
-// say which database a client selects (ClientOption.SelectDB), so a
-// Locker's resume tokens name its key prefix alone (see the package
-// documentation).
-func (conn) DB() int { return -1 }
+// DB implements redisconn.Conn: the database Open selected, or -1 (no
+// one database) on a Cluster or when unknown. valkey-go does not say which
+// database a client selects (ClientOption.SelectDB), so the resume tokens
+// of a Locker made by NewLocker name its key prefix alone (see the
+// package documentation).
+func (c conn) DB() int {
+	if c.Cluster() {
+		return -1
+	}
+	return c.db
+}
 
 // Classify implements redisconn.Conn.
 func (conn) Classify(err error) driver.ErrorKind {

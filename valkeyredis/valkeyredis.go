@@ -15,6 +15,12 @@
 // pipeline to a key's master on one connection). redislock.Fence takes
 // a go-redis client.
 //
+// # Store URLs
+//
+// Importing the package registers redis+valkey://[user:pass@]host[:port][/db]
+// with dlock.Open: a single node, with the query parameter prefix
+// (Options.Prefix). Its Lockers' tokens name the database too.
+//
 // # Example
 //
 //	client, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{"localhost:6379"}})
@@ -49,11 +55,11 @@ func NewLocker(client valkey.Client, opts *redislock.Options) (*dlock.Locker, er
 	if client == nil {
 		return nil, fmt.Errorf("valkeyredis: new: nil client: %w", dlock.ErrInvalid)
 	}
-	l, _, err := redisconn.NewRedislock(conn{c: client}, opts, false)
+	l, _, err := redisconn.NewRedislock(conn{c: client, db: -1}, opts, false)
 	return l, err
 }
 
 // init gives the test module the Conn on a client (see package testhook).
 func init() {
-	testhook.Conn = func(c valkey.Client) redisconn.Conn { return conn{c: c} }
+	testhook.Conn = func(c valkey.Client) redisconn.Conn { return conn{c: c, db: -1} }
 }

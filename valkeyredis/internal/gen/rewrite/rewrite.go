@@ -17,6 +17,7 @@ import (
 var replacer = strings.NewReplacer(
 	"github.com/redis/rueidis", "github.com/valkey-io/valkey-go",
 	"rueidisredis", "valkeyredis",
+	"redis+rueidis", "redis+valkey",
 	"rueidis.IsRedisNil", "valkey.IsValkeyNil",
 	"rueidis.IsRedisErr", "valkey.IsValkeyErr",
 	"rueidis.RedisResult", "valkey.ValkeyResult",
