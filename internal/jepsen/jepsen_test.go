@@ -18,10 +18,12 @@ import (
 	"github.com/dlock-go/dlock/internal/testworker"
 	_ "github.com/dlock-go/dlock/memlock"
 	_ "github.com/dlock-go/dlock/redislock"
+	_ "github.com/dlock-go/dlock/rueidisredis"
 	_ "github.com/dlock-go/dlock/redlock"
 	_ "github.com/dlock-go/dlock/sqllock"
 	_ "github.com/dlock-go/dlock/sqllock/mysql"
 	_ "github.com/dlock-go/dlock/sqllock/postgres"
+	_ "github.com/dlock-go/dlock/valkeyredis"
 	_ "github.com/dlock-go/dlock/zklock"
 )
 
@@ -75,22 +77,11 @@ var targets = []struct {
 		return jepsen.Target{Name: "sqlite", URL: func(string) string { return "sqlite://" + path },
 			Clocks: []*testserver.Clock{testserver.NewClock(t)}, SQLiteClock: true}
 	}},
-	{"redis", func(t testing.TB) jepsen.Target {
-		c := testserver.NewClock(t)
-		r := testserver.StartRedisWith(t, testserver.RedisOptions{Clock: c})
-		return jepsen.Target{
-			Name:     "redis",
-			URL:      func(addr string) string { return "redis://" + addr },
-			Upstream: r.Addr(),
-			Server:   r,
-			Clocks:   []*testserver.Clock{c},
-			// No persistence: restarted empty. After a step back of its
-			// clock, the tokens may then go down (the documented
-			// exception; redis-aof below must show none).
-			Forgets:       []string{"restart-server", "clock-back-restart-server"},
-			InvertsTokens: []string{"clock-back-restart-server"},
-		}
-	}},
+	{"redis", redisTarget("redis", "redis")},
+	// redislock on the other clients (rueidisredis, valkeyredis): the
+	// same server and faults as redis.
+	{"redis-rueidis", redisTarget("redis-rueidis", "redis+rueidis")},
+	{"redis-valkey", redisTarget("redis-valkey", "redis+valkey")},
 	{"redis-aof", func(t testing.TB) jepsen.Target {
 		c := testserver.NewClock(t)
 		r := testserver.StartRedisWith(t, testserver.RedisOptions{Clock: c, Persistent: true})
@@ -230,6 +221,27 @@ var targets = []struct {
 			DeadHolderLease: 3 * time.Second,
 		}
 	}}}
+
+// redisTarget is a single Redis server without persistence, opened by
+// workers with URLs of scheme (which picks the client).
+func redisTarget(name, scheme string) func(t testing.TB) jepsen.Target {
+	return func(t testing.TB) jepsen.Target {
+		c := testserver.NewClock(t)
+		r := testserver.StartRedisWith(t, testserver.RedisOptions{Clock: c})
+		return jepsen.Target{
+			Name:     name,
+			URL:      func(addr string) string { return scheme + "://" + addr },
+			Upstream: r.Addr(),
+			Server:   r,
+			Clocks:   []*testserver.Clock{c},
+			// No persistence: restarted empty. After a step back of its
+			// clock, the tokens may then go down (the documented
+			// exception; redis-aof below must show none).
+			Forgets:       []string{"restart-server", "clock-back-restart-server"},
+			InvertsTokens: []string{"clock-back-restart-server"},
+		}
+	}
+}
 
 // TestJepsen runs every target at once: t.Run from a goroutine per
 // target, not t.Parallel, which -parallel (GOMAXPROCS by default) would
