@@ -142,6 +142,14 @@
 //	defer locker.Close()
 //	lock, err := locker.Acquire(ctx, "stock/sku-42", dlock.WithTTL(10*time.Second))
 //
+// # Other clients
+//
+// Modules of their own run the same Locker on other clients, without
+// adding them to a go-redis user's graph: rueidisredis.NewLocker on a
+// rueidis client and valkeyredis.NewLocker on a valkey-go client (and the
+// URLs redis+rueidis:// and redis+valkey://). Lockers on any of the
+// clients share keys and names.
+//
 // Fence keeps values in Redis that a stale lock holder cannot overwrite
 // (see package fence).
 //
