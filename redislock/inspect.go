@@ -43,7 +43,7 @@ func (d *redisDriver) Inspect(ctx context.Context, names []string) ([]driver.Hol
 	for i, k := range keys {
 		get, ttl := replies[2*i], replies[2*i+1]
 		switch err := get.Err; {
-		case errors.Is(err, redisconn.Nil):
+		case errors.Is(err, redisconn.ErrNil):
 			continue
 		case isWrongType(err):
 			hashes = append(hashes, k)

@@ -50,14 +50,14 @@ func (c conn) Pipeline(ctx context.Context, cmds []redisconn.Cmd) []redisconn.Re
 	return out
 }
 
-// reply converts a result: a null to redisconn.Nil, RESP3 booleans to
+// reply converts a result: a null to redisconn.ErrNil, RESP3 booleans to
 // the integers RESP2 gives (the drivers' scripts return no booleans, but
 // a caller's false reads as Redis's null).
 func reply(r rueidis.RedisResult) redisconn.Reply {
 	v, err := r.ToAny()
 	switch {
 	case rueidis.IsRedisNil(err):
-		return redisconn.Reply{Err: redisconn.Nil}
+		return redisconn.Reply{Err: redisconn.ErrNil}
 	case err != nil:
 		return redisconn.Reply{Err: err}
 	}

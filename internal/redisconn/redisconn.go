@@ -21,9 +21,9 @@ import (
 	"github.com/dlock-go/dlock/driver"
 )
 
-// Nil is wrapped by the error of a reply that is Redis's null (a GET of a
+// ErrNil is wrapped by the error of a reply that is Redis's null (a GET of a
 // missing key, a script's false).
-var Nil = errors.New("redis: nil")
+var ErrNil = errors.New("redis: nil")
 
 // ErrClosed is wrapped by what a closed Conn's Subscribe returns.
 var ErrClosed = errors.New("redis: client is closed")
@@ -39,7 +39,7 @@ type Cmd struct {
 
 // Reply is a command's outcome. Val is nil, an int64, a string or a []any
 // of those (a nested error as an error value); a null reply has Val nil
-// and Err wrapping Nil.
+// and Err wrapping ErrNil.
 type Reply struct {
 	Val any
 	Err error

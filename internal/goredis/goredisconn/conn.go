@@ -46,7 +46,7 @@ func args(c redisconn.Cmd) []any {
 func reply(cmd *redis.Cmd) redisconn.Reply {
 	v, err := cmd.Result()
 	if err == redis.Nil {
-		err = redisconn.Nil
+		err = redisconn.ErrNil
 	}
 	return redisconn.Reply{Val: v, Err: err}
 }
