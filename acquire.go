@@ -69,7 +69,7 @@ func (l *Locker) acquire(ctx context.Context, name string, opts []Option, wait b
 	if ctx == nil {
 		return nil, errorf("dlock: acquire %s: nil context: %w", quote(name), ErrInvalid)
 	}
-	if err := ValidateName(name); err != nil {
+	if err := driver.ValidateName(name); err != nil {
 		return nil, errorf("dlock: acquire: %w", err)
 	}
 	a := &attempt{ctx: ctx}

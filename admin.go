@@ -32,7 +32,7 @@ func (l *Locker) Inspect(ctx context.Context, names ...string) ([]LockInfo, erro
 		return nil, errorf("dlock: inspect: %w", err)
 	}
 	for _, n := range names {
-		if err := ValidateName(n); err != nil {
+		if err := driver.ValidateName(n); err != nil {
 			return nil, errorf("dlock: inspect: %w", err)
 		}
 	}
@@ -61,7 +61,7 @@ func (l *Locker) ForceRelease(ctx context.Context, name string) (bool, error) {
 	if err := l.usable(); err != nil {
 		return false, errorf("dlock: force release: %w", err)
 	}
-	if err := ValidateName(name); err != nil {
+	if err := driver.ValidateName(name); err != nil {
 		return false, errorf("dlock: force release: %w", err)
 	}
 	held, err := call(l, ctx, func() (bool, error) { return fr.ForceRelease(ctx, name) }, nil)
@@ -84,7 +84,7 @@ func (l *Locker) Waiters(ctx context.Context, name string) (int, error) {
 	if err := l.usable(); err != nil {
 		return 0, errorf("dlock: waiters: %w", err)
 	}
-	if err := ValidateName(name); err != nil {
+	if err := driver.ValidateName(name); err != nil {
 		return 0, errorf("dlock: waiters: %w", err)
 	}
 	n, err := call(l, ctx, func() ([]int, error) { return wc.Waiters(ctx, []string{name}) }, nil)

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redact"
@@ -18,84 +17,44 @@ import (
 // ...) and for programs that keep store URL schemes of their own:
 // applications make Lockers with a backend's constructor or with Open.
 
-const (
-	// DefaultMinRetryInterval is LockerOptions.MinRetryInterval's default.
-	DefaultMinRetryInterval = 5 * time.Millisecond
-
-	// DefaultMaxRetryInterval is LockerOptions.MaxRetryInterval's default.
-	DefaultMaxRetryInterval = 2 * time.Second
-)
-
-// LockerOptions tunes the Locker NewLocker makes. Backend constructors
-// fill it from their own Options; the zero value means defaults.
-type LockerOptions struct {
-	// MinRetryInterval is the first wait between attempts of a waiter on a
-	// backend that cannot notify; it doubles up to MaxRetryInterval.
-	// Default: DefaultMinRetryInterval (also when negative).
-	MinRetryInterval time.Duration
-
-	// MaxRetryInterval bounds the wait between attempts when no wake-up
-	// arrives (a lost notification, or a polling backend). A waiter never
-	// waits longer than the holder's remaining lease either. A value
-	// below MinRetryInterval is raised to it. Default:
-	// DefaultMaxRetryInterval (also when negative).
-	MaxRetryInterval time.Duration
-}
-
 // NewLocker returns a Locker over drv, which implements the contract of
 // this package (waiting, renewal, the loss signal, reentrancy,
 // validation) on top of drv's atomic steps. It is for backend packages,
 // whose constructors call it: applications call a backend's constructor,
 // such as redislock.New, or [Open].
-func NewLocker(drv driver.Driver, opts LockerOptions) *Locker {
+func NewLocker(drv driver.Driver, opts driver.LockerOptions) *Locker {
 	if opts.MinRetryInterval <= 0 {
-		opts.MinRetryInterval = DefaultMinRetryInterval
+		opts.MinRetryInterval = driver.DefaultMinRetryInterval
 	}
 	if opts.MaxRetryInterval <= 0 {
-		opts.MaxRetryInterval = DefaultMaxRetryInterval
+		opts.MaxRetryInterval = driver.DefaultMaxRetryInterval
 	}
 	return newLocker(drv, opts.MinRetryInterval, max(opts.MaxRetryInterval, opts.MinRetryInterval))
 }
 
-// StoreError is for backend packages: it returns err wrapping ErrDenied
-// or ErrNoSpace when c classifies it as driver.ErrorDenied or
-// driver.ErrorNoSpace, keeping err in the chain (for errors.As, and its
-// message), and err as it is otherwise. A backend calls it for the errors
-// it returns outside driver steps, such as a constructor's ping that the
-// store refused, so that they read as a Locker's do; a Locker applies the
-// same mapping to every driver step's error itself. A nil c, a nil err,
-// an error wrapping driver.ErrNotHeld and one that wraps ErrDenied or
-// ErrNoSpace already are returned as they are.
-func StoreError(c driver.Classifier, err error) error {
-	return storeError(c, err)
-}
-
-// OpenFunc opens a Locker on the store a parsed URL names. Backends
-// register one per scheme with URLMux.Register. The Locker it returns
-// owns the clients it created: its Close closes them. It must honour
-// ctx: an unreachable store makes it return once ctx ends.
-type OpenFunc func(ctx context.Context, u *url.URL) (*Locker, error)
-
-// URLMux maps store URL schemes to the OpenFuncs that serve them. [Open]
+// URLMux maps store URL schemes to the functions that open them
+// (backend.OpenFunc). [Open]
 // uses the one [DefaultURLMux] returns, where backend packages register
 // their schemes; a program or a test can keep a URLMux of its own, which
 // knows only the schemes registered on it. The zero value is an empty
 // URLMux, ready to use. A URLMux is safe for concurrent use.
 type URLMux struct {
 	mu      sync.RWMutex
-	openers map[string]OpenFunc
+	openers map[string]func(context.Context, *url.URL) (*Locker, error)
 }
 
 var defaultURLMux URLMux
 
-// DefaultURLMux returns the URLMux that Open and Schemes use, and on
+// DefaultURLMux returns the URLMux that Open uses, and on
 // which backend packages register their schemes when imported.
 func DefaultURLMux() *URLMux { return &defaultURLMux }
 
-// Register makes scheme open Lockers with open. It panics if scheme is
+// Register makes scheme open Lockers with open, which must honour ctx (an
+// unreachable store makes it return once ctx ends); the Locker it returns
+// owns the clients it created, and its Close closes them. It panics if scheme is
 // registered twice or open is nil: both are programming errors, not
 // input, as with database/sql.Register.
-func (m *URLMux) Register(scheme string, open OpenFunc) {
+func (m *URLMux) Register(scheme string, open func(ctx context.Context, u *url.URL) (*Locker, error)) {
 	if open == nil {
 		panic("dlock: Register open func is nil")
 	}
@@ -105,13 +64,13 @@ func (m *URLMux) Register(scheme string, open OpenFunc) {
 		panic("dlock: Register called twice for scheme " + scheme)
 	}
 	if m.openers == nil {
-		m.openers = make(map[string]OpenFunc)
+		m.openers = make(map[string]func(context.Context, *url.URL) (*Locker, error))
 	}
 	m.openers[scheme] = open
 }
 
-// Schemes returns the schemes registered on m, sorted.
-func (m *URLMux) Schemes() []string {
+// schemes returns the schemes registered on m, sorted.
+func (m *URLMux) schemes() []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	s := make([]string, 0, len(m.openers))
@@ -122,7 +81,7 @@ func (m *URLMux) Schemes() []string {
 	return s
 }
 
-// Open returns a Locker on the store rawURL names, by the OpenFunc
+// Open returns a Locker on the store rawURL names, by the function
 // registered on m for its scheme; the package's [Open] is
 // DefaultURLMux().Open. Errors never contain the URL's password; a
 // malformed URL, an unknown scheme or parameter gives an error wrapping
@@ -154,7 +113,7 @@ func (m *URLMux) Open(ctx context.Context, rawURL string) (*Locker, error) {
 
 // registered lists m's schemes for an error message.
 func (m *URLMux) registered() string {
-	s := m.Schemes()
+	s := m.schemes()
 	if len(s) == 0 && m == &defaultURLMux {
 		return "no backend is imported"
 	}

@@ -136,9 +136,9 @@ func (d notifyingDriver) Watch(ctx context.Context, name string) (<-chan struct{
 func newFaulty(store *memlock.Store, notify bool) (*dlock.Locker, *faultDriver) {
 	d := &faultDriver{Driver: store.Driver(), notify: notify}
 	if notify {
-		return dlock.NewLocker(notifyingDriver{d}, dlock.LockerOptions{}), d
+		return dlock.NewLocker(notifyingDriver{d}, driver.LockerOptions{}), d
 	}
-	return dlock.NewLocker(d, dlock.LockerOptions{}), d
+	return dlock.NewLocker(d, driver.LockerOptions{}), d
 }
 
 func TestRenewalCadence(t *testing.T) {
@@ -283,7 +283,7 @@ func TestPollingWaiterIsBounded(t *testing.T) {
 		d.mu.Lock()
 		attempts := d.acquireCalls
 		d.mu.Unlock()
-		if waited < ttl || waited > ttl+dlock.DefaultMaxRetryInterval {
+		if waited < ttl || waited > ttl+driver.DefaultMaxRetryInterval {
 			t.Fatalf("polling waiter acquired after %v, want right after the %v lease", waited, ttl)
 		}
 		if attempts > 25 {
@@ -347,7 +347,7 @@ func TestAbandonedAcquireIsReleased(t *testing.T) {
 }
 
 // lockerOver returns a Locker with default options over d.
-func lockerOver(d driver.Driver) *dlock.Locker { return dlock.NewLocker(d, dlock.LockerOptions{}) }
+func lockerOver(d driver.Driver) *dlock.Locker { return dlock.NewLocker(d, driver.LockerOptions{}) }
 
 // Deadline is the moment Done closes unless the lease is renewed. The
 // adversary trusts it: work that stops just before it still holds the

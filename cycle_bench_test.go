@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/memlock"
 )
 
@@ -50,9 +51,9 @@ func cycle(b *testing.B, l *dlock.Locker, ctx context.Context, name string, wait
 		err error
 	)
 	if wait {
-		k, err = l.Acquire(ctx, name, dlock.WithTTL(dlock.DefaultTTL))
+		k, err = l.Acquire(ctx, name, dlock.WithTTL(driver.DefaultTTL))
 	} else {
-		k, err = l.TryAcquire(ctx, name, dlock.WithTTL(dlock.DefaultTTL))
+		k, err = l.TryAcquire(ctx, name, dlock.WithTTL(driver.DefaultTTL))
 	}
 	if err != nil {
 		b.Fatalf("Acquire(%q) = %v, want nil", name, err)

@@ -31,18 +31,18 @@
 // [github.com/dlock-go/dlock/hook] defines them and logs them with
 // log/slog.
 //
-// Names are 1 to MaxNameLen bytes of valid UTF-8 without NUL bytes; any
+// Names are 1 to 255 bytes of valid UTF-8 without NUL bytes; any
 // other byte, including '/', '{', '}', quotes and spaces, is allowed.
 package dlock
 
 // The files of this package, one concept each:
 //
 //	doc.go      the package documentation and this list
-//	locker.go   the Locker type (its fields by concern), newLocker, Backend
+//	locker.go   the Locker type (its fields by concern), newLocker
 //	options.go  Option and the per-call options, with their bounds
-//	name.go     ValidateName, MaxNameLen, and quote for error messages
+//	name.go     quote for error messages (names are checked by driver.ValidateName)
 //	errors.go   the sentinel errors (but Open's ErrBadURL), ctxErr, and storeError:
-//	            a store's errors to ErrDenied and ErrNoSpace, by its driver's Classifier
+//	            driver.StoreError with the Locker's driver's Classifier
 //	acquire.go  Acquire, TryAcquire: attempt loop, store's queue, confirm, register
 //	reenter.go  Acquire re-entering a name that its context's owner holds
 //	owner.go    owners behind a Lock's Context, their context, owner strings
@@ -65,8 +65,9 @@ package dlock
 //	do.go       Do: run a function under a lock (Lock.run, shared with Lead)
 //	lead.go     Lead: run a function whenever this Locker leads
 //	all.go      AcquireAll: several names without deadlock
-//	open.go     Open, Schemes, ErrBadURL: a Locker from a store URL, by registered scheme
-//	backends.go for backend packages: NewLocker, LockerOptions, StoreError,
-//	            OpenFunc, URLMux and DefaultURLMux (the registry of schemes)
+//	open.go     Open, ErrBadURL: a Locker from a store URL, by registered scheme
+//	backends.go for backend packages: NewLocker; URLMux and DefaultURLMux
+//	            (the registry of schemes). Limits, LockerOptions, StoreError
+//	            and ValidateName are in package driver
 //
 // The tests are in package dlock_test, beside these files.

@@ -23,7 +23,7 @@ var (
 
 	// ErrInvalid is wrapped by the errors for bad input: an empty,
 	// oversized or malformed name, or an out-of-range option.
-	ErrInvalid = errors.New("dlock: invalid argument")
+	ErrInvalid = driver.ErrInvalid
 
 	// ErrUnsupported is returned by Locker methods the backend cannot
 	// provide, such as Inspect on a store that cannot list holders.
@@ -43,7 +43,7 @@ var (
 	// wrapped together with the store's own error, which names what was
 	// refused; retrying does not help. (A backend's driver tells such
 	// errors with driver.Classifier; the Locker wraps this sentinel.)
-	ErrDenied = errors.New("dlock: denied by the store")
+	ErrDenied = driver.ErrDenied
 
 	// ErrNoSpace is wrapped by the errors of a store that refuses writes
 	// for lack of space: etcd's NOSPACE alarm (its backend quota), Redis
@@ -53,7 +53,7 @@ var (
 	// not help until an operator frees space (for etcd: compact,
 	// defragment, disarm the alarm); releases and lease expiry still free
 	// names.
-	ErrNoSpace = errors.New("dlock: store out of space")
+	ErrNoSpace = driver.ErrNoSpace
 )
 
 // ctxErr returns the error for an ended ctx: it wraps both ctx.Err(), so
@@ -70,25 +70,7 @@ func ctxErr(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", err, cause)
 }
 
-// storeError is the one place where a store's errors become ErrDenied and
-// ErrNoSpace (see StoreError). The Locker calls it, with its driver's
-// Classifier, on the error of every driver step, where the step returns
-// to the core (see the uses of Locker.storeError).
-func storeError(c driver.Classifier, err error) error {
-	if err == nil || c == nil || errors.Is(err, driver.ErrNotHeld) ||
-		errors.Is(err, ErrDenied) || errors.Is(err, ErrNoSpace) {
-		return err
-	}
-	switch c.Classify(err) {
-	case driver.ErrorDenied:
-		return fmt.Errorf("%w: %w", ErrDenied, err)
-	case driver.ErrorNoSpace:
-		return fmt.Errorf("%w: %w", ErrNoSpace, err)
-	}
-	return err
-}
-
-// storeError is the function storeError with the Locker's driver's
+// storeError is driver.StoreError with the Locker's driver's
 // Classifier: every driver step's error passes through it (acquireOne,
 // acquireQueued, startWait, refreshSteps, release, the admin calls,
 // Observe, reported losses).
@@ -96,7 +78,7 @@ func (l *Locker) storeError(err error) error {
 	if err == nil || l.errKinds == nil {
 		return err
 	}
-	return storeError(l.errKinds, err)
+	return driver.StoreError(l.errKinds, err)
 }
 
 // saidOnce is an error that wraps errs, for errors.Is and errors.As, but

@@ -12,7 +12,7 @@ import (
 // Extend sets the lease of the held lock to ttl from now, on the store,
 // in one owner-checked step, as Redisson's updateLeaseTime and bsm's
 // Refresh(ctx, ttl) do: shorter or longer than the TTL it was taken with,
-// within [MinTTL, MaxTTL] (else the error wraps ErrInvalid). Later
+// within [100ms, 24h] (else the error wraps ErrInvalid). Later
 // renewals, every ttl/3, keep it at ttl, and Deadline (when Done closes
 // unless renewed) moves to 0.9×ttl after the step was sent. Re-entered
 // handles share the lease, so Extend on one changes it for all.
@@ -27,8 +27,8 @@ import (
 // long as their session).
 func (k *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	h, l := k.h, k.h.l
-	if ttl < MinTTL || ttl > MaxTTL {
-		return errorf("dlock: extend %s: ttl %v out of range [%v, %v]: %w", quote(h.lease.Name), ttl, MinTTL, MaxTTL, ErrInvalid)
+	if ttl < driver.MinTTL || ttl > driver.MaxTTL {
+		return errorf("dlock: extend %s: ttl %v out of range [%v, %v]: %w", quote(h.lease.Name), ttl, driver.MinTTL, driver.MaxTTL, ErrInvalid)
 	}
 	ext, ok := l.drv.(driver.Extender)
 	if !ok {

@@ -17,7 +17,7 @@ import (
 // remaining is name's lease left on store, as Inspect reports it.
 func remaining(t *testing.T, store *memlock.Store, name string) time.Duration {
 	t.Helper()
-	l := dlock.NewLocker(store.Driver(), dlock.LockerOptions{})
+	l := dlock.NewLocker(store.Driver(), driver.LockerOptions{})
 	defer l.Close()
 	infos, err := l.Inspect(t.Context(), name)
 	if err != nil || len(infos) != 1 {
@@ -100,7 +100,7 @@ func TestExtendWaitsForRenewalUnderWay(t *testing.T) {
 // taken by another owner meanwhile, a backend without Extend.
 func TestExtendErrors(t *testing.T) {
 	store := memlock.NewStore()
-	l := dlock.NewLocker(store.Driver(), dlock.LockerOptions{})
+	l := dlock.NewLocker(store.Driver(), driver.LockerOptions{})
 	defer l.Close()
 	k := testkit.MustTryAcquire(t, l, "a")
 	for _, ttl := range []time.Duration{0, time.Millisecond, 25 * time.Hour} {
@@ -124,7 +124,7 @@ func TestExtendErrors(t *testing.T) {
 	if err := other.Extend(t.Context(), time.Minute); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Errorf("Extend of a released handle = %v, want ErrNotHeld", err)
 	}
-	plain := dlock.NewLocker(struct{ driver.Driver }{store.Driver()}, dlock.LockerOptions{})
+	plain := dlock.NewLocker(struct{ driver.Driver }{store.Driver()}, driver.LockerOptions{})
 	defer plain.Close()
 	k3 := testkit.MustTryAcquire(t, plain, "b")
 	if err := k3.Extend(t.Context(), time.Minute); !errors.Is(err, dlock.ErrUnsupported) {

@@ -482,7 +482,7 @@ func (shortDriver) Refresh(context.Context, []driver.Lease) []error { return nil
 // lost with its lease, where the core used to index past the end and
 // panic a worker goroutine, taking the process down.
 func TestShortRefreshResult(t *testing.T) {
-	l := dlock.NewLocker(shortDriver{memlock.NewStore().Driver()}, dlock.LockerOptions{})
+	l := dlock.NewLocker(shortDriver{memlock.NewStore().Driver()}, driver.LockerOptions{})
 	defer l.Close()
 	k, err := l.Acquire(t.Context(), "short", dlock.WithTTL(300*time.Millisecond))
 	if err != nil {

@@ -78,3 +78,65 @@ func TestNoLongFunctions(t *testing.T) {
 		}
 	}
 }
+
+// maxExportedNames is the root package's budget of exported names,
+// methods of exported types included (issue 25: "go doc lists locking
+// first and at most 50 exported names").
+const maxExportedNames = 50
+
+// TestExportedNamesBudget: the adversary is the slow growth of the root
+// package's namespace, each addition reasonable on its own: a backend's
+// helper or a limit that belongs in package driver or backend, until go
+// doc no longer reads as a locking API. It counts every exported
+// constant, variable, type, function and method of an exported type.
+func TestExportedNamesBudget(t *testing.T) {
+	_, files := coreFiles(t)
+	var names []string
+	for _, f := range files {
+		for _, d := range f.Decls {
+			names = append(names, exportedNames(d)...)
+		}
+	}
+	if len(names) > maxExportedNames {
+		slices.Sort(names)
+		t.Errorf("the root package exports %d names, over the budget of %d: %s", len(names), maxExportedNames, strings.Join(names, ", "))
+	}
+}
+
+// exportedNames returns the exported names d declares, methods as
+// Type.Method (only those of exported types).
+func exportedNames(d ast.Decl) []string {
+	var out []string
+	switch d := d.(type) {
+	case *ast.FuncDecl:
+		if !d.Name.IsExported() {
+			return nil
+		}
+		if d.Recv == nil {
+			return []string{d.Name.Name}
+		}
+		typ := d.Recv.List[0].Type
+		if star, ok := typ.(*ast.StarExpr); ok {
+			typ = star.X
+		}
+		if id, ok := typ.(*ast.Ident); ok && id.IsExported() {
+			out = append(out, id.Name+"."+d.Name.Name)
+		}
+	case *ast.GenDecl:
+		for _, s := range d.Specs {
+			switch s := s.(type) {
+			case *ast.TypeSpec:
+				if s.Name.IsExported() {
+					out = append(out, s.Name.Name)
+				}
+			case *ast.ValueSpec:
+				for _, id := range s.Names {
+					if id.IsExported() {
+						out = append(out, id.Name)
+					}
+				}
+			}
+		}
+	}
+	return out
+}

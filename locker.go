@@ -32,7 +32,7 @@ type Locker struct {
 	inline   bool              // the driver honours ctx: call it in the caller's goroutine
 	minRetry time.Duration     // first backoff of a waiter that is not notified
 	maxRetry time.Duration     // longest sleep of a waiter between attempts
-	backend  string            // Backend()
+	backend  string            // the driver's Backend(), as hooks report it
 	errKinds driver.Classifier // nil when the driver cannot tell its store's errors apart (see storeError)
 
 	// The owner strings: id, ':' and the next seq (see ownerString).
@@ -94,10 +94,6 @@ func newLocker(drv driver.Driver, minRetry, maxRetry time.Duration) *Locker {
 	go l.keep() // exits when closing is closed
 	return l
 }
-
-// Backend returns a short name of the Locker's store, such as "redis",
-// "postgres" or "etcd", as hooks report it.
-func (l *Locker) Backend() string { return l.backend }
 
 // backendName names drv's store: its Describer answer, or its package's
 // name.

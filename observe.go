@@ -28,7 +28,7 @@ func (l *Locker) Observe(ctx context.Context, name string) (<-chan []LockInfo, e
 	if ctx == nil {
 		return nil, errorf("dlock: observe %s: nil context: %w", quote(name), ErrInvalid)
 	}
-	if err := ValidateName(name); err != nil {
+	if err := driver.ValidateName(name); err != nil {
 		return nil, errorf("dlock: observe: %w", err)
 	}
 	in, ok := l.drv.(driver.Inspector)

@@ -9,10 +9,6 @@ import (
 // URL, an unknown scheme or an unknown query parameter.
 var ErrBadURL = errors.New("dlock: bad store URL")
 
-// Schemes returns the store URL schemes Open accepts in this program,
-// sorted: those of the backend packages it imports.
-func Schemes() []string { return defaultURLMux.Schemes() }
-
 // Open returns a Locker on the store rawURL names, such as
 // "redis://localhost:6379/0" or "sqlite:///var/lib/app/locks.db". The
 // scheme's backend package must be imported (for its registration), as

@@ -5,17 +5,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-)
 
-const (
-	// DefaultTTL is the lease length when WithTTL is not given.
-	DefaultTTL = 30 * time.Second
-
-	// MinTTL is the shortest lease WithTTL accepts.
-	MinTTL = 100 * time.Millisecond
-
-	// MaxTTL is the longest lease WithTTL accepts.
-	MaxTTL = 24 * time.Hour
+	"github.com/dlock-go/dlock/driver"
 )
 
 // Option configures one Acquire or TryAcquire call.
@@ -71,27 +62,21 @@ func WithLimit(n int) Option {
 	return func(o *acquireOptions) { o.limit, o.limitSet = n, true }
 }
 
-// MaxMetadataLen is the longest metadata WithMetadata accepts, in bytes.
-const MaxMetadataLen = 1024
-
 // WithMetadata stores a short description of the holder with the lock
 // (for example "host=web1 pid=4242"), which Inspect and "dlock status"
 // show, on backends that can store it. It must be valid UTF-8 without NUL
-// bytes (PostgreSQL's text cannot hold them), of at most MaxMetadataLen
+// bytes (PostgreSQL's text cannot hold them), of at most 1024
 // bytes. Default: none.
 func WithMetadata(s string) Option {
 	return func(o *acquireOptions) { o.metadata = s }
 }
 
 // WithTTL sets the lease length: the lock expires on the server this long
-// after it was taken or last renewed. It must be between MinTTL and
-// MaxTTL. Default: DefaultTTL.
+// after it was taken or last renewed. It must be between 100ms and
+// 24h. Default: 30s.
 func WithTTL(d time.Duration) Option {
 	return func(o *acquireOptions) { o.ttl = d }
 }
-
-// MaxLockDelay is the longest lock-delay WithLockDelay accepts.
-const MaxLockDelay = time.Hour
 
 // WithLockDelay returns an Option that keeps the name from being taken
 // again for d after this hold's lease runs out unrenewed (its holder
@@ -103,7 +88,7 @@ const MaxLockDelay = time.Hour
 // terms, as the lease does: the store keeps the hold for TTL+d after each
 // renewal, measured by the clock that measures its leases (see each
 // backend's clock bounds), and Inspect reports a name in its delay with
-// LockInfo.Delayed. d must be in [0, MaxLockDelay]; 0 means none. A
+// LockInfo.Delayed. d must be in [0, 1h]; 0 means none. A
 // backend that cannot keep a name past its holder's lease gives an error
 // wrapping ErrUnsupported (ZooKeeper: a crashed holder's node goes with
 // its session). Re-entering keeps the acquisition's delay.
@@ -121,23 +106,23 @@ func WithoutRenewal() Option {
 // build sets o from opts and checks the result; o is usually part of a
 // heap-allocated attempt, since calling an Option makes it escape.
 func (o *acquireOptions) build(opts []Option) error {
-	*o = acquireOptions{ttl: DefaultTTL}
+	*o = acquireOptions{ttl: driver.DefaultTTL}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(o)
 		}
 	}
-	if o.ttl < MinTTL || o.ttl > MaxTTL {
-		return fmt.Errorf("ttl %v out of range [%v, %v]: %w", o.ttl, MinTTL, MaxTTL, ErrInvalid)
+	if o.ttl < driver.MinTTL || o.ttl > driver.MaxTTL {
+		return fmt.Errorf("ttl %v out of range [%v, %v]: %w", o.ttl, driver.MinTTL, driver.MaxTTL, ErrInvalid)
 	}
-	if len(o.metadata) > MaxMetadataLen || !utf8.ValidString(o.metadata) || strings.IndexByte(o.metadata, 0) >= 0 {
-		return fmt.Errorf("metadata must be valid UTF-8 without NUL bytes, of at most %d bytes: %w", MaxMetadataLen, ErrInvalid)
+	if len(o.metadata) > driver.MaxMetadataLen || !utf8.ValidString(o.metadata) || strings.IndexByte(o.metadata, 0) >= 0 {
+		return fmt.Errorf("metadata must be valid UTF-8 without NUL bytes, of at most %d bytes: %w", driver.MaxMetadataLen, ErrInvalid)
 	}
 	if o.limitSet && o.limit < 1 {
 		return fmt.Errorf("semaphore limit %d: want at least 1: %w", o.limit, ErrInvalid)
 	}
-	if o.delay < 0 || o.delay > MaxLockDelay {
-		return fmt.Errorf("lock-delay %v out of range [0, %v]: %w", o.delay, MaxLockDelay, ErrInvalid)
+	if o.delay < 0 || o.delay > driver.MaxLockDelay {
+		return fmt.Errorf("lock-delay %v out of range [0, %v]: %w", o.delay, driver.MaxLockDelay, ErrInvalid)
 	}
 	if o.shared && o.limitSet {
 		return fmt.Errorf("Shared cannot be combined with WithLimit: %w", ErrInvalid)

@@ -140,7 +140,7 @@ func TestDeniedRefresh(t *testing.T) {
 func TestStoreError(t *testing.T) {
 	c := classifyingDriver{}
 	notHeld := errors.Join(driver.ErrNotHeld, errNoPerm)
-	denied := dlock.StoreError(c, errNoPerm)
+	denied := driver.StoreError(c, errNoPerm)
 	for _, tc := range []struct {
 		c         driver.Classifier
 		err, want error
@@ -151,12 +151,12 @@ func TestStoreError(t *testing.T) {
 		{c, notHeld, notHeld},
 		{c, denied, denied},
 	} {
-		if got := dlock.StoreError(tc.c, tc.err); got != tc.want {
+		if got := driver.StoreError(tc.c, tc.err); got != tc.want {
 			t.Errorf("StoreError(%v) = %v, want %v as it is", tc.err, got, tc.want)
 		}
 	}
 	wantRefusal(t, "StoreError(NOPERM)", denied, dlock.ErrDenied, errNoPerm)
-	wantRefusal(t, "StoreError(FULL)", dlock.StoreError(c, errFull), dlock.ErrNoSpace, errFull)
+	wantRefusal(t, "StoreError(FULL)", driver.StoreError(c, errFull), dlock.ErrNoSpace, errFull)
 }
 
 func TestErrorKindString(t *testing.T) {

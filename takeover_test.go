@@ -211,7 +211,7 @@ func TestRefusedTakeoverDoesNotSpin(t *testing.T) {
 			}
 		}
 		// Past the first second the waiter polls at most every 2s
-		// (dlock.DefaultMaxRetryInterval) and at least every 1s (half
+		// (driver.DefaultMaxRetryInterval) and at least every 1s (half
 		// of it, the jitter's floor): about 5 to 9 takeovers in 9s.
 		if takeovers == 0 || len(d.calls) > 100 {
 			t.Errorf("in 10s: %d calls, %d with Takeover, want some takeovers and no spinning (at most 100 calls)", len(d.calls), takeovers)

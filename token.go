@@ -71,10 +71,10 @@ func parseToken(token string) (tokenFields, error) {
 	switch {
 	case f.Backend == "" || f.Owner == "" || f.Fence == 0:
 		return f, fmt.Errorf("malformed token: no backend, owner or fencing token: %w", ErrInvalid)
-	case ValidateName(f.Name) != nil:
+	case driver.ValidateName(f.Name) != nil:
 		return f, fmt.Errorf("malformed token: bad lock name: %w", ErrInvalid)
-	case ttl < MinTTL || ttl > MaxTTL || f.Limit < 0 || (f.Shared && f.Limit > 0) ||
-		f.Delay < 0 || time.Duration(f.Delay)*time.Millisecond > MaxLockDelay:
+	case ttl < driver.MinTTL || ttl > driver.MaxTTL || f.Limit < 0 || (f.Shared && f.Limit > 0) ||
+		f.Delay < 0 || time.Duration(f.Delay)*time.Millisecond > driver.MaxLockDelay:
 		return f, fmt.Errorf("malformed token: bad TTL or mode: %w", ErrInvalid)
 	}
 	return f, nil

@@ -7,13 +7,18 @@
 package backend
 
 import (
+	"context"
+	"net/url"
+
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/redact"
 )
 
-// OpenFunc opens a Locker on the store a parsed URL names; see
-// dlock.OpenFunc.
-type OpenFunc = dlock.OpenFunc
+// OpenFunc opens a Locker on the store a parsed URL names. Backends
+// register one per scheme with Register. The Locker it returns owns the
+// clients it created: its Close closes them. It must honour ctx: an
+// unreachable store makes it return once ctx ends.
+type OpenFunc func(ctx context.Context, u *url.URL) (*dlock.Locker, error)
 
 // Register makes a store URL scheme available to dlock.Open: it is
 // dlock.DefaultURLMux().Register. Backend packages call it from init, so

@@ -48,6 +48,7 @@ type config struct {
 	scaleRounds  int
 	scaleDur     time.Duration
 	scaleHeld    int
+	heldCaps     map[string]int // -scale-held-caps: lower caps by store
 	scaleHeldDur time.Duration
 }
 
@@ -82,7 +83,8 @@ func main() {
 	flag.BoolVar(&c.scaling, "scaling", true, "run the scaling charts: handoff against waiters, cycle against held locks")
 	flag.IntVar(&c.scaleRounds, "scale-rounds", 2, "rounds of the waiters chart")
 	flag.DurationVar(&c.scaleDur, "scale-dur", time.Second, "waiters chart: duration of each run")
-	flag.IntVar(&c.scaleHeld, "scale-held", 100_000, "held-locks chart: most locks held on Redis (SQL stores: a tenth, ZooKeeper and etcd: a hundredth)")
+	flag.IntVar(&c.scaleHeld, "scale-held", 100_000, "held-locks chart and renewal runs: most locks one Locker holds, on every store but those -scale-held-caps lowers")
+	heldCaps := flag.String("scale-held-caps", defaultHeldCaps, "held-locks chart and renewal runs: store=n,... lowers -scale-held on those stores; empty: -scale-held everywhere")
 	flag.DurationVar(&c.scaleHeldDur, "scale-held-dur", 300*time.Millisecond, "held-locks chart: cycle loop per point")
 	flag.BoolVar(&c.quick, "quick", false, "smoke run of a few minutes: 3 rounds, short durations, 20k held locks once, no SIGSTOPped Redlock masters (explicit flags win)")
 	flag.Parse()
@@ -110,6 +112,11 @@ func main() {
 				f()
 			}
 		}
+	}
+	var err error
+	if c.heldCaps, err = parseHeldCaps(*heldCaps); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -scale-held-caps:", err)
+		os.Exit(2)
 	}
 	if c.rounds < 1 || c.hotGoroutines < 2 || c.goroutines < 1 || c.memLocks < 1 {
 		fmt.Fprintln(os.Stderr, "bench: rounds, goroutines and mem-locks must be positive, hot-goroutines at least 2")
@@ -214,6 +221,9 @@ func run(c config) error {
 		b.rlFigs.s1[c.key], b.rlFigs.s3[c.key] = figures{}, figures{}
 	}
 	defer b.admin.Close()
+	if *heldOnly {
+		return b.runHeldOnly()
+	}
 	defer b.closeWorkers()
 	if err := b.ensureWorkers(1); err != nil {
 		return err

@@ -24,21 +24,29 @@ import (
 var renewHeld = []int{1000, 10_000, 100_000}
 
 // renewTTL is the lease of the renewal runs' locks: the core renews every
-// TTL/3, so a cycle over all of them takes about 5 s.
-const renewTTL = 15 * time.Second
+// TTL/3, so a cycle over all of them takes about 20 s. Long enough that
+// no lease runs out while 64 goroutines fill the Locker with 100,000
+// names on a loaded machine: with 15 s, MariaDB's and Redis' renewals
+// fell behind the fill there (25,000 and 9,000 of 100,000 leases not
+// renewed within 75 s), on a 2-core machine at load 40.
+const renewTTL = 60 * time.Second
 
 // Metrics of the renewal runs.
 const (
 	mRenewTime  = "renew_time"  // driver time to renew every held lock once, ns
 	mRenewCalls = "renew_calls" // driver calls it took
 	mRenewMax   = "renew_max"   // leases in its largest call
-	mRenewLost  = "renew_lost"  // leases not renewed (not held, or failed)
+	mRenewLost  = "renew_lost"  // leases the store no longer had: lost
+	mRenewFail  = "renew_fail"  // leases whose renewal failed (retried)
+	mFillTime   = "fill_time"   // time to take the k locks (-fill-workers goroutines), ns
+	mCloseTime  = "close_time"  // releasing the most locks held (-fill-workers goroutines), ns
 )
 
 // renewCounts add up renewal batches.
 type renewCounts struct {
 	calls, leases, most int
-	lost                int
+	lost, failed        int
+	firstErr            error // the first failed lease's error
 	time                time.Duration
 }
 
@@ -54,7 +62,11 @@ func (r *renewTally) renewed(e hook.Renewal) {
 	r.c.calls++
 	r.c.leases += e.Size
 	r.c.most = max(r.c.most, e.Size)
-	r.c.lost += e.NotHeld + e.Failed
+	r.c.lost += e.NotHeld
+	r.c.failed += e.Failed
+	if r.c.firstErr == nil {
+		r.c.firstErr = e.Err
+	}
 	r.c.time += e.Duration
 }
 
@@ -125,27 +137,41 @@ func (b *bench) renewalScaling(st store, shared bool) error {
 		lk = sharedLocker{dl}
 	}
 	prefix := fmt.Sprintf("renew:%d:", time.Now().UnixNano())
-	held := 0
+	hs := heldSet{lk: lk, workers: *fillWorkers}
+	var filling time.Duration
 	for _, k := range renewHeld {
 		if k > b.heldCap(st.name) {
 			break
 		}
-		if err := takeMany(lk, 16, held, k, func(i int) string { return fmt.Sprintf("%s%07d", prefix, i) }); err != nil {
+		start := time.Now()
+		if err := hs.fill(k, func(i int) string { return fmt.Sprintf("%s%07d", prefix, i) }); err != nil {
 			return fmt.Errorf("take %d locks: %w", k, err)
 		}
-		held = k
+		filling += time.Since(start)
 		c, err := tally.cycle(k, renewTTL+time.Minute)
 		if err != nil {
 			return fmt.Errorf("renew %d locks: %w", k, err)
 		}
 		key := renewKey(st.name, shared, k)
+		b.i28.renew.add(key, mFillTime, float64(filling))
 		b.i28.renew.add(key, mRenewTime, float64(c.time))
 		b.i28.renew.add(key, mRenewCalls, float64(c.calls))
 		b.i28.renew.add(key, mRenewMax, float64(c.most))
 		b.i28.renew.add(key, mRenewLost, float64(c.lost))
+		b.i28.renew.add(key, mRenewFail, float64(c.failed))
+		b.progress("renewal %s: %v in %d call(s), largest %d, %d lost, %d failed (first error: %v); filled in %v", key, c.time, c.calls, c.most, c.lost, c.failed, c.firstErr, filling)
 	}
+	return b.releaseHeld(&hs, st, renewKey(st.name, shared, len(hs.unlocks)))
+}
+
+// releaseHeld releases the locks of hs, those of the renewal figures'
+// key, and records how long it took.
+func (b *bench) releaseHeld(hs *heldSet, st store, key string) error {
 	if st.name == "Redis" { // Close releases each lock: let it find none
 		return b.admin.FlushAll(context.Background()).Err()
 	}
-	return nil
+	start := time.Now()
+	err := hs.release()
+	b.i28.renew.add(key, mCloseTime, float64(time.Since(start)))
+	return err
 }

@@ -196,25 +196,7 @@ func (b *bench) writeIssue16(p func(string, ...any)) error {
 	p("![handoff against waiters](%s)\n\n![CPU per acquisition against waiters](%s)\n\n", chartScaleHandoff, chartScaleCPU)
 	b.writeConnections(p)
 
-	p("### Uncontended cycle against locks already held\n\n")
-	p("One Locker takes k distinct names (16 goroutines, 1 h lease, so no renewal falls in the run) and then times acquire+release of one more name for %v, for k = 1, 10, … up to %d on Redis, %d on the SQL stores and %d on ZooKeeper and etcd (filling and emptying more costs minutes there: a few ms per write; `-scale-held` sets them). One run; p50 (p99).\n\n", b.cfg.scaleHeldDur, b.heldCap("Redis"), b.heldCap("SQLite"), b.heldCap("etcd"))
-	p("| store |")
-	for _, k := range scaleHeld {
-		p(" %d held |", k)
-	}
-	p("\n|---|%s\n", strings.Repeat("---:|", len(scaleHeld)))
-	for _, st := range stores {
-		p("| %s |", st.name)
-		for _, k := range scaleHeld {
-			key := scaleKey(st.name, k)
-			if b.scaleH.get(key, mP50).n == 0 {
-				p(" %s |", noValue)
-				continue
-			}
-			p(" %s (%s) |", b.scaleH.get(key, mP50).format(fDur), b.scaleH.get(key, mP99).format(fDur))
-		}
-		p("\n")
-	}
+	b.writeHeld(p, stores)
 	p("\n![uncontended cycle against locks held](%s)\n\n", chartScaleHeld)
 	b.writeRenewal(p)
 
@@ -287,4 +269,27 @@ func (b *bench) scalingCharts(stores []store) error {
 		hx[i] = float64(k)
 	}
 	return lineChart(filepath.Join(b.cfg.out, chartScaleHeld), "Uncontended acquire+release p50 against locks held by the Locker", "locks already held by the Locker", "acquire+release p50", hx, held, fDur)
+}
+
+// writeHeld renders the held-locks chart's table.
+func (b *bench) writeHeld(p func(string, ...any), stores []store) {
+	p("### Uncontended cycle against locks already held\n\n")
+	p("One Locker takes k distinct names (%d goroutines, 1 h lease, so no renewal falls in the run) and then times acquire+release of one more name for %v, for k = 1, 10, … up to %d (`-scale-held`)%s. One run; p50 (p99).\n\n", *fillWorkers, b.cfg.scaleHeldDur, b.cfg.scaleHeld, b.capsText())
+	p("| store |")
+	for _, k := range scaleHeld {
+		p(" %d held |", k)
+	}
+	p("\n|---|%s\n", strings.Repeat("---:|", len(scaleHeld)))
+	for _, st := range stores {
+		p("| %s |", st.name)
+		for _, k := range scaleHeld {
+			key := scaleKey(st.name, k)
+			if b.scaleH.get(key, mP50).n == 0 {
+				p(" %s |", noValue)
+				continue
+			}
+			p(" %s (%s) |", b.scaleH.get(key, mP50).format(fDur), b.scaleH.get(key, mP99).format(fDur))
+		}
+		p("\n")
+	}
 }

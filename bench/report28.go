@@ -168,28 +168,91 @@ func (b *bench) writeConnections(p func(string, ...any)) {
 // writeRenewal renders the renewal runs.
 func (b *bench) writeRenewal(p func(string, ...any)) {
 	p("### Renewal of locks held by one Locker\n\n")
-	p("One Locker takes k distinct names (16 goroutines, %v lease: the core renews every TTL/3; on the SQL stores, in a second run, as shared holds, which they renew apart) and, once it holds them, the bench adds up the `Renewed` hook's batches (one `driver.Refresh` call each, `hook.Renewal.Duration` measured by the core around the call, loopback) until every lock was renewed once: the driver calls and their total time for one renewal cycle, and the largest call. Inside a call each driver batches again: Redis pipelines, the SQL stores send one statement per 200 exclusive leases and one transaction per 200 shared holds or permits, etcd checks the locks' keys in one transaction per 128 (their leases are the session's, which its keep-alive renews), ZooKeeper checks each lock's ephemeral node with an Exists request, all pipelined on the session's connection (the session's heartbeats keep the nodes). k up to %d on Redis, %d on the SQL stores, %d on ZooKeeper and etcd (`-scale-held`). One run.\n\n", renewTTL, b.heldCap("Redis"), b.heldCap("SQLite"), b.heldCap("etcd"))
+	p("One Locker takes k distinct names (%d goroutines, %v lease: the core renews every TTL/3; on the SQL stores, in a second run, as shared holds, which they renew apart) and, once it holds them, the bench adds up the `Renewed` hook's batches (one `driver.Refresh` call each, `hook.Renewal.Duration` measured by the core around the call, loopback) until every lock was renewed once: the driver calls and their total time for one renewal cycle, and the largest call. Inside a call each driver batches again: Redis pipelines, the SQL stores send one statement per 200 exclusive leases and one transaction per 200 shared holds or permits, etcd checks the locks' keys in one transaction per 128 (their leases are the session's, which its keep-alive renews), ZooKeeper checks the locks' ephemeral nodes with one multi request of check operations per 1,000 (one transaction each), all pipelined on the session's connection (the session's heartbeats keep the nodes). k up to %d (`-scale-held`)%s. One run.\n\n", *fillWorkers, renewTTL, b.cfg.scaleHeld, b.capsText())
+	renewHeader(p, "%d held: time (calls, largest)")
+	b.renewRows(p, func(key string) string {
+		if b.i28.renew.get(key, mRenewCalls).n == 0 {
+			return noValue
+		}
+		cell := fmt.Sprintf("%s (%s, %s)", b.i28.renew.get(key, mRenewTime).format(fDur), b.i28.renew.get(key, mRenewCalls).format(fInt), b.i28.renew.get(key, mRenewMax).format(fInt))
+		lost, failed := b.i28.renew.get(key, mRenewLost), b.i28.renew.get(key, mRenewFail)
+		if lost.med+failed.med > 0 {
+			cell += fmt.Sprintf(" **%s lost, %s failed**", lost.format(fInt), failed.format(fInt))
+		}
+		return cell
+	}, nil)
+	p("\n")
+	b.writeFill(p)
+}
+
+// renewHeader renders a renewal table's header: a column per k of
+// renewHeld, titled by the format col of k, then the extra columns.
+func renewHeader(p func(string, ...any), col string, extra ...string) {
 	p("| store |")
 	for _, k := range renewHeld {
-		p(" %d held: time (calls, largest) |", k)
+		p(" "+col+" |", k)
 	}
-	p("\n|---|%s\n", strings.Repeat("---:|", len(renewHeld)))
+	for _, e := range extra {
+		p(" %s |", e)
+	}
+	p("\n|---|%s\n", strings.Repeat("---:|", len(renewHeld)+len(extra)))
+}
+
+// renewRows renders the rows of a renewal table: one per store, and one
+// more for the SQL stores' shared holds, with a cell(key) for each k of
+// renewHeld, then last(keys) if last is not nil.
+func (b *bench) renewRows(p func(string, ...any), cell func(key string) string, last func(keys []string) string) {
 	for _, st := range b.scalingStores() {
 		for _, shared := range []bool{false, true} {
 			if shared && !slices.Contains(renewSharedStores, st.name) {
 				continue
 			}
 			p("| %s |", strings.TrimSuffix(renewKey(st.name, shared, 0), "/0"))
+			var keys []string
 			for _, k := range renewHeld {
 				key := renewKey(st.name, shared, k)
-				if b.i28.renew.get(key, mRenewCalls).n == 0 {
-					p(" %s |", noValue)
-					continue
-				}
-				p(" %s (%s, %s) |", b.i28.renew.get(key, mRenewTime).format(fDur), b.i28.renew.get(key, mRenewCalls).format(fInt), b.i28.renew.get(key, mRenewMax).format(fInt))
+				keys = append(keys, key)
+				p(" %s |", cell(key))
+			}
+			if last != nil {
+				p(" %s |", last(keys))
 			}
 			p("\n")
 		}
 	}
+}
+
+// writeFill renders how long the renewal runs took to fill their Locker
+// and to close it.
+func (b *bench) writeFill(p func(string, ...any)) {
+	p("The cost of the runs above: the time to take the k names (%d goroutines of the one Locker; cumulative) and the release of the locks after the largest k (as many goroutines; on Redis a FLUSHALL instead).\n\n", *fillWorkers)
+	renewHeader(p, "fill to %d", "release")
+	b.renewRows(p, func(key string) string {
+		if b.i28.renew.get(key, mFillTime).n == 0 {
+			return noValue
+		}
+		return b.i28.renew.get(key, mFillTime).format(fDur)
+	}, func(keys []string) string {
+		for _, key := range slices.Backward(keys) {
+			if c := b.i28.renew.get(key, mCloseTime); c.n > 0 {
+				return c.format(fDur)
+			}
+		}
+		return noValue
+	})
 	p("\n")
+}
+
+// capsText says where -scale-held-caps lowered -scale-held, and why.
+func (b *bench) capsText() string {
+	var caps []string
+	for _, st := range b.scalingStores() {
+		if n := b.heldCap(st.name); n < b.cfg.scaleHeld {
+			caps = append(caps, fmt.Sprintf("%d on %s", n, st.name))
+		}
+	}
+	if len(caps) == 0 {
+		return " on every store"
+	}
+	return ", except " + strings.Join(caps, ", ") + " (`-scale-held-caps`: taking 100,000 names costs minutes there; see bench/README.md for a run at 100,000)"
 }

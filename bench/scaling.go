@@ -129,6 +129,13 @@ const scaleProcs = 4
 // one backend's change without running the others'.
 var scaleStores = flag.String("scale-stores", "", "comma-separated stores of the scaling charts (Redis, MariaDB, Postgres, SQLite, ZooKeeper, etcd); empty: all. Each waiters point is also printed on stderr")
 
+// fillWorkers is how many goroutines of one Locker take the held-locks
+// runs' names.
+var fillWorkers = flag.Int("fill-workers", 64, "held-locks chart and renewal runs: goroutines of the Locker that take the names")
+
+// heldOnly runs the held-locks sections alone.
+var heldOnly = flag.Bool("held-only", false, "run only the held-locks chart and the renewal runs (on -scale-stores), print their tables on stdout and write no report")
+
 // scalingStores returns Redis (scenarios 1-4's server) and the other
 // stores, each with its dlock lib and whether it is the Redis one; only
 // those -scale-stores names, if set.
@@ -264,18 +271,40 @@ func scaleKey(store string, n int) string { return store + "/" + strconv.Itoa(n)
 // scaleHeld are the held-lock counts of the held-locks chart.
 var scaleHeld = []int{1, 10, 100, 1000, 10_000, 100_000}
 
-// heldCap is the most locks one Locker takes on st in the held-locks
-// chart: filling and emptying 100,000 locks takes seconds on Redis, half
-// a minute per SQL store and minutes on ZooKeeper and etcd (a few ms per
-// write), so those stop earlier.
-func (b *bench) heldCap(st string) int {
-	switch st {
-	case "Redis":
-		return b.cfg.scaleHeld
-	case "ZooKeeper", "etcd":
-		return b.cfg.scaleHeld / 100
+// defaultHeldCaps is -scale-held-caps' default: where one Locker takes
+// fewer names than -scale-held in a default run. On ZooKeeper and etcd
+// each new name is several replicated writes (ZooKeeper: the failed
+// create, the parent's, the child's): taking 100,000 took 641 s on
+// ZooKeeper, and etcd's stopped at 20,561 on an acquisition's deadline,
+// beside three other jobs on 2 cores (bench/README.md has that run's
+// figures).
+const defaultHeldCaps = "ZooKeeper=10000,etcd=10000"
+
+// parseHeldCaps parses -scale-held-caps: store=n pairs, comma-separated.
+func parseHeldCaps(s string) (map[string]int, error) {
+	caps := map[string]int{}
+	if s == "" {
+		return caps, nil
 	}
-	return b.cfg.scaleHeld / 10
+	for _, f := range strings.Split(s, ",") {
+		name, v, ok := strings.Cut(f, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil || n < 1 || !slices.Contains(append([]string{"Redis"}, storeNames...), name) {
+			return nil, fmt.Errorf("%q is not store=n (n ≥ 1, store one of Redis, %s)", f, strings.Join(storeNames, ", "))
+		}
+		caps[name] = n
+	}
+	return caps, nil
+}
+
+// heldCap is the most locks one Locker takes on st in the held-locks
+// chart and the renewal runs: -scale-held, or less if -scale-held-caps
+// says so.
+func (b *bench) heldCap(st string) int {
+	if n, ok := b.cfg.heldCaps[st]; ok {
+		return min(n, b.cfg.scaleHeld)
+	}
+	return b.cfg.scaleHeld
 }
 
 // heldScaling measures, on st, the uncontended acquire+release of one
@@ -291,16 +320,14 @@ func (b *bench) heldScaling(st store) error {
 	defer lk.close()
 	ctx := context.Background()
 	prefix := fmt.Sprintf("held:%d:", time.Now().UnixNano())
-	held := 0
-	const workers = 16
+	hs := heldSet{lk: lk, workers: *fillWorkers}
 	for _, k := range scaleHeld {
 		if k > b.heldCap(st.name) {
 			break
 		}
-		if err := takeMany(lk, workers, held, k, func(i int) string { return fmt.Sprintf("%s%07d", prefix, i) }); err != nil {
+		if err := hs.fill(k, func(i int) string { return fmt.Sprintf("%s%07d", prefix, i) }); err != nil {
 			return fmt.Errorf("take %d locks: %w", k, err)
 		}
-		held = k
 		lat, err := cycleLoop(lk, prefix+"probe", b.cfg.scaleHeldDur, 20, func() {})
 		if err != nil {
 			return fmt.Errorf("cycle with %d held: %w", k, err)
@@ -309,11 +336,12 @@ func (b *bench) heldScaling(st store) error {
 		b.scaleH.add(key, mP50, float64(percentile(lat, 50)))
 		b.scaleH.add(key, mP99, float64(percentile(lat, 99)))
 		b.scaleH.add(key, mMean, mean(lat))
+		b.progress("held %s: cycle p50 %v p99 %v", key, time.Duration(percentile(lat, 50)), time.Duration(percentile(lat, 99)))
 	}
 	if st.name == "Redis" { // Close releases each lock: let it find none
 		return b.admin.FlushAll(ctx).Err()
 	}
-	return nil
+	return hs.release()
 }
 
 // demoJain matches the Jain index in `dlock demo`'s summary.
@@ -392,6 +420,13 @@ func (b *bench) runIssue16() error {
 		b.progress("scaling %d/%d: default connection limits, %d processes", r+1, c.scaleRounds, limitProcs)
 		b.roundLimits()
 	}
+	b.runHeld()
+	return nil
+}
+
+// runHeld runs, on every store, the held-locks chart and the renewal
+// runs.
+func (b *bench) runHeld() {
 	for _, st := range b.scalingStores() {
 		b.progress("scaling: %s cycle against locks held (up to %d)", st.name, b.heldCap(st.name))
 		if err := b.heldScaling(st); err != nil {
@@ -408,5 +443,27 @@ func (b *bench) runIssue16() error {
 			}
 		}
 	}
-	return nil
+}
+
+// runHeldOnly is the run of -held-only: the held-locks chart and the
+// renewal runs on the stores, their tables on stdout.
+func (b *bench) runHeldOnly() error {
+	if b.cfg.stores {
+		b.progress("starting MariaDB, PostgreSQL, ZooKeeper, etcd (dlock's test harness)")
+		b.stores, b.storesErr = startStores()
+		defer b.stores.stop()
+		if b.storesErr != nil {
+			b.errorf("stores: %v", b.storesErr)
+		}
+	}
+	b.openAdmins()
+	defer b.closeAdmins()
+	b.runHeld()
+	var out strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&out, format, a...) }
+	b.writeHeld(p, b.scalingStores())
+	p("\n")
+	b.writeRenewal(p)
+	_, err := os.Stdout.WriteString(out.String())
+	return err
 }

@@ -413,30 +413,8 @@ func (b *bench) memory(l lib) (float64, error) {
 // takeMany takes the names name(from) to name(to-1) on lk with workers
 // goroutines and keeps them; it returns the first error.
 func takeMany(lk locker, workers, from, to int, name func(int) string) error {
-	ctx := context.Background()
-	var (
-		next  atomic.Int64
-		wg    sync.WaitGroup
-		errMu sync.Mutex
-		first error
-	)
-	next.Store(int64(from))
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(to) {
-					return
-				}
-				if _, err := lk.lock(ctx, name(int(i))); err != nil {
-					errMu.Lock()
-					first = cmpErr(first, err)
-					errMu.Unlock()
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return first
+	return parallel(workers, to-from, func(i int) error {
+		_, err := lk.lock(context.Background(), name(from+i))
+		return err
+	})
 }

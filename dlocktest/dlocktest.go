@@ -101,7 +101,7 @@ type Harness struct {
 	NoLockDelay bool
 
 	// TTL is the short lease used by tests that wait for expiry or
-	// renewal. It must be at least dlock.MinTTL. Default: 1s.
+	// renewal. It must be at least driver.MinTTL. Default: 1s.
 	TTL time.Duration
 }
 
@@ -176,8 +176,8 @@ func Run(t *testing.T, h Harness) {
 	if h.NewLocker == nil || h.Expire == nil {
 		t.Fatal("dlocktest: Harness.NewLocker and Harness.Expire are required")
 	}
-	if h.ttl() < dlock.MinTTL {
-		t.Fatalf("dlocktest: Harness.TTL %v is below dlock.MinTTL", h.TTL)
+	if h.ttl() < driver.MinTTL {
+		t.Fatalf("dlocktest: Harness.TTL %v is below driver.MinTTL", h.TTL)
 	}
 	for _, p := range properties {
 		t.Run(p.name, func(t *testing.T) {

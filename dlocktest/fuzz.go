@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // CheckRoundTrip is the property fuzz targets check on a backend, for
@@ -26,7 +27,7 @@ func CheckRoundTrip(t testing.TB, a, b *dlock.Locker, name, other, meta string) 
 	t.Helper()
 	ctx := t.Context()
 	ka, err := a.TryAcquire(ctx, name, dlock.WithTTL(time.Minute), dlock.WithMetadata(meta))
-	if dlock.ValidateName(name) != nil || !validMetadata(meta) {
+	if driver.ValidateName(name) != nil || !validMetadata(meta) {
 		if !errors.Is(err, dlock.ErrInvalid) {
 			t.Fatalf("Got(TryAcquire(%q, WithMetadata(%q))) = %v, want ErrInvalid", name, meta, err)
 		}
@@ -49,7 +50,7 @@ func CheckRoundTrip(t testing.TB, a, b *dlock.Locker, name, other, meta string) 
 		}
 		t.Fatalf("Got(TryAcquire(%q) from another Locker while held) = %v, want ErrNotAcquired", name, err)
 	}
-	if dlock.ValidateName(other) == nil && other != name {
+	if driver.ValidateName(other) == nil && other != name {
 		kb, err := b.TryAcquire(ctx, other)
 		if err != nil {
 			t.Fatalf("TryAcquire(%q) while %q is held = %v, want a lock: the two names collide", other, name, err)
@@ -71,5 +72,5 @@ func CheckRoundTrip(t testing.TB, a, b *dlock.Locker, name, other, meta string) 
 // validMetadata reports whether WithMetadata's documented rule accepts
 // meta: valid UTF-8 without NUL bytes, of at most MaxMetadataLen bytes.
 func validMetadata(meta string) bool {
-	return len(meta) <= dlock.MaxMetadataLen && utf8.ValidString(meta) && !strings.ContainsRune(meta, 0)
+	return len(meta) <= driver.MaxMetadataLen && utf8.ValidString(meta) && !strings.ContainsRune(meta, 0)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testkit"
 )
 
@@ -16,7 +17,7 @@ func testBadInput(t *testing.T, h Harness) {
 	ctx := t.Context()
 	badNames := map[string]string{
 		"empty":        "",
-		"too long":     strings.Repeat("n", dlock.MaxNameLen+1),
+		"too long":     strings.Repeat("n", driver.MaxNameLen+1),
 		"huge":         strings.Repeat("n", 1<<20),
 		"invalid utf8": "bad\xff\xfe",
 		"NUL byte":     "a\x00b",
@@ -31,7 +32,7 @@ func testBadInput(t *testing.T, h Harness) {
 		}
 	}
 	name := uniqueName(t, "")
-	for _, ttl := range []time.Duration{0, -time.Second, dlock.MinTTL - 1, dlock.MaxTTL + 1} {
+	for _, ttl := range []time.Duration{0, -time.Second, driver.MinTTL - 1, driver.MaxTTL + 1} {
 		if _, err := a.Acquire(ctx, name, dlock.WithTTL(ttl)); !errors.Is(err, dlock.ErrInvalid) {
 			t.Errorf("Acquire(WithTTL(%v)) = %v, want ErrInvalid", ttl, err)
 		}
@@ -51,7 +52,7 @@ func testBadInput(t *testing.T, h Harness) {
 	odd := []string{
 		base + "{tag}", "{" + base, base + "}", base + " with spaces", base + "/a/b/",
 		base + "日本語✓", base + "'; DROP TABLE locks; --", base + "%_*?[]\\",
-		base + strings.Repeat("x", dlock.MaxNameLen-len(base)),
+		base + strings.Repeat("x", driver.MaxNameLen-len(base)),
 	}
 	for _, n := range odd {
 		k, err := a.TryAcquire(ctx, n)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testkit"
 )
 
@@ -25,8 +26,8 @@ var trickyMetadata = []string{
 	"ü 漢字 🙂 \u200b",
 	" leading and trailing ",
 	"\x01\x7f control",
-	strings.Repeat("m", dlock.MaxMetadataLen),
-	strings.Repeat("é", dlock.MaxMetadataLen/2),
+	strings.Repeat("m", driver.MaxMetadataLen),
+	strings.Repeat("é", driver.MaxMetadataLen/2),
 }
 
 // testMetadataRoundTrip acquires a name with each tricky metadata value
@@ -53,7 +54,7 @@ func testMetadataRoundTrip(t *testing.T, h Harness) {
 		}
 		testkit.MustRelease(t, k)
 	}
-	for _, bad := range []string{"nul\x00byte", "\xff\xfe not UTF-8", strings.Repeat("m", dlock.MaxMetadataLen+1)} {
+	for _, bad := range []string{"nul\x00byte", "\xff\xfe not UTF-8", strings.Repeat("m", driver.MaxMetadataLen+1)} {
 		name := uniqueName(t, "")
 		k, err := a.TryAcquire(t.Context(), name, dlock.WithMetadata(bad))
 		if !errors.Is(err, dlock.ErrInvalid) {

@@ -17,7 +17,7 @@ import (
 // dlock.WithLimit) and of Observe.
 
 // settle bounds waits for something that polling stores do within a
-// few retry intervals (dlock.DefaultMaxRetryInterval is 2 s).
+// few retry intervals (driver.DefaultMaxRetryInterval is 2 s).
 const settle = 10 * time.Second
 
 // tryShared is TryAcquire in shared mode.

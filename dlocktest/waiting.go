@@ -11,7 +11,7 @@ import (
 
 // promptly bounds wake-ups in tests: far above a few round trips, far
 // below the 30 s lease a poller would wait out, and below
-// dlock.DefaultMaxRetryInterval, the fallback of a lost wake-up.
+// driver.DefaultMaxRetryInterval, the fallback of a lost wake-up.
 const promptly = time.Second
 
 func testAcquireWoken(t *testing.T, h Harness) {

@@ -44,7 +44,7 @@ func (k ErrorKind) String() string {
 
 // Classifier is implemented by a driver that can tell its store's errors
 // apart. The core asks it about every error of a driver step (and
-// backends, through dlock.StoreError, about the errors of opening a
+// backends, through StoreError, about the errors of opening a
 // store); a driver without it has every error taken as ErrorOther.
 //
 // Classify is given the error as the driver returned it, wrapped or not;

@@ -22,7 +22,7 @@ var deniedErrors = []error{
 }
 
 // errorKinds is etcd's driver.Classifier, embedded in etcdDriver; Open
-// uses it before there is a driver (dlock.StoreError).
+// uses it before there is a driver (driver.StoreError).
 type errorKinds struct{}
 
 // Classify implements driver.Classifier: ErrorNoSpace for etcd's

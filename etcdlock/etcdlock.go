@@ -17,7 +17,7 @@
 // tls_insecure_skip_verify=true only when named; any of them makes etcd://
 // speak TLS too). With authentication on, the user is the URL's, or else
 // the client certificate's common name. Open grants a session lease (the
-// one for dlock.DefaultTTL) before it returns.
+// one for driver.DefaultTTL) before it returns.
 //
 // # Guarantees
 //
@@ -202,7 +202,7 @@ type Options struct {
 
 	// MaxRetryInterval bounds how long dlock waits between attempts when
 	// no wake-up arrives. Waiters on etcd are woken by watches, so this
-	// matters little. Default: dlock.DefaultMaxRetryInterval.
+	// matters little. Default: driver.DefaultMaxRetryInterval.
 	MaxRetryInterval time.Duration
 }
 
@@ -231,19 +231,19 @@ func newLocker(cli *clientv3.Client, opts *Options) (*dlock.Locker, *etcdDriver,
 // newDriver validates opts and returns the driver and the Locker's
 // options; with ownClient set (Open made cli) the driver's Close
 // closes cli.
-func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver, dlock.LockerOptions, error) {
+func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver, driver.LockerOptions, error) {
 	if cli == nil {
-		return nil, dlock.LockerOptions{}, fmt.Errorf("etcdlock: new: nil *clientv3.Client: %w", dlock.ErrInvalid)
+		return nil, driver.LockerOptions{}, fmt.Errorf("etcdlock: new: nil *clientv3.Client: %w", dlock.ErrInvalid)
 	}
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
 	if o.SessionTTL < 0 {
-		return nil, dlock.LockerOptions{}, fmt.Errorf("etcdlock: new: negative SessionTTL %v: %w", o.SessionTTL, dlock.ErrInvalid)
+		return nil, driver.LockerOptions{}, fmt.Errorf("etcdlock: new: negative SessionTTL %v: %w", o.SessionTTL, dlock.ErrInvalid)
 	}
 	if o.CompactEvery < 0 {
-		return nil, dlock.LockerOptions{}, fmt.Errorf("etcdlock: new: negative CompactEvery %v: %w", o.CompactEvery, dlock.ErrInvalid)
+		return nil, driver.LockerOptions{}, fmt.Errorf("etcdlock: new: negative CompactEvery %v: %w", o.CompactEvery, dlock.ErrInvalid)
 	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
@@ -269,7 +269,7 @@ func newDriver(cli *clientv3.Client, opts *Options, ownClient bool) (*etcdDriver
 		d.bg.Add(1)
 		go d.compactLoop(o.CompactEvery) // exits at Close
 	}
-	return d, dlock.LockerOptions{MaxRetryInterval: o.MaxRetryInterval}, nil
+	return d, driver.LockerOptions{MaxRetryInterval: o.MaxRetryInterval}, nil
 }
 
 // Key returns the prefix under which the holder and waiter keys of the

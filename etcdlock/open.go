@@ -15,6 +15,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/sessionlock"
 )
 
@@ -107,7 +108,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		if cause := context.Cause(openCtx); cause != nil && ctx.Err() == nil {
 			err = cause // a TLS refusal
 		}
-		return sessionlock.ConnectError(ctx, "etcdlock", hosts, dlock.StoreError(errorKinds{}, err))
+		return sessionlock.ConnectError(ctx, "etcdlock", hosts, driver.StoreError(errorKinds{}, err))
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {

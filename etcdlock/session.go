@@ -50,13 +50,13 @@ func (d *etcdDriver) Losses() <-chan driver.Loss { return d.leases.Losses() }
 
 // leaseSeconds returns the TTL, in whole seconds, of the session for an
 // acquisition with TTL ttl: Options.SessionTTL's if set, else ttl rounded
-// up (dlock.DefaultTTL for none), and at least minLeaseSeconds.
+// up (driver.DefaultTTL for none), and at least minLeaseSeconds.
 func (d *etcdDriver) leaseSeconds(ttl time.Duration) int64 {
 	if d.sessionTTL > 0 {
 		return d.sessionTTL
 	}
 	if ttl <= 0 {
-		ttl = dlock.DefaultTTL
+		ttl = driver.DefaultTTL
 	}
 	return max(ceilSeconds(ttl), minLeaseSeconds)
 }
@@ -119,11 +119,11 @@ func (d *etcdDriver) sessionOf(ctx context.Context, secs int64) (*session, error
 	return s, nil
 }
 
-// grantFirst grants the session of dlock.DefaultTTL (or of
+// grantFirst grants the session of driver.DefaultTTL (or of
 // Options.SessionTTL), for Open: it is the one an acquisition without
 // WithTTL uses, and is revoked in time if unused (see reapIdle).
 func (d *etcdDriver) grantFirst(ctx context.Context) error {
-	s, err := d.session(ctx, dlock.DefaultTTL)
+	s, err := d.session(ctx, driver.DefaultTTL)
 	if err == nil {
 		d.joined(s)
 	}

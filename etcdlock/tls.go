@@ -107,7 +107,7 @@ func (w *tlsWatch) check(err error) {
 // refusal returns the error to report for a TLS error that a new
 // connection would meet again, or nil for any other error: an alert from
 // the server refusing the client's certificate, which Open's
-// dlock.StoreError wraps with dlock.ErrDenied (see errorKinds); another alert (a protocol version the
+// driver.StoreError wraps with dlock.ErrDenied (see errorKinds); another alert (a protocol version the
 // server does not speak) and a server certificate that does not verify
 // are refusals too, without it.
 func refusal(err error) error {

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/memlock"
 )
 
@@ -21,7 +21,7 @@ func FuzzRoundTrip(f *testing.F) {
 		{"nul\x00", "ok", ""},
 		{"ok", "ok ", "nul\x00meta"},
 		{"\xff", "ü", "\xfe"},
-		{strings.Repeat("n", dlock.MaxNameLen), strings.Repeat("n", dlock.MaxNameLen+1), strings.Repeat("m", dlock.MaxMetadataLen+1)},
+		{strings.Repeat("n", driver.MaxNameLen), strings.Repeat("n", driver.MaxNameLen+1), strings.Repeat("m", driver.MaxMetadataLen+1)},
 	} {
 		f.Add(s[0], s[1], s[2])
 	}

@@ -105,7 +105,7 @@ func New(store *Store) (*dlock.Locker, error) {
 	if store == nil {
 		store = NewStore()
 	}
-	return dlock.NewLocker(store.Driver(), dlock.LockerOptions{}), nil
+	return dlock.NewLocker(store.Driver(), driver.LockerOptions{}), nil
 }
 
 // Driver returns the store's driver, for tests that wrap it to inject

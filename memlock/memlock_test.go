@@ -28,7 +28,7 @@ func harness() dlocktest.Harness {
 		},
 		LockerAndDriver: func(t testing.TB) (*dlock.Locker, driver.Driver) {
 			d := store.Driver()
-			return dlock.NewLocker(d, dlock.LockerOptions{}), d
+			return dlock.NewLocker(d, driver.LockerOptions{}), d
 		},
 		TTL: 300 * time.Millisecond,
 	}
@@ -62,7 +62,7 @@ func TestConformanceWithoutModes(t *testing.T) {
 	h := harness()
 	h.LockerAndDriver = func(t testing.TB) (*dlock.Locker, driver.Driver) {
 		d := store.Driver()
-		return dlock.NewLocker(noModes{d, d.(driver.Notifier), d.(driver.Inspector), d.(driver.ForceReleaser), d.(driver.Extender), d.(driver.Resumer), d.(driver.LockDelayer)}, dlock.LockerOptions{}), d
+		return dlock.NewLocker(noModes{d, d.(driver.Notifier), d.(driver.Inspector), d.(driver.ForceReleaser), d.(driver.Extender), d.(driver.Resumer), d.(driver.LockDelayer)}, driver.LockerOptions{}), d
 	}
 	h.NewLocker = func(t testing.TB) *dlock.Locker {
 		l, _ := h.LockerAndDriver(t)
@@ -100,7 +100,7 @@ func TestConformanceBare(t *testing.T) {
 	store := memlock.NewStore()
 	h := harness()
 	h.NewLocker = func(t testing.TB) *dlock.Locker {
-		return dlock.NewLocker(bareDriver{store.Driver()}, dlock.LockerOptions{})
+		return dlock.NewLocker(bareDriver{store.Driver()}, driver.LockerOptions{})
 	}
 	h.Expire = func(t testing.TB, name string) {
 		if !store.Expire(name) {
@@ -109,7 +109,7 @@ func TestConformanceBare(t *testing.T) {
 	}
 	h.LockerAndDriver = func(t testing.TB) (*dlock.Locker, driver.Driver) {
 		d := bareDriver{store.Driver()}
-		return dlock.NewLocker(d, dlock.LockerOptions{}), d
+		return dlock.NewLocker(d, driver.LockerOptions{}), d
 	}
 	h.NoModes, h.NoAdmin, h.NoResume, h.NoExtend, h.NoLockDelay = true, true, true, true, true
 	dlocktest.Run(t, h)

@@ -140,17 +140,11 @@ func parseHolders(key string, vals []any, bound time.Duration) []driver.Holder {
 // parseHolder decodes a held lock key's value; tombstones and foreign
 // values are not holders.
 func parseHolder(key, v string) (driver.Holder, bool) {
-	owner, rest, ok := strings.Cut(v, "|")
+	owner, fence, rest, ok := parseValue(v)
 	if !ok || owner == "" {
 		return driver.Holder{}, false
 	}
-	fenceText, meta, _ := strings.Cut(rest, "|")
-	fenceText, _, _ = strings.Cut(fenceText, ",") // then how long the queue lives (see lua/common.lua)
-	fenceText, _, _ = strings.Cut(fenceText, ".") // then the holder's TTL and renewal counter
-	fence, err := strconv.ParseUint(fenceText, 10, 64)
-	if err != nil {
-		return driver.Holder{}, false
-	}
+	_, meta, _ := strings.Cut(rest, "|") // after how long the queue lives (",qexp", see lua/common.lua)
 	name, ok := nameOf(key)
 	if !ok {
 		return driver.Holder{}, false

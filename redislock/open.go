@@ -14,6 +14,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/goredis/rediserr"
 	"github.com/dlock-go/dlock/internal/goredis/redisquiet"
 )
@@ -134,7 +135,7 @@ func connectError(err error, path string, overTLS bool) error {
 	if overTLS && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()) {
 		err = fmt.Errorf("%w (no answer over TLS: the server may not speak TLS, or the host may drop packets)", err)
 	}
-	return fmt.Errorf("redislock: connect: %w", dlock.StoreError(rediserr.Classifier{}, err))
+	return fmt.Errorf("redislock: connect: %w", driver.StoreError(rediserr.Classifier{}, err))
 }
 
 // checkSubscribe subscribes to a channel under the prefix's grant
@@ -149,7 +150,7 @@ func checkSubscribe(ctx context.Context, client redis.UniversalClient, prefix st
 	ps := client.Subscribe(redisquiet.Context(ctx), (&redisDriver{prefix: prefix}).channelPrefix()+"open")
 	defer ps.Close()
 	if _, err := ps.Receive(redisquiet.Context(ctx)); err != nil {
-		return fmt.Errorf("redislock: connect: subscribe: %w", dlock.StoreError(rediserr.Classifier{}, err))
+		return fmt.Errorf("redislock: connect: subscribe: %w", driver.StoreError(rediserr.Classifier{}, err))
 	}
 	return nil
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // The scripts are Lua files in lua/, each with the comment that explains
-// it: common.lua holds the layout of a name's keys and the helpers of the
+// it: value.lua encodes and decodes an exclusive holder's value,
+// common.lua holds the layout of a name's keys and the helpers of the
 // general paths, acquire.lua, release.lua and the others a script's own
 // part. A script's error names the file and line it comes from (see
 // package luascript).
@@ -33,10 +34,10 @@ var commonVars = map[string]string{
 // puts an exclusive waiter in line behind another exclusive holder
 // (lua/queue_fast.lua).
 var acquireScript = luascript.Must(luascript.New(lua, commonVars,
-	"lua/acquire_fast.lua", "lua/queue_fast.lua", "lua/common.lua", "lua/acquire.lua"))
+	"lua/value.lua", "lua/acquire_fast.lua", "lua/queue_fast.lua", "lua/common.lua", "lua/acquire.lua"))
 
 // refreshScript extends an owner's lease (lua/refresh.lua).
-var refreshScript = luascript.Must(luascript.New(lua, nil, "lua/refresh.lua"))
+var refreshScript = luascript.Must(luascript.New(lua, nil, "lua/value.lua", "lua/refresh.lua"))
 
 // releaseScript frees an owner's hold or takes a waiter out of the queue,
 // handing the name on (lua/release.lua). Two paths return before the
@@ -45,12 +46,12 @@ var refreshScript = luascript.Must(luascript.New(lua, nil, "lua/refresh.lua"))
 // the name to a live exclusive waiter at the head of the queue
 // (lua/release_handoff.lua).
 var releaseScript = luascript.Must(luascript.New(lua, commonVars,
-	"lua/owner_held.lua", "lua/release_fast.lua", "lua/release_handoff.lua", "lua/common.lua", "lua/release.lua"))
+	"lua/value.lua", "lua/owner_held.lua", "lua/release_fast.lua", "lua/release_handoff.lua", "lua/common.lua", "lua/release.lua"))
 
 // forceReleaseScript frees a name whatever its holders
 // (lua/force_release.lua).
 var forceReleaseScript = luascript.Must(luascript.New(lua, commonVars,
-	"lua/common.lua", "lua/force_release.lua"))
+	"lua/value.lua", "lua/common.lua", "lua/force_release.lua"))
 
 // inspectHashScript reads a name held shared or as a semaphore
 // (lua/inspect_hash.lua).
@@ -61,7 +62,7 @@ var waitersScript = luascript.Must(luascript.New(lua, nil, "lua/waiters.lua"))
 
 // resumeScript moves a hold to another owner, keeping its fence
 // (lua/resume.lua).
-var resumeScript = luascript.Must(luascript.New(lua, nil, "lua/resume.lua"))
+var resumeScript = luascript.Must(luascript.New(lua, nil, "lua/value.lua", "lua/resume.lua"))
 
 // scripts are every script of the package by name, for the test module.
 var scripts = map[string]*luascript.Script{

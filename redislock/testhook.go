@@ -18,6 +18,7 @@ func init() {
 	}
 	testhook.Scripts = scripts
 	testhook.ScriptVars = commonVars
+	testhook.ParseValue = parseValue
 	testhook.New = func(client redis.UniversalClient) (*dlock.Locker, driver.Driver, error) {
 		return newLocker(client, nil, false)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/goredis/rediserr"
 	"github.com/dlock-go/dlock/internal/goredis/redisquiet"
 )
@@ -76,7 +77,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	}
 	if up < d.quorum {
 		closeAll(clients)
-		return nil, fmt.Errorf("redlock: connect: %d of %d masters answered, want %d: %w", up, len(clients), d.quorum, dlock.StoreError(rediserr.Classifier{}, firstErr))
+		return nil, fmt.Errorf("redlock: connect: %d of %d masters answered, want %d: %w", up, len(clients), d.quorum, driver.StoreError(rediserr.Classifier{}, firstErr))
 	}
 	return d.locker(), nil
 }

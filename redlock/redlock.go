@@ -157,7 +157,7 @@ type Options struct {
 	// DriftFactor and Drift make the clock drift allowance, TTL ×
 	// DriftFactor + Drift, taken off each lease's validity. They must
 	// not be negative, DriftFactor must be below 0.05, and the allowance
-	// below a tenth of dlock.MinTTL (Drift < 10 ms − MinTTL×DriftFactor),
+	// below a tenth of driver.MinTTL (Drift < 10 ms − MinTTL×DriftFactor),
 	// since the core gives up on a lock at 0.9×TTL.
 	// Default: DefaultDriftFactor and DefaultDrift.
 	DriftFactor float64
@@ -167,7 +167,7 @@ type Options struct {
 	// whose data is younger than MaxTTL plus drift plus ClockBound does
 	// not count toward a quorum (see the package documentation), and Acquire with a longer
 	// TTL fails with dlock.ErrInvalid. Lower it to shorten how long a
-	// restarted master sits out. Default: dlock.MaxTTL.
+	// restarted master sits out. Default: driver.MaxTTL.
 	MaxTTL time.Duration
 
 	// ClockBound is the largest step of one master's wall clock, forward
@@ -181,7 +181,7 @@ type Options struct {
 
 	// MaxRetryInterval bounds how long a waiter waits for a wake-up
 	// before trying again. It must not be negative.
-	// Default: dlock.DefaultMaxRetryInterval.
+	// Default: driver.DefaultMaxRetryInterval.
 	MaxRetryInterval time.Duration
 }
 
@@ -207,7 +207,7 @@ func New(clients []redis.UniversalClient, opts *Options) (*dlock.Locker, error) 
 
 // locker returns a Locker over d, as New and Open make it.
 func (d *rlDriver) locker() *dlock.Locker {
-	return dlock.NewLocker(d, dlock.LockerOptions{MaxRetryInterval: d.maxRetry})
+	return dlock.NewLocker(d, driver.LockerOptions{MaxRetryInterval: d.maxRetry})
 }
 
 // Key returns the key that holds the lock on name on each master, under
@@ -273,7 +273,7 @@ func newDriver(clients []redis.UniversalClient, opts *Options) (*rlDriver, error
 		d.driftFactor, d.drift = DefaultDriftFactor, DefaultDrift
 	}
 	if d.maxTTL == 0 {
-		d.maxTTL = dlock.MaxTTL
+		d.maxTTL = driver.MaxTTL
 	}
 	if d.clockBound == 0 {
 		d.clockBound = driver.DefaultClockBound
@@ -290,14 +290,14 @@ func (o Options) check() error {
 		return fmt.Errorf("DriftFactor %v outside [0, 0.05)", o.DriftFactor)
 	case o.Drift < 0:
 		return fmt.Errorf("negative Drift %v", o.Drift)
-	case o.Drift >= time.Duration(float64(dlock.MinTTL)*(0.1-o.DriftFactor)):
+	case o.Drift >= time.Duration(float64(driver.MinTTL)*(0.1-o.DriftFactor)):
 		// The core closes Done at 0.9×TTL: the allowance must stay below
-		// a tenth of every TTL, dlock.MinTTL's included.
-		return fmt.Errorf("a Drift of %v with DriftFactor %v is too large: the drift allowance must stay below a tenth of dlock.MinTTL (%v)", o.Drift, o.DriftFactor, dlock.MinTTL)
-	case o.MaxTTL < 0 || o.MaxTTL > dlock.MaxTTL:
-		return fmt.Errorf("MaxTTL %v outside [0, %v]", o.MaxTTL, dlock.MaxTTL)
-	case o.MaxTTL > 0 && o.MaxTTL < dlock.MinTTL:
-		return fmt.Errorf("MaxTTL %v below dlock.MinTTL %v", o.MaxTTL, dlock.MinTTL)
+		// a tenth of every TTL, driver.MinTTL's included.
+		return fmt.Errorf("a Drift of %v with DriftFactor %v is too large: the drift allowance must stay below a tenth of driver.MinTTL (%v)", o.Drift, o.DriftFactor, driver.MinTTL)
+	case o.MaxTTL < 0 || o.MaxTTL > driver.MaxTTL:
+		return fmt.Errorf("MaxTTL %v outside [0, %v]", o.MaxTTL, driver.MaxTTL)
+	case o.MaxTTL > 0 && o.MaxTTL < driver.MinTTL:
+		return fmt.Errorf("MaxTTL %v below driver.MinTTL %v", o.MaxTTL, driver.MinTTL)
 	case o.ClockBound < 0:
 		return fmt.Errorf("negative ClockBound %v", o.ClockBound)
 	case o.MaxRetryInterval < 0:

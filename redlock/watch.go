@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/goredis/redisquiet"
 )
 
@@ -35,7 +35,7 @@ func (d *rlDriver) quiet(ctx context.Context) context.Context {
 func (d *rlDriver) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
 	wake := make(chan struct{}, 1)
 	ch := d.channel(name)
-	subs := each(ctx, d, d.timeoutFor(dlock.MaxTTL), nil, func(ctx context.Context, _ int, c redis.UniversalClient) *redis.PubSub {
+	subs := each(ctx, d, d.timeoutFor(driver.MaxTTL), nil, func(ctx context.Context, _ int, c redis.UniversalClient) *redis.PubSub {
 		ctx = d.quiet(ctx)
 		ps := c.Subscribe(ctx)
 		if err := ps.Subscribe(ctx, ch); err != nil {

@@ -258,6 +258,21 @@ func startMariaDB(t *testing.T, _ string, _ time.Duration) *target {
 	}
 }
 
+// walFrames adds what a PASSIVE checkpoint reports (SQLITE_BUSY or not,
+// frames in the WAL, frames checkpointed) to out, unchecked for growth,
+// and logs them with the files' sizes: a WAL whose frames keep rising is
+// never reset (checkpoint starvation). The checkpoint is a diagnostic:
+// SQLite's own auto-checkpoint runs a PASSIVE one every 1,000 frames.
+func walFrames(ctx context.Context, t *testing.T, db *sql.DB, out map[string]float64) {
+	var busy, log, done float64
+	if db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &done) != nil {
+		return
+	}
+	out["wal checkpoint busy"], out["wal frames"], out["wal frames checkpointed"] = busy, log, done
+	t.Logf("sqlite: main %.2f MB, wal %.2f MB, shm %.2f MB; wal_checkpoint(PASSIVE) = busy %.0f, log %.0f, checkpointed %.0f",
+		out["state db main MB"], out["state db wal MB"], out["state db shm MB"], busy, log, done)
+}
+
 func startSQLite(t *testing.T, dir string, _ time.Duration) *target {
 	path := filepath.Join(dir, "locks.db")
 	open := func() *sql.DB {
@@ -276,13 +291,15 @@ func startSQLite(t *testing.T, dir string, _ time.Duration) *target {
 		probe: func(ctx context.Context) map[string]float64 {
 			out := map[string]float64{}
 			var size int64
-			for _, suffix := range []string{"", "-wal", "-shm"} {
-				if fi, err := os.Stat(path + suffix); err == nil {
+			for _, f := range []struct{ suffix, figure string }{{"", "main"}, {"-wal", "wal"}, {"-shm", "shm"}} {
+				if fi, err := os.Stat(path + f.suffix); err == nil {
 					size += fi.Size()
+					out["state db "+f.figure+" MB"] = float64(fi.Size()) / (1 << 20)
 				}
 			}
 			out["state db file MB"] = float64(size) / (1 << 20)
 			sqlRows(ctx, db, out)
+			walFrames(ctx, t, db, out)
 			return out
 		},
 		left: func(t *testing.T) (map[string]float64, map[string]float64, map[string]string) { return sqlLeft(t, db) },

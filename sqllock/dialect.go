@@ -256,7 +256,7 @@ func (errorKinds) Classify(err error) driver.ErrorKind {
 // storeError returns err as a Locker returns a step's: wrapping
 // dlock.ErrDenied or dlock.ErrNoSpace by its kind (see errorKinds), for
 // the errors of Open and Migrate.
-func storeError(err error) error { return dlock.StoreError(errorKinds{}, err) }
+func storeError(err error) error { return driver.StoreError(errorKinds{}, err) }
 
 // sqliteBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED
 // (any extended code). SQLite returns them without waiting out the busy

@@ -23,9 +23,13 @@
 // dialect with an error wrapping dlock.ErrInvalid that names it. A program
 // that opens sqlite:// URLs, or passes New a SQLite *sql.DB, imports
 // modernc.org/sqlite itself. Open a SQLite database in WAL mode with a
-// busy timeout, for example:
+// busy timeout and a journal size limit, for example:
 //
-//	sql.Open("sqlite", "file:/path/locks.db?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+//	sql.Open("sqlite", "file:/path/locks.db?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=journal_size_limit(4194304)")
+//
+// A Locker on SQLite keeps the -wal file small under load: when it has
+// grown past 8 MiB, a TRUNCATE checkpoint on a connection of the
+// Locker's own copies it back and empties it (see DESIGN.md).
 //
 // # Store URLs
 //

@@ -127,13 +127,14 @@ func openDB(u *url.URL, q url.Values, noMigrate bool) (*sql.DB, Dialect, error) 
 }
 
 // sqliteDSN returns the modernc.org/sqlite data source name for a
-// sqlite:// store URL: the file, with a busy timeout, and WAL mode unless
-// noMigrate (then the file must exist already).
+// sqlite:// store URL: the file, with a busy timeout, a journal size
+// limit (walSizeLimit), and WAL mode unless noMigrate (then the file must
+// exist already).
 func sqliteDSN(u *url.URL, noMigrate bool) (string, error) {
 	if u.Host != "" || !strings.HasPrefix(u.Path, "/") {
 		return "", fmt.Errorf("%w: sqlite:// takes an absolute path, as in sqlite:///var/lib/app/locks.db", dlock.ErrBadURL)
 	}
-	dsn := "file:" + u.Path + "?_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)"
+	dsn := "file:" + u.Path + "?_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_pragma=journal_size_limit(" + strconv.Itoa(walSizeLimit) + ")"
 	if noMigrate {
 		// Open read-write without create, and leave the journal mode as
 		// it is (WAL if a Locker made the file). The Stat gives the

@@ -51,7 +51,7 @@ type Options struct {
 	// MaxRetryInterval bounds how long a waiter waits before trying
 	// again when nothing wakes it (a waiter never waits longer than the
 	// holder's remaining lease either). Default: DefaultPollInterval for
-	// MySQL and SQLite, dlock.DefaultMaxRetryInterval for PostgreSQL.
+	// MySQL and SQLite, driver.DefaultMaxRetryInterval for PostgreSQL.
 	MaxRetryInterval time.Duration
 
 	// IdleRetention is how long a free or expired row is kept before a
@@ -118,7 +118,7 @@ func newLocker(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (*dlock.L
 }
 
 // newDriver returns the driver of newLocker and the Locker's options.
-func newDriver(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (driver.Driver, dlock.LockerOptions, error) {
+func newDriver(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (driver.Driver, driver.LockerOptions, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -130,13 +130,13 @@ func newDriver(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (driver.D
 		o.IdleRetention = DefaultIdleRetention
 	}
 	if o.ClockBound < 0 {
-		return nil, dlock.LockerOptions{}, fmt.Errorf("sqllock: new: clock bound %v is negative: %w", o.ClockBound, dlock.ErrInvalid)
+		return nil, driver.LockerOptions{}, fmt.Errorf("sqllock: new: clock bound %v is negative: %w", o.ClockBound, dlock.ErrInvalid)
 	}
 	if o.ClockBound == 0 {
 		o.ClockBound = driver.DefaultClockBound
 	}
 	if o.MaxConns < 0 {
-		return nil, dlock.LockerOptions{}, fmt.Errorf("sqllock: new: max conns %d is negative: %w", o.MaxConns, dlock.ErrInvalid)
+		return nil, driver.LockerOptions{}, fmt.Errorf("sqllock: new: max conns %d is negative: %w", o.MaxConns, dlock.ErrInvalid)
 	}
 	o.IdleRetention = max(o.IdleRetention, o.ClockBound)
 	if o.MaxRetryInterval <= 0 && dialect != PostgreSQL {
@@ -144,11 +144,11 @@ func newDriver(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (driver.D
 	}
 	q, err := prepare(db, dialect, o.Table, o.ClockBound)
 	if err != nil {
-		return nil, dlock.LockerOptions{}, fmt.Errorf("sqllock: new: %w", err)
+		return nil, driver.LockerOptions{}, fmt.Errorf("sqllock: new: %w", err)
 	}
 	d := &sqlDriver{dialect: dialect, db: db, ownDB: ownDB, acquiring: acquireSlots(db, dialect), stmts: newStmtCache(db), q: q, table: o.Table, retention: o.IdleRetention,
 		bound: o.ClockBound, noMigrate: o.NoMigrate}
-	lopts := dlock.LockerOptions{MaxRetryInterval: o.MaxRetryInterval}
+	lopts := driver.LockerOptions{MaxRetryInterval: o.MaxRetryInterval}
 	switch dialect {
 	case PostgreSQL:
 		if pg, _ := dialects.Lookup(dialect.String()); pg.Listen != nil {

@@ -38,10 +38,12 @@ const changeSuffix = ".changes"
 type sqliteDriver struct {
 	*sqlDriver
 	wakes *wakeFiles
+	wal   *walKeeper // keeps the -wal file small (see wal_sqlite.go)
 }
 
 func newSQLiteDriver(d *sqlDriver) *sqliteDriver {
-	return &sqliteDriver{sqlDriver: d, wakes: &wakeFiles{db: d, table: d.table}}
+	wakes := &wakeFiles{db: d, table: d.table}
+	return &sqliteDriver{sqlDriver: d, wakes: wakes, wal: newWALKeeper(d.db, wakes.dbFile)}
 }
 
 // Watch implements driver.Notifier. It fails, and the core polls, where
@@ -66,9 +68,12 @@ func (d *sqliteDriver) WatchChanges(ctx context.Context, name string) (<-chan st
 	return w, stop, nil
 }
 
-// Acquire takes l and, when it did, tells the name's observers.
+// Acquire takes l and, when it did, tells the name's observers. It then
+// has the -wal file looked at, at most every walCheckInterval, in the
+// background.
 func (d *sqliteDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, error) {
 	res, err := d.sqlDriver.Acquire(ctx, l)
+	d.wal.maybeCheck()
 	if err == nil && res.Acquired {
 		d.wakes.touch(ctx, d.wakes.wakeFile(l.Name)+changeSuffix)
 	}
@@ -96,7 +101,11 @@ func (d *sqliteDriver) ForceRelease(ctx context.Context, name string) (bool, err
 
 func (d *sqliteDriver) Close() error {
 	d.wakes.close()
-	return d.sqlDriver.Close()
+	err := d.wal.close()
+	if err != nil {
+		err = fmt.Errorf("sqllock: close the checkpoints' connection: %w", err)
+	}
+	return errors.Join(err, d.sqlDriver.Close())
 }
 
 var (
@@ -160,6 +169,13 @@ func (w *wakeFiles) directory(ctx context.Context) (string, error) {
 	}
 	w.dir = file + wakeSuffix
 	return w.dir, nil
+}
+
+// dbFile returns the database's file (errNoFile if it has none), asking
+// the database on first use.
+func (w *wakeFiles) dbFile(ctx context.Context) (string, error) {
+	dir, err := w.directory(ctx)
+	return strings.TrimSuffix(dir, wakeSuffix), err
 }
 
 // watch watches file in the wake directory, and creates it.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -21,42 +20,40 @@ func (d *zkDriver) remove(ctx context.Context, e entry) error {
 	return nil
 }
 
+// Refresh checks that each lease's child still exists, with multi
+// requests of check operations (see checks.go) pipelined on the session's
+// connection, and extends the deadlines of those that do from the send
+// time of the request that found them. A child of another session than
+// the connection's is gone with that session.
 func (d *zkDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	errs := make([]error, len(ls))
-	var wg sync.WaitGroup
+	session := d.conn.SessionID()
+	var cs []check
 	for i, l := range ls {
-		// Pipelined: the requests share the connection, one round trip
-		// for the batch.
-		wg.Go(func() { errs[i] = d.refresh(ctx, l) })
+		e, fence, ok := d.leases.Held(l.Owner)
+		switch {
+		case !ok:
+			errs[i] = fmt.Errorf("zklock: refresh %q: %w", l.Name, driver.ErrNotHeld)
+		case l.Fence != 0 && l.Fence != fence:
+			errs[i] = fmt.Errorf("zklock: refresh %q: the owner holds it with token %d, not %d: %w", l.Name, fence, l.Fence, driver.ErrNotHeld)
+		case e.session != session:
+			d.leases.Drop(l.Owner)
+			errs[i] = fmt.Errorf("zklock: refresh %q: child %s: %w (session 0x%x): %w", l.Name, e.path, errSessionChanged, e.session, driver.ErrNotHeld)
+		default:
+			cs = append(cs, check{lease: l, e: e, err: &errs[i]})
+		}
+	}
+	var wg sync.WaitGroup
+	for _, batch := range checkBatches(cs) {
+		wg.Go(func() { d.checkBatch(ctx, batch) })
 	}
 	wg.Wait()
 	return errs
 }
 
-// refresh checks that l's child still exists on its session and, if so,
-// extends the lease's deadline from the request's send time.
+// refresh is Refresh of one lease, for sessionlock.Acquire.
 func (d *zkDriver) refresh(ctx context.Context, l driver.Lease) error {
-	e, fence, ok := d.leases.Held(l.Owner)
-	if !ok {
-		return fmt.Errorf("zklock: refresh %q: %w", l.Name, driver.ErrNotHeld)
-	}
-	if l.Fence != 0 && l.Fence != fence {
-		return fmt.Errorf("zklock: refresh %q: the owner holds it with token %d, not %d: %w", l.Name, fence, l.Fence, driver.ErrNotHeld)
-	}
-	start := time.Now()
-	ok, st, err := d.exists(ctx, e.path)
-	if err != nil {
-		return fmt.Errorf("zklock: refresh %q: %w", l.Name, err)
-	}
-	if !ok || st.EphemeralOwner != e.session {
-		d.leases.Drop(l.Owner)
-		return fmt.Errorf("zklock: refresh %q: child %s gone: %w", l.Name, e.path, driver.ErrNotHeld)
-	}
-	if !d.leases.Extend(l.Owner, e, start) {
-		// Expired, lost or released while the request was in flight.
-		return fmt.Errorf("zklock: refresh %q: %w", l.Name, driver.ErrNotHeld)
-	}
-	return nil
+	return d.Refresh(ctx, []driver.Lease{l})[0]
 }
 
 func (d *zkDriver) Release(ctx context.Context, l driver.Lease) error {

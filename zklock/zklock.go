@@ -133,7 +133,7 @@ type Options struct {
 
 	// MaxRetryInterval bounds how long dlock waits between attempts when
 	// no wake-up arrives. Waiters on ZooKeeper are woken by watches, so
-	// this matters little. Default: dlock.DefaultMaxRetryInterval.
+	// this matters little. Default: driver.DefaultMaxRetryInterval.
 	MaxRetryInterval time.Duration
 }
 
@@ -183,7 +183,7 @@ func newLocker(conn *zk.Conn, opts *Options, ownConn bool) (*dlock.Locker, drive
 	})
 	d.bg.Add(1)
 	go d.watchSession() // exits when Close closes d.closing
-	return dlock.NewLocker(d, dlock.LockerOptions{MaxRetryInterval: o.MaxRetryInterval}), d, nil
+	return dlock.NewLocker(d, driver.LockerOptions{MaxRetryInterval: o.MaxRetryInterval}), d, nil
 }
 
 // cleanPrefix returns prefix ("" means DefaultPrefix) with a leading slash

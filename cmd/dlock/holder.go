@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // holderMetadata is what run and lead store with the lock about
@@ -37,8 +37,8 @@ func holderMetadata(argv []string, withCommand bool) string {
 		}
 		meta += " cmd=" + strings.Join(args, " ")
 	}
-	if len(meta) > dlock.MaxMetadataLen {
-		meta = meta[:dlock.MaxMetadataLen]
+	if len(meta) > driver.MaxMetadataLen {
+		meta = meta[:driver.MaxMetadataLen]
 	}
 	return strings.ToValidUTF8(meta, "?") // argv need not be UTF-8; metadata must
 }

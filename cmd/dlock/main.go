@@ -105,7 +105,7 @@ func warn(format string, args ...any) {
 	fmt.Fprintln(os.Stderr, "dlock: "+strings.Join(lines, " "))
 }
 
-// badName is the usage error for a lock name dlock.ValidateName rejects.
+// badName is the usage error for a lock name driver.ValidateName rejects.
 func badName(cmd, name string, err error) error {
 	why := plain(strings.TrimSuffix(err.Error(), ": "+dlock.ErrInvalid.Error()))
 	if len(name) > 40 {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 func newObserveCmd() *cobra.Command {
@@ -50,7 +51,7 @@ failed; 64 usage error (nothing contacted).`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			if err := dlock.ValidateName(name); err != nil {
+			if err := driver.ValidateName(name); err != nil {
 				return badName("observe", name, err)
 			}
 			timeout := connectTimeout(cmd)

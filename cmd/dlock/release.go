@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 func newReleaseCmd() *cobra.Command {
@@ -23,7 +23,7 @@ nothing is done: a lock belongs to its holder, which releases it itself.`,
 			if !force {
 				return fail(exitUsage, "refusing to release %q without --force: a lock belongs to its holder; --force frees it whatever the holder does", name)
 			}
-			if err := dlock.ValidateName(name); err != nil {
+			if err := driver.ValidateName(name); err != nil {
 				return badName("release", name, err)
 			}
 			s, err := chooseStore(cmd)

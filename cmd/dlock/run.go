@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 // runOptions are run's flags.
@@ -136,14 +136,14 @@ func addHoldFlags(f *pflag.FlagSet, o *runOptions) {
 	// The defaults are set before the flags are declared: pflag shows
 	// what a flag holds then as its default.
 	o.ttl, o.grace = defaultTTL, defaultGrace
-	f.Var(seconds{&o.ttl}, "ttl", "lease length, renewed every TTL/3 while the command runs; half the library's dlock.DefaultTTL (30s), so that the lock of a job whose host died frees sooner")
+	f.Var(seconds{&o.ttl}, "ttl", "lease length, renewed every TTL/3 while the command runs; half the library's driver.DefaultTTL (30s), so that the lock of a job whose host died frees sooner")
 	f.Var(seconds{&o.grace}, "grace", "after the lock is lost, time between SIGTERM and SIGKILL")
 	f.Var(seconds{&o.lockDelay}, "lock-delay", "if dlock dies or loses the store while the command runs, nobody gets the lock until this long after its lease ran out (Consul's lock-delay), so that the command's last writes land or fail first; an exit of the command frees it at once (default 0: none; not on ZooKeeper)")
 	f.BoolVar(&o.recordCommand, "record-command", false, "store the command line with the lock, for status, observe and conflict lines, with URLs' passwords hidden (default: host and pid only; anyone who can read the store sees it)")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "say what happens: the store, waiting and for whom, acquisition with its fence, loss, release; and the library's own log of acquisitions, renewals, losses and releases (log/slog text lines)")
 }
 
-// defaultTTL is the lease of run and lead: half dlock.DefaultTTL, since a
+// defaultTTL is the lease of run and lead: half driver.DefaultTTL, since a
 // shell job whose host dies should free its lock for the next run
 // sooner, and a command-line holder renews from one process that does
 // nothing else, so a short lease costs it little.
@@ -213,17 +213,17 @@ func parseRunArgs(cmd *cobra.Command, args []string, o *runOptions) (string, []s
 	case f.Changed("limit") && o.limit < 1:
 		return "", nil, usageError{fmt.Errorf("%s: --limit %d: a semaphore has at least 1 permit", sub, o.limit)}
 	}
-	if err := dlock.ValidateName(name); err != nil {
+	if err := driver.ValidateName(name); err != nil {
 		return "", nil, badName(sub, name, err)
 	}
 	return name, argv, nil
 }
 
 // checkTTL is the usage error of subcommand sub for a --ttl outside
-// [dlock.MinTTL, dlock.MaxTTL], or nil.
+// [driver.MinTTL, driver.MaxTTL], or nil.
 func checkTTL(sub string, ttl time.Duration) error {
-	if ttl < dlock.MinTTL || ttl > dlock.MaxTTL {
-		return usageError{fmt.Errorf("%s: --ttl %v out of range [%v, %v]", sub, ttl, dlock.MinTTL, dlock.MaxTTL)}
+	if ttl < driver.MinTTL || ttl > driver.MaxTTL {
+		return usageError{fmt.Errorf("%s: --ttl %v out of range [%v, %v]", sub, ttl, driver.MinTTL, driver.MaxTTL)}
 	}
 	return nil
 }

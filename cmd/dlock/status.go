@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 )
 
 func newStatusCmd() *cobra.Command {
@@ -48,7 +49,7 @@ that fails or does not answer within --connect-timeout, with 74.`,
   dlock status --watch --store redis://redis:6379 nightly-report`,
 		RunE: func(cmd *cobra.Command, names []string) error {
 			for _, n := range names {
-				if err := dlock.ValidateName(n); err != nil {
+				if err := driver.ValidateName(n); err != nil {
 					return badName("status", n, err)
 				}
 			}

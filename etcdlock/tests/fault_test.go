@@ -113,7 +113,7 @@ func TestFaults(t *testing.T) {
 	// the waiters then get it one at a time, in order.
 	t.Run("ShortOutage", func(t *testing.T) {
 		name := "short/" + t.Name()
-		holder := newLocker(t, cli, nil) // a lease of dlock.DefaultTTL (30 s), longer than the outage
+		holder := newLocker(t, cli, nil) // a lease of driver.DefaultTTL (30 s), longer than the outage
 		k, w1, w2 := queue(t, cli, holder, name)
 		e.Kill(t)
 		time.Sleep(500 * time.Millisecond)

@@ -7,6 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/etcdlock"
 	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
@@ -58,7 +59,7 @@ func TestIsOwner(t *testing.T) {
 	if !guardedPut(t, cli, r, job, "resumed") {
 		t.Errorf("a Txn guarded by IsOwner of the resumed lock did not apply")
 	}
-	if err := r.Extend(t.Context(), 2*dlock.DefaultTTL); err != nil {
+	if err := r.Extend(t.Context(), 2*driver.DefaultTTL); err != nil {
 		t.Fatalf("Extend = %v", err)
 	}
 	if !guardedPut(t, cli, r, job, "extended") {

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/go-co-op/gocron/v2"
 )
 
@@ -52,7 +53,7 @@ func NewElector(ctx context.Context, l *dlock.Locker, name string, opts ...dlock
 	if l == nil {
 		return nil, fmt.Errorf("dlockgocron: elector %q: nil dlock.Locker: %w", name, dlock.ErrInvalid)
 	}
-	if err := dlock.ValidateName(name); err != nil {
+	if err := driver.ValidateName(name); err != nil {
 		return nil, fmt.Errorf("dlockgocron: elector: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)

@@ -77,16 +77,7 @@ func StartEtcdWith(t testing.TB, opts EtcdOptions) *Etcd {
 	e := &Etcd{bin: Need(t, "etcd", "etcd-server"), dir: t.TempDir(), opts: opts}
 	e.tls = e.tlsConfig(t)
 	e.server = server{name: "etcd", where: e.addr, start: e.startLocked}
-	e.mu.Lock()
-	e.startLocked(t)
-	e.mu.Unlock()
-	t.Cleanup(func() {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if err := e.proc.kill(); err != nil {
-			t.Errorf("stop etcd on %s: %v", e.addr(), err)
-		}
-	})
+	e.startAndStop(t)
 	if opts.RootPassword != "" {
 		e.enableAuth(t)
 	}

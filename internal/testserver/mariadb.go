@@ -89,16 +89,7 @@ func StartMariaDBWith(t testing.TB, opts *MariaDBOptions) *MariaDB {
 		m.opts = *opts
 	}
 	m.server = server{name: "mariadbd", where: func() string { return redisAddr(m.port) }, start: m.startLocked}
-	m.mu.Lock()
-	m.startLocked(t)
-	m.mu.Unlock()
-	t.Cleanup(func() {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if err := m.proc.kill(); err != nil {
-			t.Errorf("stop mariadbd on port %d: %v", m.port, err)
-		}
-	})
+	m.startAndStop(t)
 	db, err := sql.Open("mysql", m.dsn(""))
 	if err != nil {
 		t.Fatalf("open mariadb: %v", err)

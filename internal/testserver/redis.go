@@ -86,16 +86,7 @@ func StartRedisWith(t testing.TB, o RedisOptions) *Redis {
 	}
 	r := &Redis{bin: Need(t, "redis-server", "redis-server"), dir: t.TempDir(), opts: o}
 	r.server = server{name: "redis-server", where: r.addr, start: r.startLocked}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.startLocked(t)
-	t.Cleanup(func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if err := r.proc.kill(); err != nil {
-			t.Errorf("stop redis-server on %s: %v", r.addr(), err)
-		}
-	})
+	r.startAndStop(t)
 	return r
 }
 

@@ -18,6 +18,22 @@ type server struct {
 	proc *process // the current (or last) server process
 }
 
+// startAndStop starts the server's first process, under mu, and kills
+// the server when the test ends.
+func (s *server) startAndStop(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	s.start(t)
+	s.mu.Unlock()
+	t.Cleanup(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err := s.proc.kill(); err != nil {
+			t.Errorf("stop %s on %s: %v", s.name, s.where(), err)
+		}
+	})
+}
+
 // Kill kills the server with SIGKILL and waits until it has exited.
 // Killing a server that is not running does nothing.
 func (s *server) Kill(t testing.TB) {

@@ -82,16 +82,7 @@ func StartZooKeeper(t testing.TB, opts ...ZooKeeperOption) *ZooKeeper {
 		o(&z.opts)
 	}
 	z.server = server{name: "zookeeper", where: z.addr, start: z.startLocked}
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	z.startLocked(t)
-	t.Cleanup(func() {
-		z.mu.Lock()
-		defer z.mu.Unlock()
-		if err := z.proc.kill(); err != nil {
-			t.Errorf("stop zookeeper on %s: %v", z.addr(), err)
-		}
-	})
+	z.startAndStop(t)
 	return z
 }
 

@@ -9,8 +9,9 @@ if type(v0) == 'table' and string.sub(v0.err or '', 1, 9) ~= 'WRONGTYPE' then re
 if ARGV[7] == 'x' and type(v0) ~= 'table' and (not v0 or string.byte(v0, 1) == 124) and redis.call('EXISTS', KEYS[2]) == 0 then
   local last = v0 and tonumber(string.sub(v0, 2)) or 0
   local t = redis.call('TIME')
-  local f = string.format('%.0f', math.max(last + 1, tonumber(t[1]) * 1000000 + tonumber(t[2])))
-  local val = ARGV[1] .. '|' .. f .. '.' .. ARGV[2] .. '.0'
+  local fn = math.max(last + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  local f = string.format('%.0f', fn)
+  local val = vpack(ARGV[1], fn, tonumber(ARGV[2]), 0)
   if ARGV[3] ~= '' then val = val .. '|' .. ARGV[3] end
   redis.call('SET', KEYS[1], val, 'PX', tonumber(ARGV[2]) + tonumber(ARGV[#ARGV]))
   return {1, f}

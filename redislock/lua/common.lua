@@ -6,7 +6,8 @@
 --
 --   K  = Key(prefix, name)  a string while the name is free or held
 --                           exclusively: owner|fence.ttl.n[,qexp][|metadata]
---                           while held (ttl: the holder's lease in ms;
+--                           while held, the stamp owner|fence.ttl.n packed
+--                           in binary (see value.lua; ttl: the holder's lease in ms;
 --                           n: a renewal counter, one more at every
 --                           renewal, so that owner|fence.ttl.n, the
 --                           stamp, changes whenever the lease is written;
@@ -93,14 +94,14 @@ local function fence_after(last)
   return num(math.max(last + 1, now_us()))
 end
 local function put(K, owner, fence, meta, ttl, qexp)
-  local val = owner .. '|' .. fence .. '.' .. num(ttl) .. '.0'
+  local val = vpack(owner, tonumber(fence), ttl, 0)
   if qexp then val = val .. ',' .. num(qexp) end
   if meta ~= '' then val = val .. '|' .. meta end
   redis.call('SET', K, val, 'PX', ttl + bound_ms)
 end
 -- renew extends the exclusive holder's lease to ttl, counting the renewal.
 local function renew(K, st, ttl)
-  redis.call('SET', K, st.owner .. '|' .. st.fence .. '.' .. num(ttl) .. '.' .. num(st.rn + 1) .. st.rest, 'PX', ttl + bound_ms)
+  redis.call('SET', K, vpack(st.owner, tonumber(st.fence), ttl, st.rn + 1) .. st.rest, 'PX', ttl + bound_ms)
 end
 -- load returns the state of K, whose GET (through pcall) returned v, or
 -- nil if K holds a value dlock did not write. It drops expired holders.
@@ -129,13 +130,13 @@ local function load(K, v)
     end
     if st.n == 0 then st.mode = nil end
   elseif v then
-    local o, f, ttl, rn, pos = string.match(v, '^([^|]*)|(%d+)%.?(%d*)%.?(%d*)()')
+    local o, f, ttl, rn, pos = vparse(v)
     if not o then return nil end
-    st.last = tonumber(f)
+    st.last = f
     st.qexp = tonumber(string.match(v, '^,(%d+)', pos))
     if o ~= '' then
-      st.n, st.mode, st.owner, st.fence = 1, 'x', o, f
-      st.ttl, st.rn = tonumber(ttl) or 0, tonumber(rn) or 0
+      st.n, st.mode, st.owner, st.fence = 1, 'x', o, num(f)
+      st.ttl, st.rn = ttl, rn
       st.stamp, st.rest = string.sub(v, 1, pos - 1), string.sub(v, pos)
     end
   end

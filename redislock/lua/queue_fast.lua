@@ -8,9 +8,9 @@
 -- every other case goes on to it. A value that does not record the
 -- holder's TTL, or a takeover of this holder, is left to the general path.
 if ARGV[7] == 'x' and ARGV[4] == '1' and type(v0) == 'string' then
-  local o, f, ttl, rn, pos = string.match(v0, '^([^|]*)|(%d+)%.(%d+)%.?(%d*)()')
+  local o, _, ttl, _, pos = vparse(v0)
   local stamp = o and string.sub(v0, 1, pos - 1)
-  if o and o ~= '' and o ~= ARGV[1] and tonumber(ttl) > 0 and ARGV[9] ~= stamp then
+  if o and o ~= '' and o ~= ARGV[1] and ttl > 0 and ARGV[9] ~= stamp then
     local bound, qms = tonumber(ARGV[#ARGV]), {{queue_ms}}
     local t = redis.call('TIME')
     local now = math.floor((tonumber(t[1]) * 1000000 + tonumber(t[2])) / 1000)
@@ -28,6 +28,6 @@ if ARGV[7] == 'x' and ARGV[4] == '1' and type(v0) == 'string' then
       wait = redis.call('PTTL', KEYS[1])
       if wait > bound then wait = wait - bound end
     end
-    return {0, wait, 1 + ahead, stamp, tonumber(ttl)}
+    return {0, wait, 1 + ahead, stamp, ttl}
   end
 end

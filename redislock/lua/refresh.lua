@@ -18,7 +18,7 @@ if type(v) == 'table' then
   return 1
 end
 if not v then return 0 end
-local o, f, _, rn, pos = string.match(v, '^([^|]*)|(%d+)%.?(%d*)%.?(%d*)()')
-if o ~= owner or (fence ~= '0' and f ~= fence) then return 0 end
-redis.call('SET', KEYS[1], o .. '|' .. f .. '.' .. ARGV[2] .. '.' .. string.format('%.0f', (tonumber(rn) or 0) + 1) .. string.sub(v, pos), 'PX', ttl + bound)
+local o, f, _, rn, pos = vparse(v)
+if o ~= owner or (fence ~= '0' and f ~= tonumber(fence)) then return 0 end
+redis.call('SET', KEYS[1], vpack(o, f, ttl, rn + 1) .. string.sub(v, pos), 'PX', ttl + bound)
 return 1

@@ -7,7 +7,8 @@ local first
 if type(v) ~= 'table' and held then
   first = redis.call('LPOP', KEYS[2])
   if not first then
-    redis.call('SET', KEYS[1], '|' .. string.match(v, '^[^|]*|(%d+)'), 'PX', ARGV[2])
+    local _, f = vparse(v)
+    redis.call('SET', KEYS[1], '|' .. string.format('%.0f', f), 'PX', ARGV[2])
     return {1}
   end
 elseif type(v) ~= 'table' and redis.call('EXISTS', KEYS[2]) == 0 then

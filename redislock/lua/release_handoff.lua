@@ -10,21 +10,20 @@
 -- path (which then reads TIME again).
 if held and first then
   local h, tk, lease, w, keep, qx, mode, meta = string.match(first, '^([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|(.*)$')
-  local last, pos = string.match(v, '^[^|]*|(%d+)%.?%d*%.?%d*()')
+  local _, last, _, _, pos = vparse(v)
   if h and mode == 'x' and last then
     local t = redis.call('TIME')
     local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
     local now = math.floor(us / 1000)
     if tonumber(w) + tonumber(keep) >= now then
       local gms, qms, fms = {{grant_ms}}, {{queue_ms}}, {{fresh_ms}}
-      -- Strings are reused where they are what the general path would
-      -- format (times and leases written with '%.0f'): each number
-      -- formatted costs a sprintf.
-      local ls = lease
+      -- The queue's expiry is reused as a string where it is what the
+      -- general path would format (times written with '%.0f'): each
+      -- number formatted costs a sprintf.
       lease = tonumber(lease)
       if tk == '0' or now - tonumber(w) >= fms then
         tk = '0'
-        if lease > gms then lease, ls = gms, string.format('%.0f', gms) end
+        if lease > gms then lease = gms end
       end
       local vq = string.match(v, '^,(%d+)', pos)
       local q, qs = tonumber(qx), qx
@@ -33,8 +32,9 @@ if held and first then
         redis.call('PEXPIRE', KEYS[2], qms)
         qs = string.format('%.0f', now + qms)
       end
-      local f = string.format('%.0f', math.max(tonumber(last) + 1, us))
-      local val = h .. '|' .. f .. '.' .. ls .. '.0,' .. qs
+      local fn = math.max(last + 1, us)
+      local f = string.format('%.0f', fn)
+      local val = vpack(h, fn, lease, 0) .. ',' .. qs
       if meta ~= '' then val = val .. '|' .. meta end
       redis.call('SET', KEYS[1], val, 'PX', lease + tonumber(ARGV[#ARGV]))
       local lk = string.match(h, '^[^:]*')

@@ -30,10 +30,10 @@ if type(v) == 'table' then
   return 1
 end
 if not v then return 0 end
-local o, f, _, rn, pos = string.match(v, '^([^|]*)|(%d+)%.?(%d*)%.?(%d*)()')
-if o ~= from or f ~= fence then return 0 end
+local o, f, _, rn, pos = vparse(v)
+if o ~= from or f ~= tonumber(fence) then return 0 end
 if mode ~= 'x' then return -1 end
-local val = to .. '|' .. f .. '.' .. ARGV[4] .. '.' .. string.format('%.0f', (tonumber(rn) or 0) + 1)
+local val = vpack(to, f, ttl, rn + 1)
 local qexp = string.match(v, '^,(%d+)', pos)
 if qexp then val = val .. ',' .. qexp end
 if meta ~= '' then val = val .. '|' .. meta end

@@ -14,6 +14,7 @@ import (
 	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/redislock"
+	"github.com/dlock-go/dlock/redislock/internal/testhook"
 )
 
 // storeHolder reads name's key: its exclusive holder ("" for a tombstone
@@ -27,14 +28,9 @@ func storeHolder(t *testing.T, client *redis.Client, name string) (owner string,
 	if err != nil {
 		t.Fatalf("GET %s = %v", redislock.Key("", name), err)
 	}
-	owner, rest, _ := strings.Cut(v, "|")
-	end := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
-	if end < 0 {
-		end = len(rest)
-	}
-	fence, err = strconv.ParseUint(rest[:end], 10, 64)
-	if err != nil {
-		t.Fatalf("GET %s = %q, want owner|fence...", redislock.Key("", name), v)
+	owner, fence, _, ok := testhook.ParseValue(v)
+	if !ok {
+		t.Fatalf("GET %s = %q, want a holder's value or a tombstone", redislock.Key("", name), v)
 	}
 	return owner, fence
 }

@@ -137,13 +137,23 @@ func normalize(v any) any {
 	case []string:
 		return normalize(anys(x))
 	case string:
-		return longNumber.ReplaceAllString(x, "T")
+		return longNumber.ReplaceAllString(packedFence(x), "T")
 	case int64:
 		if x > 1000 {
 			return fmt.Sprintf("~%ds", int64(math.Round(float64(x)/1000)))
 		}
 	}
 	return v
+}
+
+// packedFence replaces the 7-byte fence of a packed value or stamp (see
+// packed) with "T".
+func packedFence(s string) string {
+	i := strings.IndexByte(s, '|')
+	if i < 0 || len(s) < i+9 || s[i+1] < 'H' || s[i+1] > 'g' {
+		return s
+	}
+	return s[:i+2] + "T" + s[i+9:]
 }
 
 // stateOf describes a name's keys: the lock key's value and lifetime, the
@@ -281,8 +291,8 @@ func TestQueuedAcquireFastPath(t *testing.T) {
 	client := testserver.StartRedis(t).Client(t)
 	s := fastPathScripts{
 		full:    testhook.Scripts["acquire"],
-		general: assemble(t, "lua/acquire_fast.lua", "lua/common.lua", "lua/acquire.lua"),
-		head:    assemble(t, "lua/acquire_fast.lua", "lua/queue_fast.lua", "lua/tail.lua"),
+		general: assemble(t, "lua/value.lua", "lua/acquire_fast.lua", "lua/common.lua", "lua/acquire.lua"),
+		head:    assemble(t, "lua/value.lua", "lua/acquire_fast.lua", "lua/queue_fast.lua", "lua/tail.lua"),
 	}
 	w := func(meta, queue, mode string, ticket int) []any {
 		return acquireArgs("W:1", meta, queue, mode, ticket, "")
@@ -336,8 +346,8 @@ func TestReleaseHandoffFastPath(t *testing.T) {
 	client := testserver.StartRedis(t).Client(t)
 	s := fastPathScripts{
 		full:    testhook.Scripts["release"],
-		general: assemble(t, "lua/owner_held.lua", "lua/release_fast.lua", "lua/common.lua", "lua/release.lua"),
-		head:    assemble(t, "lua/owner_held.lua", "lua/release_fast.lua", "lua/release_handoff.lua", "lua/tail.lua"),
+		general: assemble(t, "lua/value.lua", "lua/owner_held.lua", "lua/release_fast.lua", "lua/common.lua", "lua/release.lua"),
+		head:    assemble(t, "lua/value.lua", "lua/owner_held.lua", "lua/release_fast.lua", "lua/release_handoff.lua", "lua/tail.lua"),
 	}
 	h := releaseArgs("H:1")
 	stale := func(ticket int, ago, qexpIn int64, mode string) func(*testing.T, *redis.Client, []string) {

@@ -2,7 +2,6 @@ package redislock_test
 
 import (
 	"errors"
-	"strconv"
 	"testing"
 	"time"
 
@@ -127,25 +126,27 @@ func TestLockDelayAfterKill(t *testing.T) {
 }
 
 // TestLockDelayValue: the adversary is an older redislock on the same
-// keys during an upgrade. A hold without a delay is stored exactly as
-// before; one with a delay records TTL+delay as its lease (so every
-// script, old or new, keeps it that long and observes its stamp for
-// that long) and carries the delay only in front of its metadata.
+// keys during an upgrade. A hold without a delay is stored as any
+// other; one with a delay records TTL+delay as its lease (so every
+// script keeps it that long and observes its stamp for that long) and
+// carries the delay only in front of its metadata. (What versions
+// before the packed value make of it: TestValueUpgradeNewHolder.)
 func TestLockDelayValue(t *testing.T) {
 	r := testserver.StartRedis(t)
 	client := r.Client(t)
 	l := newLocker(t, client)
 	for _, tc := range []struct {
 		delay time.Duration
-		want  string // the value after "owner|fence"
+		ttl   uint64 // the lease recorded, ms
+		want  string // the value after the stamp
 	}{
-		{0, ".1000.0|meta"},
-		{2 * time.Second, ".3000.0|\xff2000\xffmeta"},
+		{0, 1000, "|meta"},
+		{2 * time.Second, 3000, "|\xff2000\xffmeta"},
 	} {
 		name := "value-" + tc.delay.String()
 		k := testkit.MustTryAcquire(t, l, name, dlock.WithTTL(time.Second), dlock.WithLockDelay(tc.delay), dlock.WithMetadata("meta"), dlock.WithoutRenewal())
 		v := client.Get(t.Context(), redislock.Key("", name)).Val()
-		if want := k.Owner() + "|" + strconv.FormatUint(k.Fence(), 10) + tc.want; v != want {
+		if want := packed(k.Owner(), k.Fence(), tc.ttl, 0) + tc.want; v != want {
 			t.Errorf("value with delay %v = %q, want %q", tc.delay, v, want)
 		}
 		infos, err := l.Inspect(t.Context(), name)

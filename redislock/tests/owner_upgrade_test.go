@@ -22,7 +22,8 @@ import (
 // of either length, one would take (or release) the name the other holds,
 // and a token issued after the switch could fall below the old one. The
 // old holder's key and its steps are written by hand, as old code wrote
-// them (the value's format is unchanged: owner|fence.ttl.n).
+// them, in the decimal value owner|fence.ttl.n of that time (which this
+// version still reads; see value_test.go for the packed value).
 func TestOwnerUpgrade(t *testing.T) {
 	r := testserver.StartRedis(t)
 	client := r.Client(t)

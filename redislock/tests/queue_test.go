@@ -2,7 +2,6 @@ package redislock_test
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -148,7 +147,7 @@ func TestInspectHandedOver(t *testing.T) {
 	testkit.MustRelease(t, k)
 	kb := testkit.WantAcquired(t, got, name, time.Minute).Lock
 	defer testkit.MustRelease(t, kb)
-	if v := client.Get(t.Context(), redislock.Key("", name)).Val(); !strings.HasPrefix(v, kb.Owner()+"|"+strconv.FormatUint(kb.Fence(), 10)+".60000.0,") {
+	if v := client.Get(t.Context(), redislock.Key("", name)).Val(); !strings.HasPrefix(v, packed(kb.Owner(), kb.Fence(), 60000, 0)+",") {
 		t.Fatalf("GET %s = %q, want the new holder's owner|fence.ttl.renewals,queue expiry", redislock.Key("", name), v)
 	}
 	infos, err := a.Inspect(t.Context(), name)

@@ -94,7 +94,7 @@ func TestKillMajority(t *testing.T) {
 func TestRestartMinority(t *testing.T) {
 	rs := startMasters(t, 5)
 	cs := clients(t, addrs(rs))
-	opts := &redlock.Options{MaxTTL: dlock.DefaultTTL}
+	opts := &redlock.Options{MaxTTL: driver.DefaultTTL}
 	b := mustNew(t, cs, opts)
 	prev := testkit.Cycle(t, b, "n", dlock.WithTTL(5*time.Second)) // every master's epoch starts here
 	time.Sleep(1500 * time.Millisecond)                            // more than the epoch slack (1 s)
@@ -102,7 +102,7 @@ func TestRestartMinority(t *testing.T) {
 	reach := addrs(rs)
 	reach[3], reach[4] = "127.0.0.1:1", "127.0.0.1:1" // A cannot reach them
 	a := mustNew(t, clients(t, reach), opts)
-	ka := testkit.MustTryAcquire(t, a, "n", dlock.WithTTL(dlock.DefaultTTL), dlock.WithoutRenewal())
+	ka := testkit.MustTryAcquire(t, a, "n", dlock.WithTTL(driver.DefaultTTL), dlock.WithoutRenewal())
 	wantAbove(t, "of A", ka.Fence(), prev)
 	if n := keysLeft(t, cs, "n"); n != 3 {
 		t.Fatalf("A's key is on %d masters, want 3", n)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/redlock"
 )
 
@@ -37,9 +38,9 @@ func TestNewValidates(t *testing.T) {
 		{"negative NodeTimeout", cs, &redlock.Options{NodeTimeout: -1}},
 		{"DriftFactor 0.5", cs, &redlock.Options{DriftFactor: 0.5}},
 		{"negative Drift", cs, &redlock.Options{Drift: -1}},
-		{"Drift of a tenth of MinTTL", cs, &redlock.Options{Drift: dlock.MinTTL / 10}},
-		{"MaxTTL above dlock.MaxTTL", cs, &redlock.Options{MaxTTL: 2 * dlock.MaxTTL}},
-		{"MaxTTL below dlock.MinTTL", cs, &redlock.Options{MaxTTL: 1}},
+		{"Drift of a tenth of MinTTL", cs, &redlock.Options{Drift: driver.MinTTL / 10}},
+		{"MaxTTL above driver.MaxTTL", cs, &redlock.Options{MaxTTL: 2 * driver.MaxTTL}},
+		{"MaxTTL below driver.MinTTL", cs, &redlock.Options{MaxTTL: 1}},
 		{"negative MaxRetryInterval", cs, &redlock.Options{MaxRetryInterval: -1}},
 	} {
 		if l, err := redlock.New(tc.clients, tc.opts); !errors.Is(err, dlock.ErrInvalid) {

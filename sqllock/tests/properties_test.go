@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testkit"
 	"github.com/dlock-go/dlock/sqllock"
 )
@@ -67,8 +68,8 @@ func testHostileNames(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 		"%", "_", "a%", "a_", "ab", "a", "A", "x", "x ", " x", "X",
 		"$1", "?", ":name", "{t}", "dlock_locks",
 		"锁", "🔒 lock", "e\u0301", "\u00e9",
-		strings.Repeat("n", dlock.MaxNameLen),
-		strings.Repeat("é", dlock.MaxNameLen/2) + "x",
+		strings.Repeat("n", driver.MaxNameLen),
+		strings.Repeat("é", driver.MaxNameLen/2) + "x",
 	}
 	a := newLocker(t, db, d, nil)
 	b := newLocker(t, db, d, nil)
@@ -96,7 +97,7 @@ func testHostileNames(t *testing.T, db *sql.DB, d sqllock.Dialect) {
 			t.Fatalf("Release(%q) = %v, want nil", name, err)
 		}
 	}
-	for _, name := range []string{"nul\x00byte", strings.Repeat("n", dlock.MaxNameLen+1), "\xff"} {
+	for _, name := range []string{"nul\x00byte", strings.Repeat("n", driver.MaxNameLen+1), "\xff"} {
 		if k, err := a.TryAcquire(t.Context(), name); !errors.Is(err, dlock.ErrInvalid) {
 			if k != nil {
 				k.Release(t.Context())

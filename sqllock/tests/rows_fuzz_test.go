@@ -7,6 +7,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/dlocktest"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/sqllock"
 )
@@ -28,7 +29,7 @@ func FuzzRows(f *testing.F) {
 		{"%", "_", "LIKE wildcards"},
 		{`\`, `\\`, `\'`},
 		{"🙂", "\U0001F642\u200d", "emoji"},
-		{strings.Repeat("n", dlock.MaxNameLen), strings.Repeat("n", dlock.MaxNameLen-1), strings.Repeat("m", dlock.MaxMetadataLen)},
+		{strings.Repeat("n", driver.MaxNameLen), strings.Repeat("n", driver.MaxNameLen-1), strings.Repeat("m", driver.MaxMetadataLen)},
 	} {
 		f.Add(s[0], s[1], s[2])
 	}

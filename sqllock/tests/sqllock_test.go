@@ -75,7 +75,7 @@ func withDriver(h dlocktest.Harness, newLD func(t testing.TB) (*dlock.Locker, dr
 
 // sqliteDSN is the data source name the package documents for SQLite.
 func sqliteDSN(path string) string {
-	return "file:" + path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	return "file:" + path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=journal_size_limit(4194304)"
 }
 
 // openSQLite opens the SQLite database at path, closed when the test ends.

@@ -73,6 +73,14 @@ func TestRequestsPerAcquireNotAlone(t *testing.T) {
 // requests counter counts.
 func countingConnection(t *testing.T) (*zk.Conn, *sessionlocktest.RequestCounter) {
 	t.Helper()
+	_, conn, counter := countingServer(t)
+	return conn, counter
+}
+
+// countingServer starts a server and returns it and a connection to it
+// whose requests counter counts.
+func countingServer(t *testing.T) (*testserver.ZooKeeper, *zk.Conn, *sessionlocktest.RequestCounter) {
+	t.Helper()
 	z := testserver.StartZooKeeper(t)
 	counter := &sessionlocktest.RequestCounter{}
 	dial := func(network, addr string, timeout time.Duration) (net.Conn, error) {
@@ -92,5 +100,5 @@ func countingConnection(t *testing.T) (*zk.Conn, *sessionlocktest.RequestCounter
 			break
 		}
 	}
-	return conn, counter
+	return z, conn, counter
 }

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/zklock"
 )
 
@@ -16,7 +16,7 @@ func FuzzKey(f *testing.F) {
 		f.Add(s[0], s[1])
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
-		if dlock.ValidateName(a) != nil || dlock.ValidateName(b) != nil {
+		if driver.ValidateName(a) != nil || driver.ValidateName(b) != nil {
 			return
 		}
 		const prefix = "/locks"

@@ -29,6 +29,7 @@ import (
 	_ "modernc.org/sqlite" // the database/sql driver of sqlite:// URLs
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
 	_ "github.com/dlock-go/dlock/etcdlock"
 	"github.com/dlock-go/dlock/extra/dlockgocron"
 	_ "github.com/dlock-go/dlock/redislock"
@@ -88,7 +89,7 @@ func run(ctx context.Context, store, mode string, ttl time.Duration) error {
 		return err
 	}
 	s.Start()
-	log.Printf("scheduling on %s (%s mode)", l.Backend(), mode)
+	log.Printf("scheduling on %s (%s mode)", backend.RedactURL(store), mode)
 	<-ctx.Done()
 	return s.Shutdown()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/extra/dlockgocron"
 	"github.com/dlock-go/dlock/internal/testkit"
 )
@@ -72,7 +73,7 @@ func TestElectorLosesLeadership(t *testing.T) {
 		if err != nil {
 			t.Fatalf("TryAcquire(%q) after expiry = %v, want a lock", "leader", err)
 		}
-		time.Sleep(dlock.DefaultTTL) // a renewal is due within it
+		time.Sleep(driver.DefaultTTL) // a renewal is due within it
 		synctest.Wait()
 		if err := e1.IsLeader(t.Context()); !errors.Is(err, dlockgocron.ErrNotLeader) {
 			t.Errorf("IsLeader after the loss = %v, want ErrNotLeader", err)

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/extra/dlockprometheus"
 	"github.com/dlock-go/dlock/hook"
 	"github.com/dlock-go/dlock/memlock"
@@ -62,7 +62,7 @@ func BenchmarkHookEvents(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			h := dlockprometheus.New(bc.opts).Hook()
 			ctx := b.Context()
-			start := hook.AcquireStart{Backend: "memory", Name: "jobs/x", TTL: dlock.DefaultTTL}
+			start := hook.AcquireStart{Backend: "memory", Name: "jobs/x", TTL: driver.DefaultTTL}
 			done := hook.AcquireDone{AcquireStart: start, Outcome: hook.Acquired, Duration: 2000, Attempts: 1, Ahead: -1}
 			rel := hook.Release{Backend: "memory", Name: "jobs/x", Held: 1000, Duration: 1000, Outcome: hook.Released}
 			b.ReportAllocs()

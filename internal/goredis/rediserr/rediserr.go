@@ -56,7 +56,7 @@ func Classify(err error) driver.ErrorKind {
 
 // Classifier is Classify as a driver.Classifier: redislock's and
 // redlock's drivers embed it, and their Open passes it to
-// dlock.StoreError.
+// driver.StoreError.
 type Classifier struct{}
 
 // Classify returns Classify(err).

@@ -26,6 +26,11 @@ var Scripts map[string]*luascript.Script
 // the general path without it).
 var ScriptVars map[string]string
 
+// ParseValue decodes an exclusive holder's value (or a tombstone, whose
+// owner is empty), in the packed form or the decimal form of earlier
+// versions: the owner, the fence and what follows the stamp.
+var ParseValue func(v string) (owner string, fence uint64, rest string, ok bool)
+
 // New is redislock.New(client, nil), also returning the driver under
 // the Locker, for dlocktest's Harness.LockerAndDriver and for tests of
 // the driver's steps. (It cannot take a *redislock.Options: redislock
