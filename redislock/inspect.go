@@ -56,7 +56,8 @@ func (d *redisDriver) Inspect(ctx context.Context, names []string) ([]driver.Hol
 		if !ok {
 			continue
 		}
-		pttl, _ := ttl.Int64() // -1 or -2 when the key has no expiry or is gone
+		// PTTL is -1 or -2 when the key has no expiry or is gone.
+		pttl, _ := ttl.Int64()
 		h.Remaining = max(time.Duration(pttl)*time.Millisecond-d.bound, 0) // the key outlives the lease by the clock bound
 		delayed(&h)
 		hs = append(hs, h)

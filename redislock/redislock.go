@@ -748,4 +748,3 @@ func (d *redisDriver) Close() error {
 	}
 	return err
 }
-

@@ -139,6 +139,7 @@ func runPipelines(ctx context.Context, c redisconn.Conn, w *replicaWait, calls [
 		}
 	}
 }
+
 // isRedirect reports whether err is a Cluster redirection or a refusal
 // while the cluster reconfigures.
 func isRedirect(err error) bool {

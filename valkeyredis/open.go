@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/redisconn"
 	"github.com/dlock-go/dlock/redislock"
 )
@@ -37,12 +38,12 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	opt.DisableCache = true
 	client, err := valkey.NewClient(opt)
 	if err != nil {
-		return nil, fmt.Errorf("valkeyredis: connect: %w", dlock.StoreError(conn{}, err))
+		return nil, fmt.Errorf("valkeyredis: connect: %w", driver.StoreError(conn{}, err))
 	}
 	c := conn{c: client, db: opt.SelectDB}
 	if err := client.Do(ctx, client.B().Ping().Build()).Error(); err != nil {
 		client.Close()
-		return nil, fmt.Errorf("valkeyredis: connect: %w", dlock.StoreError(c, err))
+		return nil, fmt.Errorf("valkeyredis: connect: %w", driver.StoreError(c, err))
 	}
 	l, _, err := redisconn.NewRedislock(c, &redislock.Options{Prefix: q.Get("prefix")}, true)
 	if err != nil {
