@@ -165,32 +165,21 @@ func nameOf(key string) (string, bool) {
 
 func (d *redisDriver) scan(ctx context.Context) ([]string, error) {
 	pattern := escapeGlob(d.prefix) + "{*}"
-	var keys []string
 	masters, err := d.c.Masters(ctx)
 	if err != nil {
 		return nil, err
 	}
-	seen := make(map[string]bool)
+	var keys []string
+	seen := make(map[string]bool) // a Conn's Masters may include replicas
 	for _, c := range masters {
-		cursor := "0"
-		for {
-			page, err := c.Pipeline(ctx, []redisconn.Cmd{{Name: []string{"scan", cursor, "match", pattern, "count", "1000"}}})[0].Slice()
-			if err != nil {
-				return nil, err
-			}
-			if len(page) != 2 {
-				return nil, fmt.Errorf("scan: unexpected reply %v", page)
-			}
-			cursor, _ = page[0].(string)
-			found, _ := page[1].([]any)
-			for _, k := range found {
-				if k, ok := k.(string); ok && !seen[k] {
-					seen[k] = true
-					keys = append(keys, k)
-				}
-			}
-			if cursor == "0" || cursor == "" {
-				break
+		found, err := redisconn.Scan(ctx, c, pattern)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range found {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
 			}
 		}
 	}

@@ -162,3 +162,10 @@ func Args(vs ...any) []string {
 // redislock finds it set. opts is a *redislock.Options (nil means
 // defaults); with own set, the Locker's Close closes c.
 var NewRedislock func(c Conn, opts any, own bool) (*dlock.Locker, driver.Driver, error)
+
+// NewRedlock is redlock's constructor on one Conn per master, for the
+// adapters of other clients, also returning the driver under the Locker
+// (for their tests); redlock sets it in its init, so an adapter that
+// imports redlock finds it set. opts is a *redlock.Options (nil means
+// defaults); with own set, the Locker's Close closes the Conns.
+var NewRedlock func(masters []Conn, opts any, own bool) (*dlock.Locker, driver.Driver, error)
