@@ -1,9 +1,10 @@
-// Package rueidisredis runs dlock's Redis backend, redislock, on a
-// rueidis client (github.com/redis/rueidis) instead of go-redis: a single
-// node, a Sentinel-managed master (ClientOption.Sentinel) or a Redis
-// Cluster (several InitAddress), with the same keys, scripts and
-// guarantees, so Lockers on either client share names. It is a module of
-// its own, so that rueidis reaches only the programs that import it.
+// Package rueidisredis runs dlock's Redis backends on rueidis clients
+// (github.com/redis/rueidis) instead of go-redis: redislock (NewLocker)
+// on a single node, a Sentinel-managed master (ClientOption.Sentinel) or
+// a Redis Cluster (several InitAddress), and redlock (NewRedlock) on one
+// client per master, with the same keys, scripts and guarantees, so
+// Lockers on either client share names. It is a module of its own, so
+// that rueidis reaches only the programs that import it.
 //
 // A Locker's resume tokens (Lock.Token) name its key prefix alone:
 // rueidis does not say which database a client selects, so give Lockers
@@ -42,6 +43,7 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/redisconn"
 	"github.com/dlock-go/dlock/redislock"
+	"github.com/dlock-go/dlock/redlock"
 	"github.com/dlock-go/dlock/rueidisredis/internal/testhook"
 )
 
@@ -57,7 +59,36 @@ func NewLocker(client rueidis.Client, opts *redislock.Options) (*dlock.Locker, e
 	return l, err
 }
 
+// NewRedlock returns a redlock Locker over independent Redis masters, one
+// rueidis client each (a single node or a Sentinel-managed master, not a
+// Cluster); there must be at least three, and an odd number is best. The
+// Locker does not close them. A nil opts means defaults (see
+// redlock.Options). Fewer than three clients, a nil one, one on a
+// Cluster, or invalid Options get an error wrapping dlock.ErrInvalid.
+func NewRedlock(clients []rueidis.Client, opts *redlock.Options) (*dlock.Locker, error) {
+	masters, err := masterConns(clients)
+	if err != nil {
+		return nil, err
+	}
+	l, _, err := redisconn.NewRedlock(masters, opts, false)
+	return l, err
+}
+
+// masterConns returns a Conn on each of clients, or an error if one is
+// nil.
+func masterConns(clients []rueidis.Client) ([]redisconn.Conn, error) {
+	masters := make([]redisconn.Conn, len(clients))
+	for i, c := range clients {
+		if c == nil {
+			return nil, fmt.Errorf("rueidisredis: new: master %d is nil: %w", i, dlock.ErrInvalid)
+		}
+		masters[i] = conn{c: c, db: -1}
+	}
+	return masters, nil
+}
+
 // init gives the test module the Conn on a client (see package testhook).
 func init() {
 	testhook.Conn = func(c rueidis.Client) redisconn.Conn { return conn{c: c, db: -1} }
+	testhook.Masters = masterConns
 }

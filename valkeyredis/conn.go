@@ -85,12 +85,25 @@ func normalize(v any) any {
 
 // Subscribe implements redisconn.Conn with Receive, again after each
 // connection that broke, its confirmations reported through
-// valkey.WithOnSubscriptionHook.
+// valkey.WithOnSubscriptionHook. Receive leaves the server subscribed
+// when ctx ends (it shares the connection with the client's commands):
+// the channel is unsubscribed on that connection then, so that a
+// long-lived client does not gather a subscription for every name ever
+// waited on. Another Subscribe to the same channel on the same client
+// subscribes again by itself, and reports it (fn with ok false).
 func (c conn) Subscribe(ctx context.Context, channel string, fn func(payload string, ok bool)) error {
 	hooked := valkey.WithOnSubscriptionHook(ctx, func(s valkey.PubSubSubscription) {
 		if s.Kind == "subscribe" {
 			fn("", false)
 		}
+	})
+	hooked = valkey.WithOnReceiveReturnHook(hooked, func(err error, cc valkey.CommandClient) error {
+		if ctx.Err() != nil {
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unsubscribeTimeout)
+			defer cancel()
+			_ = cc.Do(uctx, cc.B().Unsubscribe().Channel(channel).Build()).Error() // a broken connection drops it anyway
+		}
+		return err
 	})
 	failures := 0
 	for ctx.Err() == nil {
@@ -118,9 +131,13 @@ func (c conn) Subscribe(ctx context.Context, channel string, fn func(payload str
 	return nil
 }
 
-// reconnectPause spaces attempts to subscribe on a connection that keeps
-// failing.
-const reconnectPause = 100 * time.Millisecond
+const (
+	// reconnectPause spaces attempts to subscribe on a connection that
+	// keeps failing.
+	reconnectPause = 100 * time.Millisecond
+	// unsubscribeTimeout bounds the UNSUBSCRIBE at a subscription's end.
+	unsubscribeTimeout = time.Second
+)
 
 // Masters implements redisconn.Conn: on a Cluster, a client on each node
 // the client knows (replicas too: the callers' reads are of key names,

@@ -1,4 +1,4 @@
-// redislock on the valkey-go client: a module of its own, so that
+// redislock and redlock on the valkey-go client: a module of its own, so that
 // valkey-go reaches only the programs that import it.
 module github.com/dlock-go/dlock/valkeyredis
 
@@ -7,6 +7,7 @@ go 1.26.0
 require (
 	github.com/dlock-go/dlock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/redislock v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/redlock v0.0.0-20261126022123-99c02b3cd452
 	github.com/valkey-io/valkey-go v1.0.79
 )
 
@@ -24,4 +25,5 @@ replace (
 	github.com/dlock-go/dlock => ..
 	github.com/dlock-go/dlock/internal/goredis => ../internal/goredis
 	github.com/dlock-go/dlock/redislock => ../redislock
+	github.com/dlock-go/dlock/redlock => ../redlock
 )

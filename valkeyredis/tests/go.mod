@@ -7,6 +7,7 @@ require (
 	github.com/dlock-go/dlock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/internal/testserver v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/redislock v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/redlock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/valkeyredis v0.0.0-20261126022123-99c02b3cd452
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/valkey-io/valkey-go v1.0.79
@@ -62,5 +63,6 @@ replace (
 	github.com/dlock-go/dlock/internal/goredis => ../../internal/goredis
 	github.com/dlock-go/dlock/internal/testserver => ../../internal/testserver
 	github.com/dlock-go/dlock/redislock => ../../redislock
+	github.com/dlock-go/dlock/redlock => ../../redlock
 	github.com/dlock-go/dlock/valkeyredis => ..
 )

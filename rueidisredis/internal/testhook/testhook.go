@@ -11,3 +11,7 @@ import (
 
 // Conn returns the adapter's redisconn.Conn on c.
 var Conn func(c rueidis.Client) redisconn.Conn
+
+// Masters returns the adapter's redisconn.Conn on each of clients, for
+// redisconn.NewRedlock.
+var Masters func(clients []rueidis.Client) ([]redisconn.Conn, error)

@@ -13,3 +13,7 @@ import (
 
 // Conn returns the adapter's redisconn.Conn on c.
 var Conn func(c valkey.Client) redisconn.Conn
+
+// Masters returns the adapter's redisconn.Conn on each of clients, for
+// redisconn.NewRedlock.
+var Masters func(clients []valkey.Client) ([]redisconn.Conn, error)
