@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/redisconn"
 	"github.com/dlock-go/dlock/internal/goredis/delaymeta"
+	"github.com/dlock-go/dlock/internal/redisconn"
 )
 
 // The issue-29 capabilities rlDriver provides.
