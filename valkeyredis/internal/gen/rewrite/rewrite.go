@@ -18,6 +18,7 @@ var replacer = strings.NewReplacer(
 	"github.com/redis/rueidis", "github.com/valkey-io/valkey-go",
 	"rueidisredis", "valkeyredis",
 	"redis+rueidis", "redis+valkey",
+	"redlock+rueidis", "redlock+valkey",
 	"rueidis.IsRedisNil", "valkey.IsValkeyNil",
 	"rueidis.IsRedisErr", "valkey.IsValkeyErr",
 	"rueidis.RedisResult", "valkey.ValkeyResult",
