@@ -141,6 +141,9 @@ var targets = []struct {
 		}
 	}},
 	{"redlock", redlockTarget("redlock", "redlock")},
+	// redlock on rueidis clients (rueidisredis): the same masters and
+	// faults as redlock.
+	{"redlock-rueidis", redlockTarget("redlock-rueidis", "redlock+rueidis")},
 	{"mariadb", func(t testing.TB) jepsen.Target {
 		clock := testserver.NewClock(t)
 		m := testserver.StartMariaDBWith(t, &testserver.MariaDBOptions{Clock: clock})
@@ -263,7 +266,8 @@ func TestJepsen(t *testing.T) {
 // noSemaphores are the targets whose backend documents why it has no
 // semaphores (its conformance suite checks that they fail cleanly).
 var noSemaphores = map[string]string{
-	"redlock": "Redlock offers no shared locks or semaphores (see package redlock)",
+	"redlock":         "Redlock offers no shared locks or semaphores (see package redlock)",
+	"redlock-rueidis": "Redlock offers no shared locks or semaphores (see package redlock)",
 }
 
 // TestJepsenSemaphore puts every target through the faults above with 4
