@@ -152,3 +152,26 @@ func TestNewRedlockValidates(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenRedlockMinorityDown checks redlock+valkey:// opens with a
+// master down and locks on the others (the adversary: a master that is
+// down while a service starts).
+func TestOpenRedlockMinorityDown(t *testing.T) {
+	a, b := testserver.StartRedis(t), testserver.StartRedis(t)
+	dead := "127.0.0.1:1" // nothing listens on port 1
+	l, err := dlock.Open(t.Context(), "redlock+valkey://"+a.Addr()+","+b.Addr()+","+dead)
+	if err != nil {
+		t.Fatalf("Open with a master down = %v, want a Locker", err)
+	}
+	defer l.Close()
+	k, err := l.TryAcquire(t.Context(), "n")
+	if err != nil {
+		t.Fatalf("TryAcquire with a master down = %v", err)
+	}
+	if err := k.Release(t.Context()); err != nil {
+		t.Errorf("Release = %v", err)
+	}
+	if _, err := dlock.Open(t.Context(), "redlock+valkey://"+a.Addr()+","+dead+",127.0.0.1:2"); err == nil {
+		t.Errorf("Open with a majority down = nil error, want one")
+	}
+}
