@@ -98,6 +98,14 @@
 //	defer locker.Close()
 //	lock, err := locker.Acquire(ctx, "billing/run")
 //
+// # Other clients
+//
+// Modules of their own run the same Locker on other clients, one per
+// master, without adding them to a go-redis user's graph:
+// rueidisredis.NewRedlock on rueidis clients and valkeyredis.NewRedlock on
+// valkey-go clients (and the URLs redlock+rueidis:// and
+// redlock+valkey://). Lockers on any of the clients share keys and names.
+//
 // Design: acquiring, renewal, why fencing tokens increase, the restart guard,
 // which clock each promise depends on, why there are no shared locks, and
 // the keys are described in DESIGN.md in this package's directory
