@@ -39,8 +39,14 @@ func (d *rlDriver) Watch(ctx context.Context, name string) (<-chan struct{}, fun
 		s.stop() // confirmed too late to be used
 	}, nil)
 	stop := func() {
+		// Cancel every subscription, then wait: a client that ends one
+		// with a request (rueidis's UNSUBSCRIBE) waits at most once for a
+		// master that does not answer.
 		for _, s := range subs {
-			s.stop()
+			s.cancel()
+		}
+		for _, s := range subs {
+			s.wait()
 		}
 	}
 	for _, s := range subs {
@@ -57,14 +63,26 @@ func (d *rlDriver) Watch(ctx context.Context, name string) (<-chan struct{}, fun
 
 // subscription is one master's subscription of a Watch.
 type subscription struct {
-	cancel context.CancelFunc // ends it
-	done   chan struct{}      // closed when its goroutine has returned
+	end  context.CancelFunc // ends it
+	done chan struct{}      // closed when its goroutine has returned
 }
 
 // stop ends s, if not nil, and waits for its goroutine.
 func (s *subscription) stop() {
+	s.cancel()
+	s.wait()
+}
+
+// cancel ends s, if not nil.
+func (s *subscription) cancel() {
 	if s != nil {
-		s.cancel()
+		s.end()
+	}
+}
+
+// wait waits for s's goroutine, if s is not nil.
+func (s *subscription) wait() {
+	if s != nil {
 		<-s.done
 	}
 }
@@ -77,7 +95,7 @@ func (s *subscription) stop() {
 // follows a broken connection, since a release may have been missed.
 func subscribe(ctx, base context.Context, c redisconn.Conn, channel string, wake chan<- struct{}) *subscription {
 	sctx, cancel := context.WithCancel(base)
-	s := &subscription{cancel: cancel, done: make(chan struct{})}
+	s := &subscription{end: cancel, done: make(chan struct{})}
 	confirmed := make(chan struct{})
 	first := true
 	go func() { // ends when Subscribe returns: stop, or a refusal

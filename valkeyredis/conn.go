@@ -135,8 +135,10 @@ const (
 	// reconnectPause spaces attempts to subscribe on a connection that
 	// keeps failing.
 	reconnectPause = 100 * time.Millisecond
-	// unsubscribeTimeout bounds the UNSUBSCRIBE at a subscription's end.
-	unsubscribeTimeout = time.Second
+	// unsubscribeTimeout bounds the UNSUBSCRIBE at a subscription's end
+	// (a round trip on a healthy connection; a sick one drops the
+	// subscription anyway when it breaks).
+	unsubscribeTimeout = 500 * time.Millisecond
 )
 
 // Masters implements redisconn.Conn: on a Cluster, a client on each node
