@@ -54,17 +54,29 @@ var rueidislockLib = lib{key: keyRueidislock, label: "rueidislock (defaults, Key
 	return &rueidisLocker{l: l}, nil
 }}
 
-// rueidisLocker: one rueidislock Locker. A lock lives as long as the
-// context it was taken with, or until its cancel func, which deletes its
-// keys and returns.
+// rueidisLocker: one rueidislock Locker. A rueidislock lock lives as
+// long as the context it was taken with (or until its cancel func, which
+// deletes its keys and returns), where the other libraries' locks outlive
+// the call's context: lock takes it with a context of its own, which the
+// call's context ends only while waiting.
 type rueidisLocker struct{ l rueidislock.Locker }
 
 func (r *rueidisLocker) lock(ctx context.Context, name string) (func(context.Context) error, error) {
-	_, cancel, err := r.l.WithContext(ctx, name)
+	held, end := context.WithCancel(context.WithoutCancel(ctx))
+	stopWaiting := context.AfterFunc(ctx, end)
+	_, cancel, err := r.l.WithContext(held, name)
+	if !stopWaiting() { // ctx ended: the lock, if taken, is ending
+		if err == nil {
+			cancel()
+		}
+		end()
+		return nil, ctx.Err()
+	}
 	if err != nil {
+		end()
 		return nil, err
 	}
-	return func(context.Context) error { cancel(); return nil }, nil
+	return func(context.Context) error { cancel(); end(); return nil }, nil
 }
 
 func (r *rueidisLocker) close() error { r.l.Close(); return nil }
@@ -80,8 +92,9 @@ func newRueidisClient(o rueidis.ClientOption) (rueidis.Client, error) {
 
 // countedClient counts a rueidis client's requests in trips as
 // tripCounter counts go-redis's: one per command (Do; DoCache unless
-// served from the client's cache), one per pipeline (DoMulti), one per
-// subscription (Receive). rueidis writes concurrent commands together,
+// served from the client's cache), one per pipeline (DoMulti); like
+// go-redis's, subscriptions (Receive) are counted from the server's side
+// (see roundTrips). rueidis writes concurrent commands together,
 // so these are requests, as go-redis's are, not system calls.
 type countedClient struct{ rueidis.Client }
 
@@ -105,11 +118,6 @@ func (c countedClient) DoCache(ctx context.Context, cmd rueidis.Cacheable, ttl t
 		trips.count(tripName(cmd.Commands()))
 	}
 	return r
-}
-
-func (c countedClient) Receive(ctx context.Context, sub rueidis.Completed, fn func(rueidis.PubSubMessage)) error {
-	trips.count(tripName(sub.Commands()))
-	return c.Client.Receive(ctx, sub, fn)
 }
 
 // tripName names a request as tripCounter does: the command, and for
