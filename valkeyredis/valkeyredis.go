@@ -20,7 +20,11 @@
 //
 // Importing the package registers redis+valkey://[user:pass@]host[:port][/db]
 // with dlock.Open: a single node, with the query parameter prefix
-// (Options.Prefix). Its Lockers' tokens name the database too.
+// (Options.Prefix). Its Lockers' tokens name the database too. It also
+// registers redlock+valkey://[user:pass@]host:port,host:port,host:port
+// for redlock, one client per master, with the query parameters prefix
+// and clock_bound (redlock.Options); like redlock://, Open returns once a
+// majority of the masters answer.
 //
 // # Example
 //
