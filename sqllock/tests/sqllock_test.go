@@ -130,6 +130,7 @@ func TestPostgres(t *testing.T) {
 	t.Run("PoolOfOne", func(t *testing.T) { testPoolOfOne(t, p) })
 	t.Run("RefreshBatches", func(t *testing.T) { testRefreshBatches(t, db, p.DSN(), sqllock.PostgreSQL) })
 	t.Run("ResumeExtendTrips", func(t *testing.T) { testResumeExtendTrips(t, db, p.DSN(), sqllock.PostgreSQL) })
+	t.Run("LateAcquireFreed", func(t *testing.T) { testLateAcquireFreed(t, db) })
 }
 
 func TestSQLite(t *testing.T) {
