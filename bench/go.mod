@@ -10,6 +10,7 @@ require (
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
 	k8s.io/klog/v2 v2.140.0
@@ -71,6 +72,7 @@ require (
 	github.com/dlock-go/dlock/kubelock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/redislock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/redlock v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/rueidisredis v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/sqllock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/zklock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dustin/go-humanize v1.1.0 // indirect
@@ -131,3 +133,5 @@ replace github.com/dlock-go/dlock/zklock => ../zklock
 replace github.com/dlock-go/dlock/internal/goredis => ../internal/goredis
 
 replace github.com/dlock-go/dlock/kubelock => ../kubelock
+
+replace github.com/dlock-go/dlock/rueidisredis => ../rueidisredis

@@ -91,7 +91,7 @@ var (
 // allLibs returns every contender by key, dlock on Redis included.
 func allLibs() map[string]lib {
 	m := make(map[string]lib)
-	for _, l := range []lib{dlockLib(redisBackend{}), handLib, redsyncLib, redsync1msLib, bsmLib, bsm1msLib,
+	for _, l := range []lib{dlockLib(redisBackend{}), dlockLib(rueidisBackend{}), rueidislockLib, handLib, redsyncLib, redsync1msLib, bsmLib, bsm1msLib,
 		dlockLib(redlockBackend{}), rlRedsyncLib, rlRedsync1msLib} {
 		m[l.key] = l
 	}

@@ -203,9 +203,9 @@ func (b *bench) errorf(format string, args ...any) {
 
 // The libraries per scenario, in the order they run within a round.
 var (
-	s1Libs = []string{keyHand, keyDlock, keyRedsync, keyBsm}
+	s1Libs = []string{keyHand, keyDlock, keyDlockRueidis, keyRueidislock, keyRedsync, keyBsm}
 	s2Libs = []string{keyHand, keyDlock, keyRedsync, keyBsm}
-	s3Libs = []string{keyHand, keyDlock, keyRedsync, keyRedsync1ms, keyBsm, keyBsm1ms}
+	s3Libs = []string{keyHand, keyDlock, keyDlockRueidis, keyRueidislock, keyRedsync, keyRedsync1ms, keyBsm, keyBsm1ms}
 	s4Libs = []string{keyHand, keyDlock, keyRedsync, keyBsm}
 )
 

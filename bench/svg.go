@@ -12,12 +12,14 @@ import (
 // The charts are plain SVG written here: no plotting dependency.
 
 var palette = map[string]string{
-	keyHand:       "#7f7f7f",
-	keyDlock:      "#d62728",
-	keyRedsync:    "#1f77b4",
-	keyRedsync1ms: "#17becf",
-	keyBsm:        "#2ca02c",
-	keyBsm1ms:     "#bcbd22",
+	keyHand:         "#7f7f7f",
+	keyDlock:        "#d62728",
+	keyRedsync:      "#1f77b4",
+	keyRedsync1ms:   "#17becf",
+	keyBsm:          "#2ca02c",
+	keyBsm1ms:       "#bcbd22",
+	keyDlockRueidis: "#ff7f0e",
+	keyRueidislock:  "#9467bd",
 }
 
 type svg struct{ strings.Builder }

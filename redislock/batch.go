@@ -5,9 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dlock-go/dlock/internal/goredis/luascript"
+	"github.com/dlock-go/dlock/internal/redisconn"
 )
 
 // batcher coalesces the script calls of a Locker's concurrent Acquire and
@@ -18,7 +17,7 @@ import (
 // Under load each round trip carries many calls, which saves system calls
 // on both sides: more locks per second from the same Redis.
 type batcher struct {
-	c           redis.UniversalClient
+	c           redisconn.Conn
 	w           *replicaWait // nil: no WAIT after writes
 	maxInFlight int
 
@@ -27,8 +26,8 @@ type batcher struct {
 	queue    []*scriptCall
 }
 
-// scriptCall is one script run: its outcome is in cmd (and, if it waits
-// for replicas, the WAIT's in acks) once done is closed.
+// scriptCall is one script run: its outcome is in reply (and, if it
+// waits for replicas, the WAIT's in acks) once done is closed.
 type scriptCall struct {
 	ctx    context.Context
 	script *luascript.Script
@@ -36,8 +35,9 @@ type scriptCall struct {
 	args   []any
 	wait   bool          // follow the script with WAIT (if the batcher waits)
 	ttl    time.Duration // the lease's, for WAIT's default bound
-	cmd    *redis.Cmd
-	acks   *redis.Cmd // the WAIT after the script, nil if none
+	sent   bool          // reply holds the outcome of a send
+	reply  redisconn.Reply
+	acks   *redisconn.Reply // the WAIT after the script, nil if none
 	done   chan struct{}
 }
 
@@ -45,12 +45,12 @@ type scriptCall struct {
 // beyond it, calls wait to join the next pipeline.
 const maxInFlight = 4
 
-func newBatcher(c redis.UniversalClient, w *replicaWait) *batcher {
+func newBatcher(c redisconn.Conn, w *replicaWait) *batcher {
 	return &batcher{c: c, w: w, maxInFlight: maxInFlight}
 }
 
 // run runs call's script and returns once its reply (or an error) is in
-// call.cmd. It does not watch ctx while waiting to be sent: the core does.
+// call.reply. It does not watch ctx while waiting to be sent: the core does.
 func (b *batcher) run(call *scriptCall) *scriptCall {
 	b.mu.Lock()
 	if b.inFlight >= b.maxInFlight {
@@ -65,7 +65,7 @@ func (b *batcher) run(call *scriptCall) *scriptCall {
 	if b.w != nil && call.wait {
 		runScripts(call.ctx, b.c, b.w, []*scriptCall{call})
 	} else {
-		call.cmd = call.script.Run(call.ctx, b.c, call.keys, call.args...)
+		call.reply, call.sent = call.script.Exec(call.ctx, b.c, call.keys, call.args...), true
 	}
 	b.drain()
 	return call

@@ -3,17 +3,16 @@ package redislock
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redisconn"
 )
 
 // Inspect reads the named locks' keys, or scans for every lock key under
@@ -29,21 +28,22 @@ func (d *redisDriver) Inspect(ctx context.Context, names []string) ([]driver.Hol
 	for _, n := range names {
 		keys = append(keys, Key(d.prefix, n))
 	}
-	pipe := d.c.Pipeline()
-	gets := make([]*redis.StringCmd, len(keys))
-	ttls := make([]*redis.DurationCmd, len(keys))
-	for i, k := range keys {
-		gets[i] = pipe.Get(ctx, k)
-		ttls[i] = pipe.PTTL(ctx, k)
+	if len(keys) == 0 {
+		return nil, nil
 	}
-	pipe.Exec(ctx) // errors are read per command below
+	cmds := make([]redisconn.Cmd, 0, 2*len(keys))
+	for _, k := range keys {
+		cmds = append(cmds, redisconn.Cmd{Name: []string{"get"}, Keys: []string{k}}, redisconn.Cmd{Name: []string{"pttl"}, Keys: []string{k}})
+	}
+	replies := d.c.Pipeline(ctx, cmds) // errors are read per command below
 	var (
 		hs     []driver.Holder
 		hashes []string // keys held in shared mode or as a semaphore
 	)
 	for i, k := range keys {
-		switch err := gets[i].Err(); {
-		case err == redis.Nil:
+		get, ttl := replies[2*i], replies[2*i+1]
+		switch err := get.Err; {
+		case errors.Is(err, redisconn.ErrNil):
 			continue
 		case isWrongType(err):
 			hashes = append(hashes, k)
@@ -51,11 +51,14 @@ func (d *redisDriver) Inspect(ctx context.Context, names []string) ([]driver.Hol
 		case err != nil:
 			return nil, fmt.Errorf("redislock: inspect: %w", err)
 		}
-		h, ok := parseHolder(k, gets[i].Val())
+		v, _ := get.Val.(string)
+		h, ok := parseHolder(k, v)
 		if !ok {
 			continue
 		}
-		h.Remaining = max(ttls[i].Val()-d.bound, 0) // the key outlives the lease by the clock bound
+		// PTTL is -1 or -2 when the key has no expiry or is gone.
+		pttl, _ := ttl.Int64()
+		h.Remaining = max(time.Duration(pttl)*time.Millisecond-d.bound, 0) // the key outlives the lease by the clock bound
 		delayed(&h)
 		hs = append(hs, h)
 	}
@@ -64,14 +67,14 @@ func (d *redisDriver) Inspect(ctx context.Context, names []string) ([]driver.Hol
 	}
 	// A hash may have turned back into a string meanwhile (its last holder
 	// left): the script reads whichever the key is now.
-	pipe = d.c.Pipeline()
-	reads := make([]*redis.Cmd, len(hashes))
-	for i, k := range hashes {
-		reads[i] = inspectHashScript.Eval(ctx, pipe, []string{k}) // Eval: a pipeline cannot fall back from EVALSHA
+	cmds = cmds[:0]
+	for _, k := range hashes {
+		cmds = append(cmds, inspectHashScript.Cmd(true, []string{k}, nil)) // EVAL: a pipeline cannot fall back from EVALSHA
 	}
-	pipe.Exec(ctx)
+	replies = d.c.Pipeline(ctx, cmds)
 	for i, k := range hashes {
-		vals, err := inspectHashScript.Locate(reads[i]).Slice()
+		replies[i].Err = inspectHashScript.LocateError(replies[i].Err)
+		vals, err := replies[i].Slice()
 		if err != nil {
 			return nil, fmt.Errorf("redislock: inspect: %w", err)
 		}
@@ -162,24 +165,25 @@ func nameOf(key string) (string, bool) {
 
 func (d *redisDriver) scan(ctx context.Context) ([]string, error) {
 	pattern := escapeGlob(d.prefix) + "{*}"
-	var (
-		mu   sync.Mutex
-		keys []string
-	)
-	scanOne := func(ctx context.Context, c redis.Cmdable) error {
-		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
-		for it.Next(ctx) {
-			mu.Lock()
-			keys = append(keys, it.Val())
-			mu.Unlock()
+	masters, err := d.c.Masters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	seen := make(map[string]bool) // a Conn's Masters may include replicas
+	for _, c := range masters {
+		found, err := redisconn.Scan(ctx, c, pattern)
+		if err != nil {
+			return nil, err
 		}
-		return it.Err()
+		for _, k := range found {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
 	}
-	if cc, ok := d.c.(*redis.ClusterClient); ok {
-		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scanOne(ctx, c) })
-		return keys, err
-	}
-	return keys, scanOne(ctx, d.c)
+	return keys, nil
 }
 
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
@@ -190,15 +194,15 @@ func escapeGlob(s string) string { return globEscaper.Replace(s) }
 // name's queue (its holders are never in it), one script per name, all in
 // one pipeline (on a Cluster, one per master node).
 func (d *redisDriver) Waiters(ctx context.Context, names []string) ([]int, error) {
-	pipe := d.c.Pipeline()
-	cmds := make([]*redis.Cmd, len(names))
+	cmds := make([]redisconn.Cmd, len(names))
 	for i, n := range names {
-		cmds[i] = waitersScript.Eval(ctx, pipe, []string{d.keys(n)[1]}) // Eval: a pipeline cannot fall back from EVALSHA
+		cmds[i] = waitersScript.Cmd(true, []string{d.keys(n)[1]}, nil) // EVAL: a pipeline cannot fall back from EVALSHA
 	}
-	pipe.Exec(ctx) // errors are read per command below
+	replies := d.c.Pipeline(ctx, cmds) // errors are read per command below
 	counts := make([]int, len(names))
-	for i, c := range cmds {
-		n, err := waitersScript.Locate(c).Int64()
+	for i, r := range replies {
+		r.Err = waitersScript.LocateError(r.Err)
+		n, err := r.Int64()
 		if err != nil {
 			return nil, fmt.Errorf("redislock: waiters %q: %w", names[i], err)
 		}
@@ -210,7 +214,7 @@ func (d *redisDriver) Waiters(ctx context.Context, names []string) ([]int, error
 // ForceRelease frees name whatever its owner, keeping its fencing token,
 // and wakes its waiters.
 func (d *redisDriver) ForceRelease(ctx context.Context, name string) (bool, error) {
-	n, err := forceReleaseScript.Run(ctx, d.c, d.keys(name), ms(d.tombstone()), d.channelPrefix(), ms(d.bound)).Int64()
+	n, err := forceReleaseScript.Exec(ctx, d.c, d.keys(name), ms(d.tombstone()), d.channelPrefix(), ms(d.bound)).Int64()
 	if err != nil {
 		return false, fmt.Errorf("redislock: force release %q: %w", name, err)
 	}

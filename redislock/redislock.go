@@ -163,6 +163,14 @@
 //	defer locker.Close()
 //	lock, err := locker.Acquire(ctx, "stock/sku-42", dlock.WithTTL(10*time.Second))
 //
+// # Other clients
+//
+// Modules of their own run the same Locker on other clients, without
+// adding them to a go-redis user's graph: rueidisredis.NewLocker on a
+// rueidis client and valkeyredis.NewLocker on a valkey-go client (and the
+// URLs redis+rueidis:// and redis+valkey://). Lockers on any of the
+// clients share keys and names.
+//
 // Fence keeps values in Redis that a stale lock holder cannot overwrite
 // (see package fence).
 //
@@ -185,7 +193,8 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/goredis/rediserr"
+	"github.com/dlock-go/dlock/internal/goredis/goredisconn"
+	"github.com/dlock-go/dlock/internal/redisconn"
 )
 
 // DefaultPrefix is Options.Prefix's default.
@@ -269,6 +278,19 @@ func newLocker(client redis.UniversalClient, opts *Options, ownClient bool) (*dl
 	if isNil(client) {
 		return nil, nil, fmt.Errorf("redislock: new: nil client: %w", dlock.ErrInvalid)
 	}
+	if opts != nil && opts.WaitReplicas > 0 {
+		switch client.(type) {
+		case *redis.Client, *redis.ClusterClient:
+		default:
+			return nil, nil, fmt.Errorf("redislock: new: %w: WaitReplicas needs a *redis.Client or a *redis.ClusterClient, not a %T", dlock.ErrInvalid, client)
+		}
+	}
+	return newConnLocker(goredisconn.New(client), opts, ownClient)
+}
+
+// newConnLocker is newLocker on any client (see package redisconn); the
+// adapters of other clients reach it through redisconn.NewRedislock.
+func newConnLocker(client redisconn.Conn, opts *Options, ownClient bool) (*dlock.Locker, driver.Driver, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -284,10 +306,8 @@ func newLocker(client redis.UniversalClient, opts *Options, ownClient bool) (*dl
 	}
 	d := &redisDriver{c: client, prefix: o.Prefix, bound: o.ClockBound, ownClient: ownClient}
 	if o.WaitReplicas > 0 {
-		switch client.(type) {
-		case *redis.Client, *redis.ClusterClient:
-		default:
-			return nil, nil, fmt.Errorf("redislock: new: %w: WaitReplicas needs a *redis.Client or a *redis.ClusterClient, not a %T", dlock.ErrInvalid, client)
+		if _, ok := client.(redisconn.KeyRouter); !ok && redisconn.IsCluster(client) {
+			return nil, nil, fmt.Errorf("redislock: new: %w: WaitReplicas on a Cluster needs a client that routes to a key's master", dlock.ErrInvalid)
 		}
 		d.wait = &replicaWait{replicas: o.WaitReplicas, timeout: o.WaitTimeout}
 	}
@@ -344,16 +364,19 @@ func Key(prefix, name string) string {
 var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
 type redisDriver struct {
-	rediserr.Classifier // Classify: the core maps refusals to dlock.ErrDenied, dlock.ErrNoSpace
-	c                   redis.UniversalClient
-	prefix              string
-	bound               time.Duration // Options.ClockBound
-	grants              *grants
-	batch               *batcher
-	wait                *replicaWait   // nil: no WAIT after writes
-	ownClient           bool           // made by Open: Close closes it
-	leaving             sync.WaitGroup // leave's releases still under way; Close waits
+	c         redisconn.Conn
+	prefix    string
+	bound     time.Duration // Options.ClockBound
+	grants    *grants
+	batch     *batcher
+	wait      *replicaWait   // nil: no WAIT after writes
+	ownClient bool           // made by Open: Close closes it
+	leaving   sync.WaitGroup // leave's releases still under way; Close waits
 }
+
+// Classify implements driver.Classifier with the client's classification:
+// the core maps refusals to dlock.ErrDenied, dlock.ErrNoSpace.
+func (d *redisDriver) Classify(err error) driver.ErrorKind { return d.c.Classify(err) }
 
 // The optional capabilities redisDriver provides; the core probes them
 // with type assertions, so a signature drift must not compile.
@@ -431,7 +454,7 @@ func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue string,
 	keep := 3 * heartbeat(l.TTL)
 	call := d.batch.run(&scriptCall{ctx: ctx, script: acquireScript, keys: d.keys(l.Name), wait: true, ttl: l.TTL,
 		args: []any{l.Owner, ms(l.TTL + l.Delay), storedMeta(l), queue, ms(keep), d.channelPrefix(), modeArg(l), ticket, l.Takeover, ms(d.bound)}})
-	vals, err := call.cmd.Slice()
+	vals, err := call.reply.Slice()
 	if err != nil {
 		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
 	}
@@ -641,7 +664,7 @@ func (d *redisDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	}
 	runScripts(ctx, d.c, d.wait, calls)
 	for i, c := range calls {
-		n, err := c.cmd.Int64()
+		n, err := c.reply.Int64()
 		switch {
 		case err != nil:
 			errs[i] = fmt.Errorf("redislock: refresh %q: %w", ls[i].Name, err)
@@ -661,12 +684,12 @@ func (d *redisDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 func (d *redisDriver) Release(ctx context.Context, l driver.Lease) error {
 	// No WAIT: a release a failover loses keeps the name busy until its
 	// lease ends, no more.
-	reply, err := d.batch.run(&scriptCall{ctx: ctx, script: releaseScript, keys: d.keys(l.Name),
-		args: []any{l.Owner, ms(d.tombstone()), d.channelPrefix(), ms(d.bound)}}).cmd.Result()
-	if err != nil {
-		return fmt.Errorf("redislock: release %q: %w", l.Name, err)
+	reply := d.batch.run(&scriptCall{ctx: ctx, script: releaseScript, keys: d.keys(l.Name),
+		args: []any{l.Owner, ms(d.tombstone()), d.channelPrefix(), ms(d.bound)}}).reply
+	if reply.Err != nil {
+		return fmt.Errorf("redislock: release %q: %w", l.Name, reply.Err)
 	}
-	vals, held := reply.([]any)
+	vals, held := reply.Val.([]any)
 	if !held {
 		return fmt.Errorf("redislock: release %q: %w", l.Name, driver.ErrNotHeld)
 	}
@@ -724,8 +747,4 @@ func (d *redisDriver) Close() error {
 		err = errors.Join(err, d.c.Close())
 	}
 	return err
-}
-
-func isNoScript(err error) bool {
-	return err != nil && !errors.Is(err, redis.Nil) && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }

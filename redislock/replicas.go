@@ -7,7 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/dlock-go/dlock/internal/goredis/luascript"
+	"github.com/dlock-go/dlock/internal/redisconn"
 )
 
 // ErrNotReplicated is wrapped by the error of an acquisition or a refresh
@@ -38,7 +39,7 @@ func (w *replicaWait) waitTimeout(ttl time.Duration) time.Duration {
 
 // check returns an error wrapping ErrNotReplicated if the WAIT that
 // followed a call's script counted fewer than w.replicas replicas.
-func (w *replicaWait) check(acks *redis.Cmd) error {
+func (w *replicaWait) check(acks *redisconn.Reply) error {
 	if acks == nil {
 		return fmt.Errorf("no WAIT was sent: %w", ErrNotReplicated)
 	}
@@ -61,56 +62,54 @@ func (w *replicaWait) check(acks *redis.Cmd) error {
 // Cluster, whose pipelines split by slot and send a keyless command to
 // any node, the calls are grouped by their key's master and each group
 // runs on that node's own client.
-func runScripts(ctx context.Context, c redis.UniversalClient, w *replicaWait, calls []*scriptCall) {
+func runScripts(ctx context.Context, c redisconn.Conn, w *replicaWait, calls []*scriptCall) {
 	waits := false
 	for _, call := range calls {
 		waits = waits || call.wait
 	}
-	cc, cluster := c.(*redis.ClusterClient)
-	if w == nil || !waits || !cluster {
+	router, cluster := c.(redisconn.KeyRouter)
+	if w == nil || !waits || !cluster || !redisconn.IsCluster(c) {
 		runPipelines(ctx, c, w, calls)
 		return
 	}
-	groups := make(map[*redis.Client][]*scriptCall)
+	var nodes []redisconn.Conn
+	groups := make(map[redisconn.Conn][]*scriptCall)
 	for _, call := range calls {
-		node, err := cc.MasterForKey(ctx, call.keys[0])
+		node, err := router.MasterFor(ctx, call.keys[0])
 		if err != nil {
-			call.cmd = redis.NewCmd(call.ctx)
-			call.cmd.SetErr(err)
+			call.reply, call.sent = redisconn.Reply{Err: err}, true
 			continue
+		}
+		if groups[node] == nil {
+			nodes = append(nodes, node)
 		}
 		groups[node] = append(groups[node], call)
 	}
 	moved := false
-	for node, g := range groups {
-		runPipelines(ctx, node, w, g)
-		for _, call := range g {
-			moved = moved || isRedirect(call.cmd.Err())
+	for _, node := range nodes {
+		runPipelines(ctx, node, w, groups[node])
+		for _, call := range groups[node] {
+			moved = moved || isRedirect(call.reply.Err)
 		}
 	}
 	if moved {
 		// A node client does not follow MOVED: let the cluster client
 		// learn the new slot map for the next call.
-		cc.ReloadState(ctx)
+		router.Reload(ctx)
 	}
 }
 
 // runPipelines is runScripts on one connection's worth of calls.
-func runPipelines(ctx context.Context, c redis.Cmdable, w *replicaWait, calls []*scriptCall) {
+func runPipelines(ctx context.Context, c redisconn.Conn, w *replicaWait, calls []*scriptCall) {
 	pipe := func(eval bool) {
-		p := c.Pipeline()
 		var timeout time.Duration
-		var acks *redis.Cmd
+		var cmds []redisconn.Cmd
 		var sent []*scriptCall
 		for _, call := range calls {
-			if call.cmd != nil && !isNoScript(call.cmd.Err()) {
+			if call.sent && !luascript.IsNoScript(call.reply.Err) {
 				continue
 			}
-			if eval {
-				call.cmd = call.script.Eval(call.ctx, p, call.keys, call.args...)
-			} else {
-				call.cmd = call.script.EvalSha(call.ctx, p, call.keys, call.args...)
-			}
+			cmds = append(cmds, call.script.Cmd(eval, call.keys, redisconn.Args(call.args...)))
 			sent = append(sent, call)
 			if w != nil && call.wait {
 				t := w.waitTimeout(call.ttl)
@@ -120,19 +119,21 @@ func runPipelines(ctx context.Context, c redis.Cmdable, w *replicaWait, calls []
 			}
 		}
 		if timeout > 0 {
-			acks = p.Do(ctx, "wait", w.replicas, max(timeout.Milliseconds(), 1))
+			cmds = append(cmds, redisconn.Cmd{Name: redisconn.Args("wait", w.replicas, max(timeout.Milliseconds(), 1))})
 		}
-		for _, call := range sent {
-			call.acks = acks
+		replies := c.Pipeline(ctx, cmds)
+		var acks *redisconn.Reply
+		if timeout > 0 {
+			acks = &replies[len(sent)]
 		}
-		p.Exec(ctx) // each command carries its own outcome
-		for _, call := range sent {
-			call.script.Locate(call.cmd)
+		for i, call := range sent {
+			call.reply, call.sent, call.acks = replies[i], true, acks
+			call.reply.Err = call.script.LocateError(call.reply.Err)
 		}
 	}
 	pipe(false)
 	for _, call := range calls {
-		if isNoScript(call.cmd.Err()) {
+		if luascript.IsNoScript(call.reply.Err) {
 			pipe(true) // the server lost its script cache (restart, failover)
 			break
 		}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dlock-go/dlock/driver"
 )
 
@@ -31,8 +29,8 @@ func (d *redisDriver) Extend(ctx context.Context, l driver.Lease) error {
 // single-node or Sentinel client (a Cluster has only database 0). It
 // holds no address and no credentials.
 func (d *redisDriver) Scope() string {
-	if c, ok := d.c.(*redis.Client); ok {
-		return d.prefix + " db" + strconv.Itoa(c.Options().DB)
+	if db := d.c.DB(); db >= 0 {
+		return d.prefix + " db" + strconv.Itoa(db)
 	}
 	return d.prefix
 }
@@ -44,7 +42,7 @@ func (d *redisDriver) Scope() string {
 func (d *redisDriver) Resume(ctx context.Context, from, to driver.Lease) (driver.Result, error) {
 	call := d.batch.run(&scriptCall{ctx: ctx, script: resumeScript, keys: []string{Key(d.prefix, from.Name)}, wait: true, ttl: to.TTL,
 		args: []any{from.Owner, strconv.FormatUint(from.Fence, 10), to.Owner, ms(to.TTL + to.Delay), storedMeta(to), modeArg(to), ms(d.bound)}})
-	n, err := call.cmd.Int64()
+	n, err := call.reply.Int64()
 	switch {
 	case err != nil:
 		return driver.Result{}, fmt.Errorf("redislock: resume %q: %w", from.Name, err)

@@ -8,10 +8,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redisconn"
 )
 
 // vote is one master's answer to the acquire script.
@@ -35,7 +34,7 @@ func (d *rlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 	owner := l.Owner
 	l = d.attemptOwner(l)
 	sent := time.Now()
-	votes := each(ctx, d, timeout, vote{err: errNoAnswer}, func(ctx context.Context, _ int, c redis.UniversalClient) vote {
+	votes := each(ctx, d, timeout, vote{err: errNoAnswer}, func(ctx context.Context, _ int, c redisconn.Conn) vote {
 		return d.vote(ctx, c, l)
 	}, func(i int, v vote) {
 		if v.granted { // too late to count: give it back on that master
@@ -66,11 +65,11 @@ func (d *rlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 			token = max(token, v.candidate)
 		}
 	}
-	confirmed := each(ctx, d, timeout, errNoAnswer, func(ctx context.Context, i int, c redis.UniversalClient) error {
+	confirmed := each(ctx, d, timeout, errNoAnswer, func(ctx context.Context, i int, c redisconn.Conn) error {
 		if !votes[i].granted {
 			return nil
 		}
-		n, err := fenceScript.Run(ctx, c, d.keys(l.Name)[:2], l.Owner, token, storedMeta(l), markSeconds()).Int()
+		n, err := fenceScript.Exec(ctx, c, d.keys(l.Name)[:2], l.Owner, token, storedMeta(l), markSeconds()).Int64()
 		if err == nil && n != 1 {
 			err = driver.ErrNotHeld
 		}
@@ -98,8 +97,8 @@ func (d *rlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result, 
 }
 
 // vote runs the acquire script on one master.
-func (d *rlDriver) vote(ctx context.Context, c redis.UniversalClient, l driver.Lease) vote {
-	r, err := acquireScript.Run(ctx, c, d.keys(l.Name), l.Owner, ms(l.TTL+l.Delay), storedMeta(l)).Slice()
+func (d *rlDriver) vote(ctx context.Context, c redisconn.Conn, l driver.Lease) vote {
+	r, err := acquireScript.Exec(ctx, c, d.keys(l.Name), l.Owner, ms(l.TTL+l.Delay), storedMeta(l)).Slice()
 	if err != nil {
 		return vote{err: err}
 	}
@@ -189,7 +188,7 @@ func (d *rlDriver) remaining(votes []vote, ttl time.Duration) time.Duration {
 // settled (if not nil; see each): the other masters' steps go on.
 func (d *rlDriver) giveBack(ctx context.Context, l driver.Lease, message string, settled func(int, error) bool) []error {
 	ctx = context.WithoutCancel(ctx)
-	return each(ctx, d, d.timeoutFor(l.TTL), errNoAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) error {
+	return each(ctx, d, d.timeoutFor(l.TTL), errNoAnswer, func(ctx context.Context, _ int, c redisconn.Conn) error {
 		return d.release(ctx, c, l, message)
 	}, nil, settled)
 }
@@ -200,8 +199,8 @@ func (d *rlDriver) giveBack(ctx context.Context, l driver.Lease, message string,
 // freed it (or every master answered): the others' steps go on.
 func (d *rlDriver) giveBackAny(ctx context.Context, l driver.Lease) []error {
 	ctx = context.WithoutCancel(ctx)
-	return each(ctx, d, d.timeoutFor(l.TTL), errNoAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) error {
-		n, err := releaseAnyScript.Run(ctx, c, []string{d.lockKey(l.Name)}, l.Owner, d.channel(l.Name), "r").Int()
+	return each(ctx, d, d.timeoutFor(l.TTL), errNoAnswer, func(ctx context.Context, _ int, c redisconn.Conn) error {
+		n, err := releaseAnyScript.Exec(ctx, c, []string{d.lockKey(l.Name)}, l.Owner, d.channel(l.Name), "r").Int64()
 		if err == nil && n != 1 {
 			err = driver.ErrNotHeld
 		}
@@ -214,8 +213,8 @@ func (d *rlDriver) giveBackAny(ctx context.Context, l driver.Lease) []error {
 func wasFreed(_ int, err error) bool { return err == nil }
 
 // release runs the release script for l on one master.
-func (d *rlDriver) release(ctx context.Context, c redis.UniversalClient, l driver.Lease, message string) error {
-	n, err := releaseScript.Run(ctx, c, []string{d.lockKey(l.Name)}, l.Owner, d.channel(l.Name), message).Int()
+func (d *rlDriver) release(ctx context.Context, c redisconn.Conn, l driver.Lease, message string) error {
+	n, err := releaseScript.Exec(ctx, c, []string{d.lockKey(l.Name)}, l.Owner, d.channel(l.Name), message).Int64()
 	if err == nil && n != 1 {
 		err = driver.ErrNotHeld
 	}
@@ -224,7 +223,7 @@ func (d *rlDriver) release(ctx context.Context, c redis.UniversalClient, l drive
 
 // releaseOn gives l back on one master that granted it too late, with a
 // context of its own bounded by the per-master timeout.
-func (d *rlDriver) releaseOn(c redis.UniversalClient, l driver.Lease, message string) {
+func (d *rlDriver) releaseOn(c redisconn.Conn, l driver.Lease, message string) {
 	ctx, cancel := context.WithTimeout(context.Background(), d.timeoutFor(l.TTL))
 	defer cancel()
 	d.release(ctx, c, l, message)

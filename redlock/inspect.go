@@ -2,16 +2,16 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/goredis/delaymeta"
+	"github.com/dlock-go/dlock/internal/redisconn"
 )
 
 // inspectTimeout bounds Inspect's and ForceRelease's work on one master.
@@ -32,7 +32,7 @@ func (d *rlDriver) Inspect(ctx context.Context, names []string) ([]driver.Holder
 		keys map[string]seen // by name
 		err  error
 	}
-	answers := each(ctx, d, inspectTimeout, answer{err: errNoAnswer}, func(ctx context.Context, _ int, c redis.UniversalClient) answer {
+	answers := each(ctx, d, inspectTimeout, answer{err: errNoAnswer}, func(ctx context.Context, _ int, c redisconn.Conn) answer {
 		keys, err := d.read(ctx, c, names)
 		return answer{keys, err}
 	}, nil, nil)
@@ -91,30 +91,35 @@ func (d *rlDriver) holder(name string, ss []seen) (driver.Holder, bool) {
 
 // read returns the lock keys of names on one master (every lock key under
 // the prefix when names is empty).
-func (d *rlDriver) read(ctx context.Context, c redis.UniversalClient, names []string) (map[string]seen, error) {
+func (d *rlDriver) read(ctx context.Context, c redisconn.Conn, names []string) (map[string]seen, error) {
 	if len(names) == 0 {
 		lp := d.lockKey("")
-		it := c.Scan(ctx, 0, globEscaper.Replace(lp)+"*", 1000).Iterator()
-		for it.Next(ctx) {
-			names = append(names, strings.TrimPrefix(it.Val(), lp))
-		}
-		if err := it.Err(); err != nil {
+		keys, err := redisconn.Scan(ctx, c, globEscaper.Replace(lp)+"*")
+		if err != nil {
 			return nil, err
 		}
+		for _, k := range keys {
+			names = append(names, strings.TrimPrefix(k, lp))
+		}
 	}
-	pipe := c.Pipeline()
-	gets := make([]*redis.StringCmd, len(names))
-	ttls := make([]*redis.DurationCmd, len(names))
-	for i, n := range names {
-		gets[i] = pipe.Get(ctx, d.lockKey(n))
-		ttls[i] = pipe.PTTL(ctx, d.lockKey(n))
+	if len(names) == 0 {
+		return nil, nil
 	}
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return nil, err
+	cmds := make([]redisconn.Cmd, 0, 2*len(names))
+	for _, n := range names {
+		k := d.lockKey(n)
+		cmds = append(cmds, redisconn.Cmd{Name: []string{"get"}, Keys: []string{k}}, redisconn.Cmd{Name: []string{"pttl"}, Keys: []string{k}})
+	}
+	replies := c.Pipeline(ctx, cmds)
+	for _, r := range replies {
+		if r.Err != nil && !errors.Is(r.Err, redisconn.ErrNil) {
+			return nil, r.Err
+		}
 	}
 	out := map[string]seen{}
 	for i, n := range names {
-		parts := strings.SplitN(gets[i].Val(), "|", 3)
+		v, _ := replies[2*i].Val.(string)
+		parts := strings.SplitN(v, "|", 3)
 		if len(parts) != 3 || parts[0] == "" {
 			continue
 		}
@@ -123,9 +128,16 @@ func (d *rlDriver) read(ctx context.Context, c redis.UniversalClient, names []st
 			continue
 		}
 		owner, _, _ := strings.Cut(parts[0], "#") // the lease's owner, without the attempt (see attemptOwner)
-		out[n] = seen{owner: owner, fence: f, meta: parts[2], remaining: max(ttls[i].Val(), 0)}
+		out[n] = seen{owner: owner, fence: f, meta: parts[2], remaining: pttl(replies[2*i+1])}
 	}
 	return out, nil
+}
+
+// pttl returns a PTTL's reply as a duration, 0 for a key without one
+// (-1) or gone (-2).
+func pttl(r redisconn.Reply) time.Duration {
+	n, _ := r.Int64()
+	return max(time.Duration(n)*time.Millisecond, 0)
 }
 
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
@@ -133,8 +145,8 @@ var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`
 // ForceRelease deletes name's key on every master, whatever its owner,
 // and wakes its waiters. It reports whether a majority held it.
 func (d *rlDriver) ForceRelease(ctx context.Context, name string) (bool, error) {
-	results := each(ctx, d, inspectTimeout, errNoAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) error {
-		n, err := forceReleaseScript.Run(ctx, c, []string{d.lockKey(name)}, d.channel(name)).Int()
+	results := each(ctx, d, inspectTimeout, errNoAnswer, func(ctx context.Context, _ int, c redisconn.Conn) error {
+		n, err := forceReleaseScript.Exec(ctx, c, []string{d.lockKey(name)}, d.channel(name)).Int64()
 		if err == nil && n != 1 {
 			err = driver.ErrNotHeld
 		}

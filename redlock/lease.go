@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/goredis/luascript"
+	"github.com/dlock-go/dlock/internal/redisconn"
 )
 
 // Refresh extends each lease on every master, one pipeline per master,
@@ -57,7 +56,7 @@ func (d *rlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 	for j := range noAnswer {
 		noAnswer[j] = -1
 	}
-	results := each(ctx, d, timeout, noAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) []int {
+	results := each(ctx, d, timeout, noAnswer, func(ctx context.Context, _ int, c redisconn.Conn) []int {
 		return d.refreshOn(ctx, c, onMasters, tokens)
 	}, nil, nil) // every answer: a refresh left to finish after a Release could re-create the key
 	for j, i := range send {
@@ -86,28 +85,23 @@ func (d *rlDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 
 // refreshOn runs the refresh script for every lease on one master, in one
 // pipeline, and returns each lease's answer (-1 when unknown).
-func (d *rlDriver) refreshOn(ctx context.Context, c redis.UniversalClient, ls []driver.Lease, tokens []uint64) []int {
+func (d *rlDriver) refreshOn(ctx context.Context, c redisconn.Conn, ls []driver.Lease, tokens []uint64) []int {
 	out := make([]int, len(ls))
 	for attempt := range 2 {
-		pipe := c.Pipeline()
-		cmds := make([]*redis.Cmd, len(ls))
+		cmds := make([]redisconn.Cmd, len(ls))
 		for i, l := range ls {
-			keys, args := d.keys(l.Name)[:2], []any{l.Owner, ms(l.TTL + l.Delay), tokens[i], storedMeta(l), markSeconds()}
-			if attempt == 0 {
-				cmds[i] = refreshScript.EvalSha(ctx, pipe, keys, args...)
-			} else {
-				cmds[i] = refreshScript.Eval(ctx, pipe, keys, args...)
-			}
+			args := redisconn.Args(l.Owner, ms(l.TTL+l.Delay), tokens[i], storedMeta(l), markSeconds())
+			cmds[i] = refreshScript.Cmd(attempt > 0, d.keys(l.Name)[:2], args) // EVALSHA, then EVAL if the master lacks it
 		}
-		_, _ = pipe.Exec(ctx)
 		noScript := false
-		for i, cmd := range cmds {
-			n, err := refreshScript.Locate(cmd).Int()
+		for i, r := range c.Pipeline(ctx, cmds) {
+			r.Err = refreshScript.LocateError(r.Err)
+			n, err := r.Int64()
 			if err != nil {
 				n = -1
-				noScript = noScript || strings.HasPrefix(err.Error(), "NOSCRIPT")
+				noScript = noScript || luascript.IsNoScript(err)
 			}
-			out[i] = n
+			out[i] = int(n)
 		}
 		if !noScript {
 			break

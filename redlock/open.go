@@ -15,6 +15,7 @@ import (
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/goredis/rediserr"
 	"github.com/dlock-go/dlock/internal/goredis/redisquiet"
+	"github.com/dlock-go/dlock/internal/redisconn"
 )
 
 func init() { backend.Register("redlock", open) }
@@ -57,14 +58,14 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 		clients[i] = redis.NewClient(masterOptions(h, user, pass, tc))
 		clients[i].AddHook(redisquiet.Hook{}) // go-redis logs nothing about them
 	}
-	d, err := newDriver(clients, opts)
+	d, err := newGoRedisDriver(clients, opts)
 	if err != nil { // unreachable: the options are valid
 		closeAll(clients)
 		return nil, fmt.Errorf("%w: %w", dlock.ErrBadURL, err)
 	}
 	d.own = true
-	errs := each(ctx, d, 5*time.Second, errNoAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) error {
-		return c.Ping(ctx).Err()
+	errs := each(ctx, d, 5*time.Second, errNoAnswer, func(ctx context.Context, _ int, c redisconn.Conn) error {
+		return c.Pipeline(ctx, []redisconn.Cmd{{Name: []string{"ping"}}})[0].Err
 	}, nil, func(_ int, err error) bool { return err == nil })
 	up := 0
 	var firstErr error

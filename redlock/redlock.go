@@ -98,6 +98,14 @@
 //	defer locker.Close()
 //	lock, err := locker.Acquire(ctx, "billing/run")
 //
+// # Other clients
+//
+// Modules of their own run the same Locker on other clients, one per
+// master, without adding them to a go-redis user's graph:
+// rueidisredis.NewRedlock on rueidis clients and valkeyredis.NewRedlock on
+// valkey-go clients (and the URLs redlock+rueidis:// and
+// redlock+valkey://). Lockers on any of the clients share keys and names.
+//
 // Design: acquiring, renewal, why fencing tokens increase, the restart guard,
 // which clock each promise depends on, why there are no shared locks, and
 // the keys are described in DESIGN.md in this package's directory
@@ -118,7 +126,8 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/driver"
-	"github.com/dlock-go/dlock/internal/goredis/rediserr"
+	"github.com/dlock-go/dlock/internal/goredis/goredisconn"
+	"github.com/dlock-go/dlock/internal/redisconn"
 )
 
 const (
@@ -198,11 +207,24 @@ type Options struct {
 // that is not a single node, or invalid Options get an error wrapping
 // dlock.ErrInvalid.
 func New(clients []redis.UniversalClient, opts *Options) (*dlock.Locker, error) {
-	d, err := newDriver(clients, opts)
+	d, err := newGoRedisDriver(clients, opts)
 	if err != nil {
 		return nil, err
 	}
 	return d.locker(), nil
+}
+
+// newGoRedisDriver checks that each client is a non-nil *redis.Client and
+// returns newDriver on them.
+func newGoRedisDriver(clients []redis.UniversalClient, opts *Options) (*rlDriver, error) {
+	conns := make([]redisconn.Conn, len(clients))
+	for i, c := range clients {
+		if cl, ok := c.(*redis.Client); !ok || cl == nil {
+			return nil, fmt.Errorf("redlock: new: master %d is %T, want a non-nil *redis.Client: %w", i, c, dlock.ErrInvalid)
+		}
+		conns[i] = goredisconn.New(c)
+	}
+	return newDriver(conns, opts)
 }
 
 // locker returns a Locker over d, as New and Open make it.
@@ -222,17 +244,16 @@ func Key(prefix, name string) string {
 
 // rlDriver implements driver.Driver over the masters.
 type rlDriver struct {
-	rediserr.Classifier // Classify: the core maps refusals to dlock.ErrDenied, dlock.ErrNoSpace
-	masters             []redis.UniversalClient
-	quorum              int
-	prefix              string
-	nodeTimeout         time.Duration // 0: TTL/10
-	driftFactor         float64
-	drift               time.Duration
-	maxTTL              time.Duration
-	clockBound          time.Duration
-	maxRetry            time.Duration
-	own                 bool // Close closes the masters' clients (Open made them)
+	masters     []redisconn.Conn
+	quorum      int
+	prefix      string
+	nodeTimeout time.Duration // 0: TTL/10
+	driftFactor float64
+	drift       time.Duration
+	maxTTL      time.Duration
+	clockBound  time.Duration
+	maxRetry    time.Duration
+	own         bool // Close closes the masters' clients (Open made them)
 
 	mu     sync.Mutex
 	tokens map[string]held // by owner: each lease acquired here and not released
@@ -244,7 +265,9 @@ type rlDriver struct {
 	pause func()
 }
 
-func newDriver(clients []redis.UniversalClient, opts *Options) (*rlDriver, error) {
+// newDriver returns the driver on the masters' clients, one Conn each (a
+// single node: not a Cluster).
+func newDriver(clients []redisconn.Conn, opts *Options) (*rlDriver, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -256,8 +279,8 @@ func newDriver(clients []redis.UniversalClient, opts *Options) (*rlDriver, error
 		return nil, fmt.Errorf("redlock: new: %d masters, want at least 3: %w", len(clients), dlock.ErrInvalid)
 	}
 	for i, c := range clients {
-		if cl, ok := c.(*redis.Client); !ok || cl == nil {
-			return nil, fmt.Errorf("redlock: new: master %d is %T, want a non-nil *redis.Client: %w", i, c, dlock.ErrInvalid)
+		if c == nil || redisconn.IsCluster(c) {
+			return nil, fmt.Errorf("redlock: new: master %d is nil or a Cluster, want a client on one node: %w", i, dlock.ErrInvalid)
 		}
 	}
 	d := &rlDriver{
@@ -378,7 +401,7 @@ func (d *rlDriver) attemptOwner(l driver.Lease) driver.Lease {
 // master's) finishes, bounded by its timeout and ctx's deadline (Close
 // waits for it), and its outcome is passed to late, if not nil (to give
 // back what it took), from the step's goroutine.
-func each[T any](ctx context.Context, d *rlDriver, timeout time.Duration, missing T, step func(ctx context.Context, i int, c redis.UniversalClient) T, late func(i int, v T), settled func(i int, v T) bool) []T {
+func each[T any](ctx context.Context, d *rlDriver, timeout time.Duration, missing T, step func(ctx context.Context, i int, c redisconn.Conn) T, late func(i int, v T), settled func(i int, v T) bool) []T {
 	out := make([]T, len(d.masters))
 	for i := range out {
 		out[i] = missing
@@ -474,12 +497,16 @@ func retryDelay(ttl time.Duration) time.Duration {
 	return time.Millisecond + rand.N(span)
 }
 
-// Close closes the clients Open made, then waits for the steps that
-// outlived their call (a stalled master's, bounded by go-redis's
-// timeouts): Watch subscriptions end with their stop funcs.
+// Classify implements driver.Classifier with the clients': the core maps
+// refusals to dlock.ErrDenied, dlock.ErrNoSpace.
+func (d *rlDriver) Classify(err error) driver.ErrorKind { return d.masters[0].Classify(err) }
+
 // Backend names the store for hooks.
 func (d *rlDriver) Backend() string { return "redlock" }
 
+// Close closes the clients Open made, then waits for the steps that
+// outlived their call (a stalled master's, bounded by the clients'
+// timeouts): Watch subscriptions end with their stop funcs.
 func (d *rlDriver) Close() error {
 	var first error
 	if d.own {

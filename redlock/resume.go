@@ -7,10 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/goredis/delaymeta"
+	"github.com/dlock-go/dlock/internal/redisconn"
 )
 
 // The issue-29 capabilities rlDriver provides.
@@ -59,8 +58,8 @@ func (d *rlDriver) Resume(ctx context.Context, from, to driver.Lease) (driver.Re
 	to = d.attemptOwner(to)
 	sent := time.Now()
 	args := []any{from.Owner, strconv.FormatUint(from.Fence, 10), to.Owner, ms(to.TTL + to.Delay), storedMeta(to)}
-	results := each(ctx, d, timeout, errNoAnswer, func(ctx context.Context, _ int, c redis.UniversalClient) error {
-		n, err := resumeScript.Run(ctx, c, []string{d.lockKey(from.Name)}, args...).Int()
+	results := each(ctx, d, timeout, errNoAnswer, func(ctx context.Context, _ int, c redisconn.Conn) error {
+		n, err := resumeScript.Exec(ctx, c, []string{d.lockKey(from.Name)}, args...).Int64()
 		if err == nil && n != 1 {
 			err = driver.ErrNotHeld
 		}

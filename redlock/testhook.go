@@ -12,7 +12,7 @@ import (
 // testhook).
 func init() {
 	testhook.NewDriver = func(clients []redis.UniversalClient, pause func()) (driver.Driver, error) {
-		d, err := newDriver(clients, nil)
+		d, err := newGoRedisDriver(clients, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -20,7 +20,7 @@ func init() {
 		return d, nil
 	}
 	testhook.New = func(clients []redis.UniversalClient) (*dlock.Locker, driver.Driver, error) {
-		d, err := newDriver(clients, nil)
+		d, err := newGoRedisDriver(clients, nil)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/driver"
 	"github.com/dlock-go/dlock/internal/goredis/redisquiet"
+	"github.com/dlock-go/dlock/internal/redisconn"
 )
 
 // giveBackJitter bounds the random delay before a waiter hears of a failed
@@ -28,52 +26,31 @@ func (d *rlDriver) quiet(ctx context.Context) context.Context {
 }
 
 // Watch subscribes to name's channel on every master it can reach and
-// returns once the subscriptions are confirmed. Each subscription is a
-// connection of its own, read by a goroutine that stop ends (stop closes
-// the connections and waits for the goroutines). It fails only if no
-// master could be subscribed to.
+// returns once the subscriptions are confirmed. Each subscription is read
+// by a goroutine of its own that stop ends (stop cancels the
+// subscriptions and waits for the goroutines). It fails only if no master
+// could be subscribed to.
 func (d *rlDriver) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
 	wake := make(chan struct{}, 1)
 	ch := d.channel(name)
-	subs := each(ctx, d, d.timeoutFor(driver.MaxTTL), nil, func(ctx context.Context, _ int, c redis.UniversalClient) *redis.PubSub {
-		ctx = d.quiet(ctx)
-		ps := c.Subscribe(ctx)
-		if err := ps.Subscribe(ctx, ch); err != nil {
-			ps.Close()
-			return nil
-		}
-		deadline, _ := ctx.Deadline()
-		if msg, err := ps.ReceiveTimeout(ctx, time.Until(deadline)); err != nil {
-			ps.Close()
-			return nil
-		} else if _, ok := msg.(*redis.Subscription); !ok {
-			ps.Close()
-			return nil
-		}
-		return ps
-	}, func(_ int, ps *redis.PubSub) {
-		if ps != nil {
-			ps.Close() // confirmed too late to be used
-		}
+	subs := each(ctx, d, d.timeoutFor(driver.MaxTTL), nil, func(ctx context.Context, _ int, c redisconn.Conn) *subscription {
+		return subscribe(ctx, d.quiet(context.Background()), c, ch, wake)
+	}, func(_ int, s *subscription) {
+		s.stop() // confirmed too late to be used
 	}, nil)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	for _, ps := range subs {
-		if ps != nil {
-			wg.Go(func() { listen(d.quiet(context.Background()), ps, wake, done) })
-		}
-	}
 	stop := func() {
-		close(done)
-		for _, ps := range subs {
-			if ps != nil {
-				ps.Close()
-			}
+		// Cancel every subscription, then wait: a client that ends one
+		// with a request (rueidis's UNSUBSCRIBE) waits at most once for a
+		// master that does not answer.
+		for _, s := range subs {
+			s.cancel()
 		}
-		wg.Wait()
+		for _, s := range subs {
+			s.wait()
+		}
 	}
-	for _, ps := range subs {
-		if ps != nil {
+	for _, s := range subs {
+		if s != nil {
 			return wake, stop, nil
 		}
 	}
@@ -84,47 +61,65 @@ func (d *rlDriver) Watch(ctx context.Context, name string) (<-chan struct{}, fun
 	return nil, nil, fmt.Errorf("redlock: watch %q: no master could be subscribed to", name)
 }
 
-// listen forwards the messages of one subscription to wake until done is
-// closed. After a broken connection (go-redis reconnects and subscribes
-// again on the next read) it wakes the waiter, since a release may have
-// been missed, and waits a little before reading again.
-func listen(ctx context.Context, ps *redis.PubSub, wake chan<- struct{}, done <-chan struct{}) {
-	pause := func(d time.Duration) bool {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return true
-		case <-done:
-			return false
-		}
+// subscription is one master's subscription of a Watch.
+type subscription struct {
+	end  context.CancelFunc // ends it
+	done chan struct{}      // closed when its goroutine has returned
+}
+
+// stop ends s, if not nil, and waits for its goroutine.
+func (s *subscription) stop() {
+	s.cancel()
+	s.wait()
+}
+
+// cancel ends s, if not nil.
+func (s *subscription) cancel() {
+	if s != nil {
+		s.end()
 	}
-	backoff := 50 * time.Millisecond
-	for {
-		msg, err := ps.Receive(ctx)
-		select {
-		case <-done:
-			return
-		default:
-		}
-		if err != nil {
-			signal(wake)
-			if !pause(backoff) {
-				return
+}
+
+// wait waits for s's goroutine, if s is not nil.
+func (s *subscription) wait() {
+	if s != nil {
+		<-s.done
+	}
+}
+
+// subscribe subscribes to channel on c, with base's values, and returns
+// the subscription once the server confirms it, or nil if ctx ends or the
+// server refuses it first. Its goroutine, which stop ends, wakes the
+// waiter on every message (after a random delay up to giveBackJitter for
+// a failed attempt's give-back, "c") and after every resubscription that
+// follows a broken connection, since a release may have been missed.
+func subscribe(ctx, base context.Context, c redisconn.Conn, channel string, wake chan<- struct{}) *subscription {
+	sctx, cancel := context.WithCancel(base)
+	s := &subscription{end: cancel, done: make(chan struct{})}
+	confirmed := make(chan struct{})
+	first := true
+	go func() { // ends when Subscribe returns: stop, or a refusal
+		defer close(s.done)
+		_ = c.Subscribe(sctx, channel, func(payload string, ok bool) {
+			switch {
+			case !ok && first:
+				first = false
+				close(confirmed)
+			case payload == "c":
+				time.AfterFunc(rand.N(giveBackJitter), func() { signal(wake) })
+			default:
+				signal(wake)
 			}
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 50 * time.Millisecond
-		m, ok := msg.(*redis.Message)
-		if !ok {
-			continue
-		}
-		if m.Payload == "c" && !pause(rand.N(giveBackJitter)) {
-			return
-		}
-		signal(wake)
+		})
+	}()
+	select {
+	case <-confirmed:
+		return s
+	case <-ctx.Done():
+	case <-s.done:
 	}
+	s.stop()
+	return nil
 }
 
 func signal(wake chan<- struct{}) {

@@ -12,7 +12,9 @@ require (
 	github.com/dlock-go/dlock/natslock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/redislock v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/redlock v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/rueidisredis v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/sqllock v0.0.0-20261126022123-99c02b3cd452
+	github.com/dlock-go/dlock/valkeyredis v0.0.0-20261126022123-99c02b3cd452
 	github.com/dlock-go/dlock/zklock v0.0.0-20261126022123-99c02b3cd452
 	github.com/go-sql-driver/mysql v1.10.1
 	go.uber.org/goleak v1.3.0
@@ -58,10 +60,12 @@ require (
 	github.com/prometheus/common v0.37.0 // indirect
 	github.com/prometheus/procfs v0.8.0 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	github.com/redis/rueidis v1.0.79 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/rs/xid v1.4.0 // indirect
 	github.com/rs/zerolog v1.28.0 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
+	github.com/valkey-io/valkey-go v1.0.79 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.etcd.io/etcd/api/v3 v3.5.35 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.5.35 // indirect
@@ -109,6 +113,8 @@ replace (
 	github.com/dlock-go/dlock/natslock => ../../natslock
 	github.com/dlock-go/dlock/redislock => ../../redislock
 	github.com/dlock-go/dlock/redlock => ../../redlock
+	github.com/dlock-go/dlock/rueidisredis => ../../rueidisredis
 	github.com/dlock-go/dlock/sqllock => ../../sqllock
+	github.com/dlock-go/dlock/valkeyredis => ../../valkeyredis
 	github.com/dlock-go/dlock/zklock => ../../zklock
 )

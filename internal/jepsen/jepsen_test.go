@@ -21,9 +21,11 @@ import (
 	_ "github.com/dlock-go/dlock/natslock"
 	_ "github.com/dlock-go/dlock/redislock"
 	_ "github.com/dlock-go/dlock/redlock"
+	_ "github.com/dlock-go/dlock/rueidisredis"
 	_ "github.com/dlock-go/dlock/sqllock"
 	_ "github.com/dlock-go/dlock/sqllock/mysql"
 	_ "github.com/dlock-go/dlock/sqllock/postgres"
+	_ "github.com/dlock-go/dlock/valkeyredis"
 	_ "github.com/dlock-go/dlock/zklock"
 )
 
@@ -77,22 +79,11 @@ var targets = []struct {
 		return jepsen.Target{Name: "sqlite", URL: func(string) string { return "sqlite://" + path },
 			Clocks: []*testserver.Clock{testserver.NewClock(t)}, SQLiteClock: true}
 	}},
-	{"redis", func(t testing.TB) jepsen.Target {
-		c := testserver.NewClock(t)
-		r := testserver.StartRedisWith(t, testserver.RedisOptions{Clock: c})
-		return jepsen.Target{
-			Name:     "redis",
-			URL:      func(addr string) string { return "redis://" + addr },
-			Upstream: r.Addr(),
-			Server:   r,
-			Clocks:   []*testserver.Clock{c},
-			// No persistence: restarted empty. After a step back of its
-			// clock, the tokens may then go down (the documented
-			// exception; redis-aof below must show none).
-			Forgets:       []string{"restart-server", "clock-back-restart-server"},
-			InvertsTokens: []string{"clock-back-restart-server"},
-		}
-	}},
+	{"redis", redisTarget("redis", "redis")},
+	// redislock on the other clients (rueidisredis, valkeyredis): the
+	// same server and faults as redis.
+	{"redis-rueidis", redisTarget("redis-rueidis", "redis+rueidis")},
+	{"redis-valkey", redisTarget("redis-valkey", "redis+valkey")},
 	{"redis-aof", func(t testing.TB) jepsen.Target {
 		c := testserver.NewClock(t)
 		r := testserver.StartRedisWith(t, testserver.RedisOptions{Clock: c, Persistent: true})
@@ -151,37 +142,10 @@ var targets = []struct {
 			Forgets:  []string{"restart-server"},
 		}
 	}},
-	{"redlock", func(t testing.TB) jepsen.Target {
-		// Three independent masters; the faults hit the first: its
-		// network (a proxy per worker), a pause, a restart empty. A
-		// minority lost or forgetting must not let a second holder in
-		// (the restart defence), so the run is not lossy.
-		// Each master has a clock of its own: the clock nemeses step them
-		// all, clock-one-forward-5s only the last's.
-		var m []*testserver.Redis
-		var clocks []*testserver.Clock
-		for range 3 {
-			c := testserver.NewClock(t)
-			clocks = append(clocks, c)
-			m = append(m, testserver.StartRedisWith(t, testserver.RedisOptions{Clock: c}))
-		}
-		return jepsen.Target{
-			Name:     "redlock",
-			URL:      func(addr string) string { return "redlock://" + addr + "," + m[1].Addr() + "," + m[2].Addr() },
-			Upstream: m[0].Addr(),
-			Server:   m[0],
-			Clocks:   clocks,
-			// A forward step on a majority of the masters ends a holder's
-			// keys early on a quorum, and one on a single master does if
-			// the holder was granted by exactly a quorum including it:
-			// Redlock documents that its exclusion then rests on bounded
-			// drift, whatever its ClockBound (see package redlock), so
-			// those overlaps are expected, and fencing must make them
-			// harmless. One master's step (clock-one-forward-5s) must
-			// keep it available, and no step may lower a token.
-			Forgets: []string{"clock-forward-5s", "clock-forward-10s", "clock-one-forward-5s"},
-		}
-	}},
+	{"redlock", redlockTarget("redlock", "redlock")},
+	// redlock on rueidis clients (rueidisredis): the same masters and
+	// faults as redlock.
+	{"redlock-rueidis", redlockTarget("redlock-rueidis", "redlock+rueidis")},
 	{"mariadb", func(t testing.TB) jepsen.Target {
 		clock := testserver.NewClock(t)
 		m := testserver.StartMariaDBWith(t, &testserver.MariaDBOptions{Clock: clock})
@@ -266,6 +230,63 @@ var targets = []struct {
 		}
 	}}}
 
+// redisTarget is a single Redis server without persistence, opened by
+// workers with URLs of scheme (which picks the client).
+func redisTarget(name, scheme string) func(t testing.TB) jepsen.Target {
+	return func(t testing.TB) jepsen.Target {
+		c := testserver.NewClock(t)
+		r := testserver.StartRedisWith(t, testserver.RedisOptions{Clock: c})
+		return jepsen.Target{
+			Name:     name,
+			URL:      func(addr string) string { return scheme + "://" + addr },
+			Upstream: r.Addr(),
+			Server:   r,
+			Clocks:   []*testserver.Clock{c},
+			// No persistence: restarted empty. After a step back of its
+			// clock, the tokens may then go down (the documented
+			// exception; redis-aof below must show none).
+			Forgets:       []string{"restart-server", "clock-back-restart-server"},
+			InvertsTokens: []string{"clock-back-restart-server"},
+		}
+	}
+}
+
+// redlockTarget is three Redis masters without persistence, opened by
+// workers with URLs of scheme (which picks the client).
+func redlockTarget(name, scheme string) func(t testing.TB) jepsen.Target {
+	return func(t testing.TB) jepsen.Target {
+		// Three independent masters; the faults hit the first: its
+		// network (a proxy per worker), a pause, a restart empty. A
+		// minority lost or forgetting must not let a second holder in
+		// (the restart defence), so the run is not lossy.
+		// Each master has a clock of its own: the clock nemeses step them
+		// all, clock-one-forward-5s only the last's.
+		var m []*testserver.Redis
+		var clocks []*testserver.Clock
+		for range 3 {
+			c := testserver.NewClock(t)
+			clocks = append(clocks, c)
+			m = append(m, testserver.StartRedisWith(t, testserver.RedisOptions{Clock: c}))
+		}
+		return jepsen.Target{
+			Name:     name,
+			URL:      func(addr string) string { return scheme + "://" + addr + "," + m[1].Addr() + "," + m[2].Addr() },
+			Upstream: m[0].Addr(),
+			Server:   m[0],
+			Clocks:   clocks,
+			// A forward step on a majority of the masters ends a holder's
+			// keys early on a quorum, and one on a single master does if
+			// the holder was granted by exactly a quorum including it:
+			// Redlock documents that its exclusion then rests on bounded
+			// drift, whatever its ClockBound (see package redlock), so
+			// those overlaps are expected, and fencing must make them
+			// harmless. One master's step (clock-one-forward-5s) must
+			// keep it available, and no step may lower a token.
+			Forgets: []string{"clock-forward-5s", "clock-forward-10s", "clock-one-forward-5s"},
+		}
+	}
+}
+
 // TestJepsen runs every target at once: t.Run from a goroutine per
 // target, not t.Parallel, which -parallel (GOMAXPROCS by default) would
 // limit to two at a time although the workers mostly wait.
@@ -280,8 +301,9 @@ func TestJepsen(t *testing.T) {
 // noSemaphores are the targets whose backend documents why it has no
 // semaphores (its conformance suite checks that they fail cleanly).
 var noSemaphores = map[string]string{
-	"redlock": "Redlock offers no shared locks or semaphores (see package redlock)",
-	"kube":    "a Lease has one holderIdentity, which client-go's leader election reads (see package kubelock)",
+	"redlock":         "Redlock offers no shared locks or semaphores (see package redlock)",
+	"redlock-rueidis": "Redlock offers no shared locks or semaphores (see package redlock)",
+	"kube":            "a Lease has one holderIdentity, which client-go's leader election reads (see package kubelock)",
 }
 
 // TestJepsenSemaphore puts every target through the faults above with 4

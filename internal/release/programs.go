@@ -50,6 +50,8 @@ func main() {
 var backends = [][3]string{
 	{"redislock", "/redislock", "/redislock"},
 	{"redlock", "/redlock", "/redlock"},
+	{"rueidisredis", "/rueidisredis", "/rueidisredis"},
+	{"valkeyredis", "/valkeyredis", "/valkeyredis"},
 	{"postgres", "/sqllock", "/sqllock/postgres"},
 	{"mysql", "/sqllock", "/sqllock/mysql"},
 	{"sqlite", "/sqllock", "/sqllock"},

@@ -8,12 +8,14 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/backend"
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redisconn"
 )
 
 // Classify says what err means to the core. ErrorNoSpace: a write
@@ -42,7 +44,7 @@ func Classify(err error) driver.ErrorKind {
 		// Redis 7.0's error for a command, key or channel a script's
 		// caller is not granted (7.2 and later say NOPERM).
 		return driver.ErrorDenied
-	case isRedis && hasAnyPrefix(re.Error(), transientPrefixes):
+	case isRedis && slices.ContainsFunc(redisconn.TransientPrefixes, func(p string) bool { return strings.HasPrefix(re.Error(), p) }):
 		return driver.ErrorTransient
 	}
 	var ne net.Error
@@ -50,19 +52,6 @@ func Classify(err error) driver.ErrorKind {
 		return driver.ErrorTransient
 	}
 	return driver.ErrorOther
-}
-
-// transientPrefixes begin the server's errors that another attempt may
-// not meet.
-var transientPrefixes = []string{"LOADING ", "BUSY ", "TRYAGAIN ", "CLUSTERDOWN ", "MASTERDOWN ", "READONLY "}
-
-func hasAnyPrefix(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // Classifier is Classify as a driver.Classifier: redislock's and

@@ -1,0 +1,52 @@
+package rueidisredis
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+
+	"github.com/redis/rueidis"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/backend"
+	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/internal/redisconn"
+	"github.com/dlock-go/dlock/redislock"
+)
+
+// scheme is the store URL scheme this package registers with dlock.Open.
+const scheme = "redis+rueidis"
+
+func init() { backend.Register(scheme, open) }
+
+// open makes a Locker for redis+rueidis://[user:pass@]host[:port][/db]
+// (a single node; the query parameter prefix is Options.Prefix). The
+// Locker closes the client it creates.
+func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
+	q, err := backend.URLParams(u, "prefix")
+	if err != nil {
+		return nil, err
+	}
+	v := *u
+	v.Scheme, v.RawQuery = "redis", ""
+	opt, err := rueidis.ParseURL(v.String())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", dlock.ErrBadURL, err)
+	}
+	opt.DisableCache = true
+	client, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("rueidisredis: connect: %w", driver.StoreError(conn{}, err))
+	}
+	c := conn{c: client, db: opt.SelectDB}
+	if err := client.Do(ctx, client.B().Ping().Build()).Error(); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("rueidisredis: connect: %w", driver.StoreError(c, err))
+	}
+	l, _, err := redisconn.NewRedislock(c, &redislock.Options{Prefix: q.Get("prefix")}, true)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	return l, nil
+}
