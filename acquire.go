@@ -140,7 +140,7 @@ func (l *Locker) acquireLoop(a *attempt, wait bool) (*Lock, error) {
 	if k == nil && a.queued {
 		// The store keeps this writer's intent: take it out, since the
 		// wait ended without the lock.
-		l.abandon(a.lease)
+		l.abandon(a.lease, false)
 	}
 	return k, err
 }
@@ -223,7 +223,7 @@ func (l *Locker) attemptOnce(a *attempt, wait bool) (res driver.Result, sent str
 		}
 	}
 	if err != nil {
-		l.abandon(a.lease)
+		l.abandon(a.lease, ctx.Err() != nil)
 		return res, sent, nil, l.acquireError(ctx, a.lease, err)
 	}
 	return res, sent, nil, nil
@@ -431,7 +431,7 @@ func (l *Locker) acquireQueued(a *attempt) (*Lock, error) {
 		fence, start, err = l.confirm(ctx, a.lease, fence, start)
 	}
 	if err != nil {
-		l.abandon(a.lease)
+		l.abandon(a.lease, false)
 		return nil, l.acquireError(ctx, a.lease, err)
 	}
 	return l.register(a, fence, start)
@@ -459,33 +459,11 @@ func (c closedBy) Value(key any) any {
 // acquireOne runs one driver Acquire of lease, releasing what it took if
 // ctx ends before it answers.
 func acquireOne(l *Locker, ctx context.Context, lease driver.Lease) (driver.Result, error) {
-	if ctx.Done() == nil || (l.inProcess && l.inline) {
+	if l.direct(ctx) {
 		res, err := l.drv.Acquire(ctx, lease)
 		return res, l.storeError(err)
 	}
-	if l.inProcess {
-		res, err := call(l, ctx, func() (driver.Result, error) { return l.drv.Acquire(ctx, lease) }, l.abandonLate(lease))
-		return res, l.storeError(err)
-	}
-	// A client that gives up on a request when its context ends does not
-	// take it back from the store: the store may still run it, and take
-	// the name for an owner that gave up (PostgreSQL runs a statement to
-	// its end unless the cancel request that pgx sends after it arrives
-	// first). So the step runs on a context of its own, with ctx's values,
-	// that ends cleanupTimeout after the caller gave up: the caller
-	// returns at once when ctx ends, and the step learns its outcome, so
-	// that what it took is released when its answer comes (abandonLate),
-	// after the store took it, not before. Only a store that does not
-	// answer within cleanupTimeout of the caller giving up can still keep
-	// a name for an owner that gave up, until the lease runs out.
-	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	res, err := callAside(l, ctx, 0, func() (driver.Result, error) {
-		defer stop()
-		return l.drv.Acquire(sctx, lease)
-	}, l.abandonLate(lease))
-	if err != nil && ctx.Err() != nil {
-		time.AfterFunc(cleanupTimeout, stop) // the step may go on
-	}
+	res, err := call(l, ctx, func() (driver.Result, error) { return l.drv.Acquire(ctx, lease) }, l.abandonLate(lease))
 	return res, l.storeError(err)
 }
 
@@ -553,7 +531,7 @@ func (l *Locker) register(a *attempt, fence uint64, start time.Time) (*Lock, err
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		l.abandon(a.lease)
+		l.abandon(a.lease, false)
 		return nil, errorf("dlock: acquire %s: %w", quote(a.lease.Name), ErrClosed)
 	}
 	own.put(h)

@@ -24,13 +24,6 @@ func callGrace[T any](l *Locker, ctx context.Context, grace time.Duration, step 
 	if l.direct(ctx) {
 		return step()
 	}
-	return callAside(l, ctx, grace, step, late)
-}
-
-// callAside is callGrace with the step always in a goroutine of the
-// Locker's, even for a driver that honours ctx: for a step run on a
-// context other than ctx (see acquireOne).
-func callAside[T any](l *Locker, ctx context.Context, grace time.Duration, step func() (T, error), late func(T, error)) (T, error) {
 	type result struct {
 		v   T
 		err error

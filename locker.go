@@ -24,17 +24,16 @@ import (
 // sqllock.New, memlock.New, ...) or by Open.
 type Locker struct {
 	// The store and what its driver can do, set by newLocker.
-	drv       driver.Driver
-	notifier  driver.Notifier   // nil when the driver cannot wake waiters
-	queuer    driver.Queuer     // nil when the store does not queue waiters
-	multi     bool              // the driver keeps shared holds and semaphores
-	delays    bool              // the driver keeps lock-delays (driver.LockDelayer)
-	inline    bool              // the driver honours ctx: call it in the caller's goroutine
-	inProcess bool              // the driver's store is in the process: nothing of a step outlives its call
-	minRetry  time.Duration     // first backoff of a waiter that is not notified
-	maxRetry  time.Duration     // longest sleep of a waiter between attempts
-	backend   string            // the driver's Backend(), as hooks report it
-	errKinds  driver.Classifier // nil when the driver cannot tell its store's errors apart (see storeError)
+	drv      driver.Driver
+	notifier driver.Notifier   // nil when the driver cannot wake waiters
+	queuer   driver.Queuer     // nil when the store does not queue waiters
+	multi    bool              // the driver keeps shared holds and semaphores
+	delays   bool              // the driver keeps lock-delays (driver.LockDelayer)
+	inline   bool              // the driver honours ctx: call it in the caller's goroutine
+	minRetry time.Duration     // first backoff of a waiter that is not notified
+	maxRetry time.Duration     // longest sleep of a waiter between attempts
+	backend  string            // the driver's Backend(), as hooks report it
+	errKinds driver.Classifier // nil when the driver cannot tell its store's errors apart (see storeError)
 
 	// The owner strings: id, ':' and the next seq (see ownerString).
 	id  string
@@ -90,9 +89,6 @@ func newLocker(drv driver.Driver, minRetry, maxRetry time.Duration) *Locker {
 	}
 	if h, ok := drv.(driver.ContextHonourer); ok {
 		l.inline = h.HonoursContext()
-	}
-	if p, ok := drv.(driver.InProcess); ok {
-		l.inProcess = p.InProcess()
 	}
 	l.bg.Add(1)
 	go l.keep() // exits when closing is closed

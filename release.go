@@ -49,7 +49,7 @@ func (k *Lock) Release(ctx context.Context) error {
 		if last && st == lost && h.lease.Delay == 0 {
 			// The lease may still be ours on the server; free it early.
 			// The owner check makes this safe whatever happened since.
-			l.abandon(h.lease)
+			l.abandon(h.lease, false)
 		}
 		return err
 	}
@@ -222,10 +222,37 @@ func ownerOnly(lease driver.Lease) driver.Lease {
 // Close began. The owner string is unique to this attempt, so this never
 // frees another owner's lock. It runs in the background, or at once if
 // the Locker is closing (Close waits for the Acquire calling it).
-func (l *Locker) abandon(lease driver.Lease) {
+//
+// If the step ended because its caller gave up (gaveUp), the request may
+// still be on its way: a client returns when its context ends, but does
+// not take back what it sent, and the store may run it after this
+// release (PostgreSQL runs a statement until pgx's cancel request, sent
+// after the connection is closed, reaches it; nats.go and gRPC send a
+// request whatever becomes of its caller). So the release is sent again
+// after each of lateReleases: such a late grant keeps the name for a
+// second or so, not for its lease.
+func (l *Locker) abandon(lease driver.Lease, gaveUp bool) {
 	release := func() { l.releaseDetached(lease) }
 	if !l.goBackground(release) {
 		release()
+		return
+	}
+	if gaveUp {
+		l.releaseLater(lease)
+	}
+}
+
+// lateReleases are the delays after which abandon releases again a lease
+// whose caller gave up with its request on the way: long enough for a
+// cancel request to reach the server, and for a request that the client
+// bounds (natslock's 5 s) to have been answered or dropped.
+var lateReleases = [...]time.Duration{time.Second, cleanupTimeout + time.Second}
+
+// releaseLater releases lease after each of lateReleases, unless the
+// Locker is closing by then.
+func (l *Locker) releaseLater(lease driver.Lease) {
+	for _, d := range lateReleases {
+		time.AfterFunc(d, func() { l.goBackground(func() { l.releaseDetached(lease) }) })
 	}
 }
 

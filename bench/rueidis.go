@@ -132,4 +132,3 @@ func tripName(words []string) string {
 	}
 	return name
 }
-

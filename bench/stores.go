@@ -93,7 +93,9 @@ func startStores() (*stores, error) {
 		return adminDSN
 	})
 	add("SQLite", func(t testing.TB) string { return "sqlite://" + filepath.Join(t.TempDir(), "locks.db") })
-	add("ZooKeeper", func(t testing.TB) string { return "zk://" + testserver.StartZooKeeper(t, testserver.ZooKeeperHeap(1000)).Addr() })
+	add("ZooKeeper", func(t testing.TB) string {
+		return "zk://" + testserver.StartZooKeeper(t, testserver.ZooKeeperHeap(1000)).Addr()
+	})
 	add("etcd", func(t testing.TB) string { return "etcd://" + testserver.StartEtcd(t).Addr() })
 	return s, errors.Join(errs...)
 }

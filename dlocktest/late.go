@@ -18,8 +18,10 @@ import (
 // client returns at once, but the request it sent is not taken back, and
 // the store runs it later. Here the request reaches the store only after
 // the caller has given up and the holder has let go, so it takes the name
-// for an owner that gave up. The Locker must learn that outcome and free
-// the name, rather than leave it held for the lease's 10 minutes.
+// for an owner that gave up, after the release the Locker sent when the
+// step failed. The Locker must free the name within seconds (it releases
+// again later, see lateReleases), not leave it held for the lease's 10
+// minutes.
 func testLateAcquireFreed(t *testing.T, h Harness) {
 	if h.LockerAndDriver == nil {
 		t.Skip("Harness.LockerAndDriver is not set")

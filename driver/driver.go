@@ -378,18 +378,6 @@ type ContextHonourer interface {
 	HonoursContext() bool
 }
 
-// InProcess is implemented by drivers whose store lives in the process
-// (memlock): a step takes effect before its call returns, or never. The
-// core runs every other driver's Acquire, when its caller may give up, on
-// a context that outlives the caller's, so that it learns what a request
-// already on its way did at the store (a client returns when its context
-// ends, but the store may still run what it was sent) and frees what such
-// a request took. An InProcess driver's Acquire runs as its
-// ContextHonourer says, with the caller's context.
-type InProcess interface {
-	InProcess() bool
-}
-
 // QueueLeaveTimeout is how long the core waits, once the context of an
 // AcquireQueued call has ended, for the call to take its entry out of the
 // store's queue and return. A Queuer must return within it when the store

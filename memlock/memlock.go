@@ -432,10 +432,6 @@ func (d *memDriver) ForceRelease(ctx context.Context, name string) (bool, error)
 // HonoursContext implements driver.ContextHonourer: no call blocks.
 func (d *memDriver) HonoursContext() bool { return true }
 
-// InProcess implements driver.InProcess: a step takes effect before it
-// returns, or never.
-func (d *memDriver) InProcess() bool { return true }
-
 // Backend names the store for hooks.
 func (d *memDriver) Backend() string { return "memory" }
 

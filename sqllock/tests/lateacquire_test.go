@@ -16,17 +16,12 @@ import (
 // PostgreSQL, with the server's own way of running a statement late: a
 // wait gives up while its acquire statement waits at the server for
 // another transaction, which inserted the name's row and has not
-// committed. The Locker leaves the statement to finish (for up to
-// cleanupTimeout after its caller gave up) instead of closing the
-// connection; the blocker commits a free row, the statement takes the
-// name for the owner that gave up, and the Locker frees it at once, not
-// after the lease's 10 minutes.
-//
-// Before that, pgx ended the statement on the caller's cancel by a cancel
-// request sent after closing the connection: here the statement was
-// cancelled (fence 0 stayed), but a statement that ran before the cancel
-// request arrived kept the name for its whole lease, which
-// WaitsLeaveNothing saw twice under load ("every name is free" failed).
+// committed; then the blocker commits a free row. pgx closes the
+// connection and sends a cancel request: if the statement still ran and
+// took the name for the owner that gave up, the Locker's later release
+// frees it. Either way the name must be free within seconds, not held
+// for the lease's 10 minutes: WaitsLeaveNothing saw such a hold twice
+// under load ("every name is free" failed).
 func testLateAcquireFreed(t *testing.T, db *sql.DB) {
 	l, other := newLocker(t, db, sqllock.PostgreSQL, nil), newLocker(t, db, sqllock.PostgreSQL, nil)
 	testkit.MustRelease(t, testkit.MustTryAcquire(t, l, "late-acquire-warm")) // the table exists
@@ -63,14 +58,11 @@ func testLateAcquireFreed(t *testing.T, db *sql.DB) {
 		t.Fatalf("commit the blocker: %v", err)
 	}
 
-	// The late statement did take the name (the blocker wrote fence 0)...
-	testkit.Eventually(t, "the late acquire statement ran", func() bool {
-		var fence int64
-		err := db.QueryRowContext(t.Context(), `SELECT fence FROM dlock_locks WHERE name = $1`, name).Scan(&fence)
-		return err == nil && fence > 0
-	})
-	// ...and the Locker freed it, long before the 10-minute lease.
-	testkit.Eventually(t, "the late acquisition freed", func() bool {
+	var fence int64
+	if err := db.QueryRowContext(t.Context(), `SELECT fence FROM dlock_locks WHERE name = $1`, name).Scan(&fence); err == nil {
+		t.Logf("fence after the blocker's commit: %d (0: the cancel request stopped the statement)", fence)
+	}
+	testkit.Eventually(t, "the name free after the wait gave up", func() bool {
 		k, err := other.TryAcquire(t.Context(), name)
 		if err != nil {
 			return false
