@@ -41,6 +41,10 @@ type childEvent struct {
 // child's process group then too.
 func startChild(argv, env []string, tty bool) (*child, error) {
 	c := &child{events: make(chan childEvent, 4), tty: tty}
+	g, err := startGuard() // first: see guard.go
+	if err != nil {
+		return nil, err
+	}
 	started := make(chan error, 1)
 	go func() { // owns the child: exits once the child has exited and been reaped
 		runtime.LockOSThread()
@@ -78,14 +82,14 @@ func startChild(argv, env []string, tty bool) (*child, error) {
 		}
 	}()
 	if err := <-started; err != nil {
-		return nil, err
-	}
-	g, err := startGuard(c.pid)
-	if err != nil {
-		c.kill()
+		g.dismiss()
 		return nil, err
 	}
 	c.guard = g
+	if err := g.arm(c.pid); err != nil {
+		c.kill()
+		return nil, err
+	}
 	return c, nil
 }
 

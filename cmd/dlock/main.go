@@ -71,8 +71,8 @@ func main() {
 }
 
 func execute(args []string) int {
-	if len(args) == 2 && args[0] == guardArg {
-		return runGuard(args[1])
+	if len(args) == 1 && args[0] == guardArg {
+		return runGuard()
 	}
 	root := newRootCmd()
 	root.SetArgs(args)
