@@ -89,7 +89,26 @@ func (l *Locker) leaveWait(name string, w *waiter, tookExclusive bool) {
 	}
 	l.dropIfIdleLocked(name, nw)
 	l.mu.Unlock()
-	sub.end()
+	l.endAside(sub)
+}
+
+// endAside ends sub on one of the Locker's goroutines (inline only once
+// the Locker is closing, whose Close waits for it either way), so that
+// the Acquire call leaving its wait returns without waiting for it. A
+// driver's stop may be a request to the store (natslock deletes its
+// watch's consumer), which a store restarting or cut off leaves
+// unanswered for seconds; an Acquire that took the name and waited for
+// that stop handed out a handle whose lease had run out meanwhile, with
+// a token older than later grants (the fault suite's nats row under
+// restart-server: an Acquire that returned 5 s late with Done closed).
+// A waiter that gave up returns promptly as well.
+func (l *Locker) endAside(sub subscription) {
+	if sub.stop == nil {
+		return
+	}
+	if !l.goBackground(sub.end) {
+		sub.end()
+	}
 }
 
 // turn reports whether w is the front of name's queue, whether it should
