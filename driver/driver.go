@@ -208,7 +208,8 @@ type Notifier interface {
 	// (sends never block; it is buffered) whenever name may have been
 	// freed; lost messages are allowed, the core falls back to the
 	// holder's remaining lease. stop ends the subscription and must be
-	// called exactly once.
+	// called exactly once; it may wait on the store (the core calls it
+	// off the path of the Acquire call that leaves its wait).
 	Watch(ctx context.Context, name string) (wake <-chan struct{}, stop func(), err error)
 }
 
