@@ -43,6 +43,7 @@ type Locker struct {
 	hooks           atomic.Pointer[[]hook.Hook]    // nil until AddHook; replaced (with mu held), never changed
 	stamps          stampBook                      // what TryAcquire saw of holders in doubt, by name
 	pool            workerPool                     // idle worker goroutines (see goBackground)
+	late            lateQueue                      // second releases of abandoned steps (see releaseLater)
 	cleanupDeadline atomic.Pointer[sharedDeadline] // see cleanupContext
 	closeState                                     // the signal Close gives, and what it waits for
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/dlock-go/dlock/driver"
@@ -229,8 +230,8 @@ func ownerOnly(lease driver.Lease) driver.Lease {
 // release (PostgreSQL runs a statement until pgx's cancel request, sent
 // after the connection is closed, reaches it; nats.go and gRPC send a
 // request whatever becomes of its caller). So the release is sent again
-// after each of lateReleases: such a late grant keeps the name for a
-// second or so, not for its lease.
+// after lateRelease: such a late grant keeps the name for a second or
+// so, not for its lease.
 func (l *Locker) abandon(lease driver.Lease, gaveUp bool) {
 	release := func() { l.releaseDetached(lease) }
 	if !l.goBackground(release) {
@@ -242,18 +243,75 @@ func (l *Locker) abandon(lease driver.Lease, gaveUp bool) {
 	}
 }
 
-// lateReleases are the delays after which abandon releases again a lease
-// whose caller gave up with its request on the way: long enough for a
-// cancel request to reach the server, and for a request that the client
-// bounds (natslock's 5 s) to have been answered or dropped.
-var lateReleases = [...]time.Duration{time.Second, cleanupTimeout + time.Second}
+// lateRelease is how long after abandon a lease whose caller gave up with
+// its request on the way is released again: long enough for a cancel
+// request to reach the server.
+const lateRelease = time.Second
 
-// releaseLater releases lease after each of lateReleases, unless the
-// Locker is closing by then.
+// lateQueue holds the second releases of abandon, run in order by one
+// goroutine of the Locker's at a time, so that a thousand waits given up
+// at once cost the store one connection, not one each (MariaDB refused
+// connections when each had its own).
+type lateQueue struct {
+	mu      sync.Mutex
+	queue   []lateItem // in due order
+	running bool       // a goroutine drains queue
+}
+
+// lateItem is one lease to release again at due.
+type lateItem struct {
+	lease driver.Lease
+	due   time.Time
+}
+
+// releaseLater queues lease for a release lateRelease from now.
 func (l *Locker) releaseLater(lease driver.Lease) {
-	for _, d := range lateReleases {
-		time.AfterFunc(d, func() { l.goBackground(func() { l.releaseDetached(lease) }) })
+	q := &l.late
+	q.mu.Lock()
+	q.queue = append(q.queue, lateItem{lease, time.Now().Add(lateRelease)})
+	start := !q.running
+	q.running = true
+	q.mu.Unlock()
+	if start && !l.goBackground(l.drainLate) {
+		q.drop() // closing: Close frees nothing it does not hold
 	}
+}
+
+// drainLate releases the queued leases as each falls due, until the
+// queue is empty or the Locker closes.
+func (l *Locker) drainLate() {
+	q := &l.late
+	for {
+		q.mu.Lock()
+		if len(q.queue) == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		next := q.queue[0]
+		q.mu.Unlock()
+		if wait := time.Until(next.due); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-l.closing:
+				t.Stop()
+				q.drop()
+				return
+			}
+		}
+		l.releaseDetached(next.lease)
+		q.mu.Lock()
+		q.queue = q.queue[1:]
+		q.mu.Unlock()
+	}
+}
+
+// drop empties the queue and marks it drained.
+func (q *lateQueue) drop() {
+	q.mu.Lock()
+	q.queue, q.running = nil, false
+	q.mu.Unlock()
 }
 
 // releaseDetached frees lease with a context of its own, bounded by
