@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,7 +65,18 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	// shared through client-go's transport cache), and Close closes them
 	// all, idle or not, once the watches have stopped.
 	dialer := connrotation.NewDialer((&net.Dialer{Timeout: dialTimeout, KeepAlive: dialTimeout}).DialContext)
-	cfg.Dial = dialer.DialContext
+	var closed atomic.Bool
+	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		// A dial that Close overtook (a watch or step reconnecting as the
+		// Locker closed) would leave a connection CloseAll missed: the
+		// fault suite's kube worker found an http2 read loop after Close.
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err == nil && closed.Load() {
+			c.Close()
+			return nil, errClosed
+		}
+		return c, err
+	}
 	leases, err := newRESTLeases(cfg, namespace)
 	if err != nil {
 		return nil, err
@@ -73,7 +85,10 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.closeConns = dialer.CloseAll
+	d.closeConns = func() {
+		closed.Store(true) // before CloseAll: a dial that ends after it sees it
+		dialer.CloseAll()
+	}
 	if _, err := d.leases.List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return nil, driver.StoreError(d, fmt.Errorf("kubelock: list leases in namespace %q at %s: %w", namespace, cfg.Host, err))
 	}
