@@ -140,7 +140,7 @@ func (l *Locker) acquireLoop(a *attempt, wait bool) (*Lock, error) {
 	if k == nil && a.queued {
 		// The store keeps this writer's intent: take it out, since the
 		// wait ended without the lock.
-		l.abandon(a.lease, false)
+		l.abandon(a.lease)
 	}
 	return k, err
 }
@@ -223,7 +223,10 @@ func (l *Locker) attemptOnce(a *attempt, wait bool) (res driver.Result, sent str
 		}
 	}
 	if err != nil {
-		l.abandon(a.lease, ctx.Err() != nil)
+		l.abandon(a.lease)
+		if ctx.Err() != nil {
+			l.releaseLater(a.lease) // the request may still be on its way
+		}
 		return res, sent, nil, l.acquireError(ctx, a.lease, err)
 	}
 	return res, sent, nil, nil
@@ -431,7 +434,7 @@ func (l *Locker) acquireQueued(a *attempt) (*Lock, error) {
 		fence, start, err = l.confirm(ctx, a.lease, fence, start)
 	}
 	if err != nil {
-		l.abandon(a.lease, false)
+		l.abandon(a.lease)
 		return nil, l.acquireError(ctx, a.lease, err)
 	}
 	return l.register(a, fence, start)
@@ -531,7 +534,7 @@ func (l *Locker) register(a *attempt, fence uint64, start time.Time) (*Lock, err
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		l.abandon(a.lease, false)
+		l.abandon(a.lease)
 		return nil, errorf("dlock: acquire %s: %w", quote(a.lease.Name), ErrClosed)
 	}
 	own.put(h)

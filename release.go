@@ -50,7 +50,7 @@ func (k *Lock) Release(ctx context.Context) error {
 		if last && st == lost && h.lease.Delay == 0 {
 			// The lease may still be ours on the server; free it early.
 			// The owner check makes this safe whatever happened since.
-			l.abandon(h.lease, false)
+			l.abandon(h.lease)
 		}
 		return err
 	}
@@ -223,23 +223,10 @@ func ownerOnly(lease driver.Lease) driver.Lease {
 // Close began. The owner string is unique to this attempt, so this never
 // frees another owner's lock. It runs in the background, or at once if
 // the Locker is closing (Close waits for the Acquire calling it).
-//
-// If the step ended because its caller gave up (gaveUp), the request may
-// still be on its way: a client returns when its context ends, but does
-// not take back what it sent, and the store may run it after this
-// release (PostgreSQL runs a statement until pgx's cancel request, sent
-// after the connection is closed, reaches it; nats.go and gRPC send a
-// request whatever becomes of its caller). So the release is sent again
-// after lateRelease: such a late grant keeps the name for a second or
-// so, not for its lease.
-func (l *Locker) abandon(lease driver.Lease, gaveUp bool) {
+func (l *Locker) abandon(lease driver.Lease) {
 	release := func() { l.releaseDetached(lease) }
 	if !l.goBackground(release) {
 		release()
-		return
-	}
-	if gaveUp {
-		l.releaseLater(lease)
 	}
 }
 
@@ -264,7 +251,14 @@ type lateItem struct {
 	due   time.Time
 }
 
-// releaseLater queues lease for a release lateRelease from now.
+// releaseLater queues lease for a release lateRelease from now, for an
+// acquisition step that ended because its caller gave up: its request may
+// still be on its way. A client returns when its context ends, but does
+// not take back what it sent, and the store may run it after abandon's
+// release (PostgreSQL runs a statement until pgx's cancel request, sent
+// after the connection is closed, reaches it; nats.go and gRPC send a
+// request whatever becomes of its caller). Such a late grant then keeps
+// the name for a second or so, not for its lease.
 func (l *Locker) releaseLater(lease driver.Lease) {
 	q := &l.late
 	q.mu.Lock()

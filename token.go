@@ -186,7 +186,7 @@ func resumeStep(l *Locker, ctx context.Context, r driver.Resumer, from, to drive
 	}
 	return call(l, ctx, func() (driver.Result, error) { return r.Resume(ctx, from, to) }, func(res driver.Result, err error) {
 		if err == nil && res.Acquired {
-			l.abandon(to, false) // the caller gave up: free what the late step took
+			l.abandon(to) // the caller gave up: free what the late step took
 		}
 	})
 }

@@ -20,7 +20,7 @@ import (
 // the caller has given up and the holder has let go, so it takes the name
 // for an owner that gave up, after the release the Locker sent when the
 // step failed. The Locker must free the name within seconds (it releases
-// again later, see lateReleases), not leave it held for the lease's 10
+// again later, see releaseLater), not leave it held for the lease's 10
 // minutes.
 func testLateAcquireFreed(t *testing.T, h Harness) {
 	if h.LockerAndDriver == nil {
