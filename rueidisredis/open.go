@@ -38,7 +38,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rueidisredis: connect: %w", driver.StoreError(conn{}, err))
 	}
-	c := conn{c: client, db: opt.SelectDB}
+	c := newConn(client, opt.SelectDB)
 	if err := client.Do(ctx, client.B().Ping().Build()).Error(); err != nil {
 		client.Close()
 		return nil, fmt.Errorf("rueidisredis: connect: %w", driver.StoreError(c, err))

@@ -59,7 +59,7 @@ func openRedlock(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 			closeConns(masters)
 			return nil, fmt.Errorf("rueidisredis: connect %s: %w", h, driver.StoreError(conn{}, err))
 		}
-		masters = append(masters, conn{c: c, db: -1})
+		masters = append(masters, newConn(c, -1))
 	}
 	l, _, err := redisconn.NewRedlock(masters, opts, true)
 	if err != nil { // unreachable: the options are valid

@@ -59,7 +59,7 @@ func NewLocker(client rueidis.Client, opts *redislock.Options) (*dlock.Locker, e
 	if client == nil {
 		return nil, fmt.Errorf("rueidisredis: new: nil client: %w", dlock.ErrInvalid)
 	}
-	l, _, err := redisconn.NewRedislock(conn{c: client, db: -1}, opts, false)
+	l, _, err := redisconn.NewRedislock(newConn(client, -1), opts, false)
 	return l, err
 }
 
@@ -86,13 +86,13 @@ func masterConns(clients []rueidis.Client) ([]redisconn.Conn, error) {
 		if c == nil {
 			return nil, fmt.Errorf("rueidisredis: new: master %d is nil: %w", i, dlock.ErrInvalid)
 		}
-		masters[i] = conn{c: c, db: -1}
+		masters[i] = newConn(c, -1)
 	}
 	return masters, nil
 }
 
 // init gives the test module the Conn on a client (see package testhook).
 func init() {
-	testhook.Conn = func(c rueidis.Client) redisconn.Conn { return conn{c: c, db: -1} }
+	testhook.Conn = func(c rueidis.Client) redisconn.Conn { return newConn(c, -1) }
 	testhook.Masters = masterConns
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -18,6 +19,49 @@ import (
 type conn struct {
 	c  valkey.Client
 	db int // the database the client selects, if known (Open), else -1
+	// calls counts the calls in flight on c, so that Close can close c
+	// again once they are done (see calls.exit).
+	calls *calls
+}
+
+func newConn(c valkey.Client, db int) conn { return conn{c: c, db: db, calls: &calls{c: c}} }
+
+// calls counts a client's calls in flight. valkey-go's Close does not stop
+// a call that is dialing a connection: it marks the client's connection
+// slot closed, and the dial, when it ends, stores its new connection over
+// the mark, where nothing ever closes it (a socket leaked for the life of
+// the process, found by the fault suite's leak check: redlock's Close
+// closes its clients while a slow master's step is still running). So
+// the last call to end after Close closes the client again, which closes
+// what such a dial stored (closing is idempotent).
+type calls struct {
+	c      valkey.Client
+	mu     sync.Mutex
+	n      int
+	closed bool
+}
+
+func (k *calls) enter() {
+	k.mu.Lock()
+	k.n++
+	k.mu.Unlock()
+}
+
+func (k *calls) exit() {
+	k.mu.Lock()
+	k.n--
+	again := k.closed && k.n == 0
+	k.mu.Unlock()
+	if again {
+		k.c.Close()
+	}
+}
+
+func (k *calls) close() {
+	k.mu.Lock()
+	k.closed = true
+	k.mu.Unlock()
+	k.c.Close()
 }
 
 var (
@@ -37,6 +81,8 @@ func (c conn) build(cmd redisconn.Cmd) valkey.Completed {
 // DoMulti, which sends them on one connection of a single node's client
 // (and splits them by slot on a Cluster).
 func (c conn) Pipeline(ctx context.Context, cmds []redisconn.Cmd) []redisconn.Reply {
+	c.calls.enter()
+	defer c.calls.exit()
 	out := make([]redisconn.Reply, len(cmds))
 	if len(cmds) == 1 {
 		out[0] = reply(c.c.Do(ctx, c.build(cmds[0])))
@@ -92,6 +138,8 @@ func normalize(v any) any {
 // waited on. Another Subscribe to the same channel on the same client
 // subscribes again by itself, and reports it (fn with ok false).
 func (c conn) Subscribe(ctx context.Context, channel string, fn func(payload string, ok bool)) error {
+	c.calls.enter()
+	defer c.calls.exit()
 	hooked := valkey.WithOnSubscriptionHook(ctx, func(s valkey.PubSubSubscription) {
 		if s.Kind == "subscribe" {
 			fn("", false)
@@ -150,7 +198,7 @@ func (c conn) Masters(context.Context) ([]redisconn.Conn, error) {
 	}
 	var cs []redisconn.Conn
 	for _, n := range c.c.Nodes() {
-		cs = append(cs, conn{c: n, db: -1})
+		cs = append(cs, conn{c: n, db: -1, calls: c.calls}) // the client's own: its Close closes them
 	}
 	return cs, nil
 }
@@ -180,6 +228,6 @@ func (conn) Classify(err error) driver.ErrorKind {
 
 // Close implements redisconn.Conn.
 func (c conn) Close() error {
-	c.c.Close()
+	c.calls.close()
 	return nil
 }

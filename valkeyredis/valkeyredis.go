@@ -61,7 +61,7 @@ func NewLocker(client valkey.Client, opts *redislock.Options) (*dlock.Locker, er
 	if client == nil {
 		return nil, fmt.Errorf("valkeyredis: new: nil client: %w", dlock.ErrInvalid)
 	}
-	l, _, err := redisconn.NewRedislock(conn{c: client, db: -1}, opts, false)
+	l, _, err := redisconn.NewRedislock(newConn(client, -1), opts, false)
 	return l, err
 }
 
@@ -88,13 +88,13 @@ func masterConns(clients []valkey.Client) ([]redisconn.Conn, error) {
 		if c == nil {
 			return nil, fmt.Errorf("valkeyredis: new: master %d is nil: %w", i, dlock.ErrInvalid)
 		}
-		masters[i] = conn{c: c, db: -1}
+		masters[i] = newConn(c, -1)
 	}
 	return masters, nil
 }
 
 // init gives the test module the Conn on a client (see package testhook).
 func init() {
-	testhook.Conn = func(c valkey.Client) redisconn.Conn { return conn{c: c, db: -1} }
+	testhook.Conn = func(c valkey.Client) redisconn.Conn { return newConn(c, -1) }
 	testhook.Masters = masterConns
 }
