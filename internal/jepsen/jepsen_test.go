@@ -143,9 +143,10 @@ var targets = []struct {
 		}
 	}},
 	{"redlock", redlockTarget("redlock", "redlock")},
-	// redlock on rueidis clients (rueidisredis): the same masters and
-	// faults as redlock.
+	// redlock on rueidis and valkey-go clients (rueidisredis,
+	// valkeyredis): the same masters and faults as redlock.
 	{"redlock-rueidis", redlockTarget("redlock-rueidis", "redlock+rueidis")},
+	{"redlock-valkey", redlockTarget("redlock-valkey", "redlock+valkey")},
 	{"mariadb", func(t testing.TB) jepsen.Target {
 		clock := testserver.NewClock(t)
 		m := testserver.StartMariaDBWith(t, &testserver.MariaDBOptions{Clock: clock})
@@ -303,6 +304,7 @@ func TestJepsen(t *testing.T) {
 var noSemaphores = map[string]string{
 	"redlock":         "Redlock offers no shared locks or semaphores (see package redlock)",
 	"redlock-rueidis": "Redlock offers no shared locks or semaphores (see package redlock)",
+	"redlock-valkey":  "Redlock offers no shared locks or semaphores (see package redlock)",
 	"kube":            "a Lease has one holderIdentity, which client-go's leader election reads (see package kubelock)",
 }
 
