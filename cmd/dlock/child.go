@@ -11,9 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// child is the command dlock runs, leader of a process group of its own.
+// child is the command dlock runs, in a process group of its own, which
+// its guard leads.
 type child struct {
-	pid int
+	pid  int
+	pgid int // the child's process group: its guard's
 	// tty is set when stdin is a terminal: the child's stops are dlock's
 	// (job control), and the child has the terminal's foreground whenever
 	// dlock would have it.
@@ -29,7 +31,8 @@ type childEvent struct {
 	err     error // wait failed
 }
 
-// startChild starts argv with env. Its process group is its own; when
+// startChild starts argv with env. Its process group is its own (its
+// guard's, see guard.go); when
 // stdin is the terminal and dlock has the terminal's foreground, the
 // child's group gets it, so the child reads the terminal and gets its
 // Ctrl-C, Ctrl-\ and Ctrl-Z as it would under flock.
@@ -45,6 +48,7 @@ func startChild(argv, env []string, tty bool) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.guard, c.pgid = g, g.pgid()
 	started := make(chan error, 1)
 	go func() { // owns the child: exits once the child has exited and been reaped
 		runtime.LockOSThread()
@@ -52,7 +56,7 @@ func startChild(argv, env []string, tty bool) (*child, error) {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 		cmd.Env = env
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: c.pgid}
 		if c.tty && foreground(0) {
 			cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, 0
 		}
@@ -85,11 +89,6 @@ func startChild(argv, env []string, tty bool) (*child, error) {
 		g.dismiss()
 		return nil, err
 	}
-	c.guard = g
-	if err := g.arm(c.pid); err != nil {
-		c.kill()
-		return nil, err
-	}
 	return c, nil
 }
 
@@ -98,7 +97,7 @@ func startChild(argv, env []string, tty bool) (*child, error) {
 func (c *child) done() { c.guard.dismiss() }
 
 // signal sends sig to the child's process group.
-func (c *child) signal(sig syscall.Signal) { syscall.Kill(-c.pid, sig) }
+func (c *child) signal(sig syscall.Signal) { syscall.Kill(-c.pgid, sig) }
 
 // waitStopped waits up to a second for the stop of a child just sent
 // SIGSTOP. It reports false, with the event, if the child exited instead.
@@ -127,7 +126,7 @@ func (c *child) kill() {
 // continues the child's group.
 func (c *child) resume() {
 	if c.tty && foreground(0) {
-		unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, c.pid)
+		unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, c.pgid)
 	}
 	c.signal(syscall.SIGCONT)
 }
@@ -140,7 +139,7 @@ func (c *child) reclaimTerminal() {
 	if !c.tty {
 		return
 	}
-	if pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err != nil || pgrp != c.pid {
+	if pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err != nil || pgrp != c.pgid {
 		return
 	}
 	ignoreTTOU()

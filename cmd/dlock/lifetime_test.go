@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +34,50 @@ func procState(pid int) (byte, bool) {
 		return 0, false
 	}
 	return s[i+2], true
+}
+
+// procField returns field n (1-based, as in proc(5)) of /proc/pid/stat
+// as a number, or -1.
+func procField(pid, n int) int {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if err != nil || i < 0 {
+		return -1
+	}
+	f := strings.Fields(s[i+1:]) // from field 3
+	if n < 3 || n-3 >= len(f) {
+		return -1
+	}
+	v, err := strconv.Atoi(f[n-3])
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// guards describes every guard process on the machine (pid, state,
+// parent, group, what its stdin is), for a failure message.
+func guards() string {
+	var b strings.Builder
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if !strings.Contains(string(cmdline), guardArg) {
+			continue
+		}
+		st, _ := procState(pid)
+		in, _ := os.Readlink("/proc/" + d.Name() + "/fd/0")
+		fmt.Fprintf(&b, "[pid %d state %c parent %d group %d stdin %s] ", pid, st, procField(pid, 4), procField(pid, 5), in)
+	}
+	if b.Len() == 0 {
+		return "none running"
+	}
+	return b.String()
 }
 
 // gone reports whether pid has exited (a zombie has).
@@ -94,7 +139,16 @@ func TestRunKill9KillsCommandsChildren(t *testing.T) {
 // take a second to be scheduled).
 func killDlock(t *testing.T, c *exec.Cmd, store, dir, what string) {
 	t.Helper()
-	start(t, c) // its result arrives only once the command is gone too: not awaited
+	// dlock's stderr (and its guard's, which shares it) goes to a file,
+	// read if the test fails: the result arrives only once the command is
+	// gone too, so it is not awaited.
+	stderr, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	c.Stderr = stderr
+	start(t, c)
 	pid := readPid(t, filepath.Join(dir, "pid"))
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 	if err := c.Process.Kill(); err != nil {
@@ -105,12 +159,33 @@ func killDlock(t *testing.T, c *exec.Cmd, store, dir, what string) {
 	wantCode(t, r, 0, "second run after kill -9")
 	if !testkit.Poll(30*time.Second, func() bool { return gone(pid) }) {
 		st, _ := procState(pid)
-		t.Fatalf("%s (pid %d) still running %v after kill -9 of dlock (state %c), want it killed with dlock", what, pid, time.Since(killed), st)
+		out, _ := os.ReadFile(filepath.Join(dir, "stderr"))
+		t.Fatalf("%s (pid %d) still running %v after kill -9 of dlock (state %c, process group %d), want it killed with dlock\nguards: %s\ndlock's stderr:\n%s",
+			what, pid, time.Since(killed), st, procField(pid, 5), guards(), out)
 	}
 	t.Logf("%s gone %v after kill -9 of dlock", what, time.Since(killed))
 	data, _ := os.ReadFile(filepath.Join(dir, "log"))
 	if lines := strings.Fields(string(data)); len(lines) == 0 || lines[len(lines)-1] != "second" {
 		t.Errorf("log ends %q, want the second holder's line last: %s overlapped it", lines[max(0, len(lines)-3):], what)
+	}
+}
+
+// The command starts in its guard's process group, led by the guard: a
+// kill -9 of dlock at any moment after the command started finds a guard
+// that knows the group (the adversary: a kill that once came between the
+// command's start and dlock telling its guard the group, while dlock's
+// main goroutine waited to be scheduled; the command's children ran on).
+func TestRunCommandInGuardsGroup(t *testing.T) {
+	store, dir := sqliteStore(t), t.TempDir()
+	script := `pg=$(cut -d' ' -f5 /proc/$$/stat); tr '\0' ' ' < /proc/$pg/cmdline > "$1/leader"`
+	r := run(t, dlockCmd(t, "run", "--store", store, "job", "--", "sh", "-c", script, "sh", dir))
+	wantCode(t, r, 0, "run of a command that reads its group's leader")
+	leader, err := os.ReadFile(filepath.Join(dir, "leader"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(leader), guardArg) {
+		t.Errorf("the command's process group is led by %q, want dlock's guard (%s)", leader, guardArg)
 	}
 }
 

@@ -49,7 +49,10 @@ func run(t *testing.T, c *exec.Cmd) result {
 func start(t *testing.T, c *exec.Cmd) <-chan result {
 	t.Helper()
 	var out, errb bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errb
+	c.Stdout = &out
+	if c.Stderr == nil { // else the caller's (a file it reads as it goes)
+		c.Stderr = &errb
+	}
 	began := time.Now()
 	if err := c.Start(); err != nil {
 		t.Fatalf("start dlock: %v", err)
