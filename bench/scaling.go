@@ -364,7 +364,12 @@ func (b *bench) runDemo() error {
 		return fmt.Errorf("go build in cmd/dlock: %v\n%s", err, tail(string(out), 10))
 	}
 	for i := range b.cfg.demoRuns {
+		// dlock creates its default store's directory only below an
+		// existing $XDG_STATE_HOME (it exits 64 otherwise).
 		state := filepath.Join(dir, fmt.Sprintf("state%d", i))
+		if err := os.Mkdir(state, 0o700); err != nil {
+			return err
+		}
 		cmd := exec.Command(bin, "demo")
 		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state, "DLOCK_STORE=")
 		var out bytes.Buffer
