@@ -20,10 +20,15 @@ const scheme = "redis+rueidis"
 func init() { backend.Register(scheme, open) }
 
 // open makes a Locker for redis+rueidis://[user:pass@]host[:port][/db]
-// (a single node; the query parameter prefix is Options.Prefix). The
-// Locker closes the client it creates.
+// (a single node; the query parameter prefix is Options.Prefix), speaking
+// TLS with tls=true or any of the tls_ parameters (backend.TLSParams).
+// The Locker closes the client it creates.
 func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
-	q, err := backend.URLParams(u, "prefix")
+	q, err := backend.URLParams(u, append([]string{"prefix"}, backend.TLSParams...)...)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := backend.TLSConfig(q, u.Hostname(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +38,7 @@ func open(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", dlock.ErrBadURL, err)
 	}
-	opt.DisableCache = true
+	opt.DisableCache, opt.TLSConfig = true, tc
 	client, err := rueidis.NewClient(opt)
 	if err != nil {
 		return nil, fmt.Errorf("rueidisredis: connect: %w", driver.StoreError(conn{}, err))

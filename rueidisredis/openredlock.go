@@ -24,12 +24,13 @@ func init() { backend.Register(redlockScheme, openRedlock) }
 
 // openRedlock makes a Locker for
 // redlock+rueidis://[user:pass@]host:port,host:port,...[?prefix=...&clock_bound=10s]
-// with at least three masters, one rueidis client each. Like redlock://,
-// it returns once a majority of the masters answer PING (a minority may
-// be down: their clients connect when they come back). The Locker
-// closes the clients it creates.
+// with at least three masters, one rueidis client each, speaking TLS to
+// every master with tls=true or any of the tls_ parameters
+// (backend.TLSParams). Like redlock://, it returns once a majority of the
+// masters answer PING (a minority may be down: their clients connect when
+// they come back). The Locker closes the clients it creates.
 func openRedlock(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
-	q, err := backend.URLParams(u, "prefix", "clock_bound")
+	q, err := backend.URLParams(u, append([]string{"prefix", "clock_bound"}, backend.TLSParams...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -49,12 +50,18 @@ func openRedlock(ctx context.Context, u *url.URL) (*dlock.Locker, error) {
 	if len(hosts) < 3 {
 		return nil, fmt.Errorf("%w: %s:// needs at least 3 hosts, got %d", dlock.ErrBadURL, redlockScheme, len(hosts))
 	}
+	// Each master's certificate must carry its own address unless
+	// tls_server_name says otherwise (tls.Dialer's default).
+	tc, err := backend.TLSConfig(q, "", false)
+	if err != nil {
+		return nil, err
+	}
 	var masters []redisconn.Conn
 	for _, h := range hosts {
 		// ForceSingleClient: a client even if the master is down now.
 		// No retries: the other masters are Redlock's retry.
 		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{h}, Username: u.User.Username(),
-			Password: backend.URLPassword(u), DisableCache: true, ForceSingleClient: true, DisableRetry: true})
+			Password: backend.URLPassword(u), DisableCache: true, ForceSingleClient: true, DisableRetry: true, TLSConfig: tc})
 		if c == nil {
 			closeConns(masters)
 			return nil, fmt.Errorf("rueidisredis: connect %s: %w", h, driver.StoreError(conn{}, err))

@@ -22,7 +22,9 @@
 // registers redlock+rueidis://[user:pass@]host:port,host:port,host:port
 // for redlock, one client per master, with the query parameters prefix
 // and clock_bound (redlock.Options); like redlock://, Open returns once a
-// majority of the masters answer.
+// majority of the masters answer. Both speak TLS with tls=true or any of
+// the tls_ parameters (tls_ca, tls_cert, tls_key, tls_server_name,
+// tls_insecure_skip_verify), as redis:// and redlock:// do.
 //
 // # Example
 //
