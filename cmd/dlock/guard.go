@@ -53,8 +53,8 @@ func startGuard() (*guard, error) {
 	defer r.Close()
 	cmd := exec.Command(exe, guardArg)
 	cmd.Stdin, cmd.Stderr = r, os.Stderr
-	// Its own group: Ctrl-C at the terminal, or a signal to dlock's
-	// group, does not reach it.
+	// A group of its own, which the command joins: a signal to dlock's
+	// group does not reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		w.Close()
