@@ -275,14 +275,19 @@ func pushEntry(mk func(now int64) string) func(*testing.T, *redis.Client, []stri
 }
 
 // stampOf reads the stamp of the exclusive holder of keys: its value up
-// to the renewal counter (see lua/common.lua), which a takeover names.
+// to the renewal counter (see lua/value.lua), which a takeover names. It
+// is parsed as the scripts parse it: the packed fence is binary, and a
+// byte of it can be ',' or '|' (about 1 stamp in 26, from the fence's
+// five bytes that vary; cutting at the first of those named a shorter
+// stamp, and the takeover case failed in a whole test run).
 func stampOf(t *testing.T, c *redis.Client, keys []string) string {
 	t.Helper()
 	v := c.Get(t.Context(), keys[0]).Val()
-	if i := strings.IndexAny(v[strings.IndexByte(v, '|')+1:], ",|"); i >= 0 {
-		return v[:strings.IndexByte(v, '|')+1+i]
+	_, _, rest, ok := testhook.ParseValue(v)
+	if !ok {
+		t.Fatalf("value %q of %s: not a holder's", v, keys[0])
 	}
-	return v
+	return v[:len(v)-len(rest)]
 }
 
 // TestQueuedAcquireFastPath compares the queued acquire's fast path
@@ -323,6 +328,16 @@ func TestQueuedAcquireFastPath(t *testing.T) {
 	}
 	takeover.args = acquireArgs("W:1", "", "1", "x", 1, "")
 	runTakeoverCase(t, client, s, &takeover)
+	// The same with a fence whose bytes include ',' and '|', the
+	// separators of what follows a stamp: a reader that cut the stamp at
+	// one would name a stamp no holder has.
+	separators := fastPathCase{name: "takeover-separator-bytes", fast: false}
+	separators.setup = func(t *testing.T, c *redis.Client, keys []string) {
+		t.Helper()
+		setValue(packed("H:1", 0x06_61_2C_7C_2C_7C_01, 30000, 0))(t, c, keys)
+		separators.args = acquireArgs("W:1", "", "1", "x", 1, stampOf(t, c, keys))
+	}
+	runTakeoverCase(t, client, s, &separators)
 }
 
 // runTakeoverCase is runFastPathCase for a case whose args its setup
