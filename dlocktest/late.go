@@ -23,13 +23,17 @@ import (
 // again later, see releaseLater), not leave it held for the lease's 10
 // minutes.
 //
-// The order is the test's, not the scheduler's: the late request runs
-// after the Locker's first release of its owner has returned (a first
-// release that ran between the request's statements would free the name
-// it had just taken, as on MariaDB, whose acquire is an upsert and a
-// read), and the second release waits until the late request has run (a
-// machine slow enough to take the lateRelease second between the give-up
-// and the delivery would otherwise test nothing).
+// The order is the test's, not the scheduler's. The Locker releases the
+// given-up owner at once (once or twice: at the give-up and when the step
+// returns), then again lateRelease later. The late request runs only
+// after the releases at once have had half a second to land (one that
+// ran between the request's statements would free the name it had just
+// taken, as on MariaDB, whose acquire is an upsert and a read); releases
+// of that owner from half a second after the give-up on are held until
+// the test has seen the late request hold the name, so that a machine
+// slow enough to reach lateRelease before the delivery does not fail
+// the test for the wrong reason, and a Locker without the later release
+// fails it (nothing else frees the name).
 func testLateAcquireFreed(t *testing.T, h Harness) {
 	if h.LockerAndDriver == nil {
 		t.Skip("Harness.LockerAndDriver is not set")
@@ -37,10 +41,11 @@ func testLateAcquireFreed(t *testing.T, h Harness) {
 	owner, d := h.LockerAndDriver(t)
 	t.Cleanup(func() { owner.Close() })
 	store := &lateStore{Driver: d, sent: make(chan struct{}), deliver: make(chan struct{}), took: make(chan lateOutcome, 1),
-		released: make(chan struct{}), ran: make(chan struct{})}
+		free: make(chan struct{})}
 	l := dlock.NewLocker(store, driver.LockerOptions{})
 	t.Cleanup(func() { l.Close() })
-	t.Cleanup(store.deliverOnce) // first, if the test ended early: a release may wait for the request
+	t.Cleanup(store.freeOnce)    // first, if the test ended early: a release may be held
+	t.Cleanup(store.deliverOnce) // and the request may wait
 	holder, other := newLocker(t, h), newLocker(t, h)
 	name := uniqueName(t, "")
 
@@ -55,20 +60,24 @@ func testLateAcquireFreed(t *testing.T, h Harness) {
 		done <- err
 	}()
 	<-store.sent
+	store.giveUp()
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("TryAcquire whose context was cancelled with its request on the way = %v, want context.Canceled", err)
 	}
-	select { // the Locker's first release of the late request's owner
-	case <-store.released:
-	case <-time.After(time.Minute):
-		t.Fatalf("the Locker did not release the owner of an Acquire step whose caller gave up (1m)")
-	}
+	time.Sleep(time.Until(store.lateFrom())) // the releases at once land first
 	testkit.MustRelease(t, k)
 	store.deliverOnce() // the request reaches the store: the name is free
 	if o := <-store.took; o.err != nil || !o.res.Acquired {
 		t.Fatalf("the late request did not take the free name %q (%+v, %v), want it taken (the adversary did not happen)", name, o.res, o.err)
 	}
+	if k, err := other.TryAcquire(t.Context(), name); !errors.Is(err, dlock.ErrNotAcquired) {
+		if k != nil {
+			testkit.MustRelease(t, k)
+		}
+		t.Fatalf("TryAcquire of the name the late request took = %v, want ErrNotAcquired (a release at once freed it: the adversary did not happen)", err)
+	}
+	store.freeOnce() // the later releases go on
 	testkit.Eventually(t, "the name taken by the late request freed", func() bool {
 		k, err := other.TryAcquire(t.Context(), name)
 		if err != nil {
@@ -81,28 +90,44 @@ func testLateAcquireFreed(t *testing.T, h Harness) {
 
 // lateStore is a driver whose Acquire, like a client library, returns when
 // its context ends while the request it sent (sent) still runs on the
-// store, when deliver closes. took receives that request's outcome. The
-// first release of that request's owner closes released once it has
-// returned; later ones wait until the request has run (ran). It closes
-// nothing: the Locker that made the driver owns it.
+// store, when deliver closes. took receives that request's outcome.
+// Releases of that request's owner from lateGap after giveUp on wait
+// until free closes. It closes nothing: the Locker that made the driver
+// owns it.
 type lateStore struct {
 	driver.Driver
-	once     sync.Once
-	sent     chan struct{}
-	deliver  chan struct{}
-	took     chan lateOutcome
-	released chan struct{}
-	ran      chan struct{}
+	once    sync.Once
+	sent    chan struct{}
+	deliver chan struct{}
+	took    chan lateOutcome
+	free    chan struct{}
 
-	delivered sync.Once
-	mu        sync.Mutex
-	owner     string // the late request's
-	releases  int    // of owner, so far
+	delivered, freed sync.Once
+	mu               sync.Mutex
+	owner            string    // the late request's
+	gaveUp           time.Time // when its caller gave up
 }
+
+// lateGap is how long after the give-up a release of the late request's
+// owner counts as a later one: the releases at once come within
+// microseconds, lateRelease (1 s) after it the later one.
+const lateGap = 500 * time.Millisecond
 
 type lateOutcome struct {
 	res driver.Result
 	err error
+}
+
+func (s *lateStore) giveUp() {
+	s.mu.Lock()
+	s.gaveUp = time.Now()
+	s.mu.Unlock()
+}
+
+func (s *lateStore) lateFrom() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gaveUp.Add(lateGap)
 }
 
 func (s *lateStore) Acquire(ctx context.Context, lease driver.Lease) (driver.Result, error) {
@@ -124,7 +149,6 @@ func (s *lateStore) Acquire(ctx context.Context, lease driver.Lease) (driver.Res
 	go func() {
 		<-s.deliver
 		res, err := s.Driver.Acquire(context.WithoutCancel(ctx), lease)
-		close(s.ran)
 		s.took <- lateOutcome{res, err}
 		answer <- result{res, err}
 	}()
@@ -138,26 +162,16 @@ func (s *lateStore) Acquire(ctx context.Context, lease driver.Lease) (driver.Res
 }
 
 func (s *lateStore) deliverOnce() { s.delivered.Do(func() { close(s.deliver) }) }
+func (s *lateStore) freeOnce()    { s.freed.Do(func() { close(s.free) }) }
 
 func (s *lateStore) Release(ctx context.Context, lease driver.Lease) error {
 	s.mu.Lock()
-	mine := s.owner != "" && lease.Owner == s.owner
-	n := s.releases
-	if mine {
-		s.releases++
-	}
+	later := s.owner != "" && lease.Owner == s.owner && !s.gaveUp.IsZero() && time.Since(s.gaveUp) >= lateGap
 	s.mu.Unlock()
-	if !mine {
-		return s.Driver.Release(ctx, lease)
+	if later {
+		<-s.free
 	}
-	if n > 0 {
-		<-s.ran
-	}
-	err := s.Driver.Release(ctx, lease)
-	if n == 0 {
-		close(s.released)
-	}
-	return err
+	return s.Driver.Release(ctx, lease)
 }
 
 func (s *lateStore) Close() error { return nil }
