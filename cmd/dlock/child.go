@@ -14,8 +14,7 @@ import (
 // child is the command dlock runs, in a process group of its own, which
 // its guard leads.
 type child struct {
-	pid  int
-	pgid int // the child's process group: its guard's
+	pid int
 	// tty is set when stdin is a terminal: the child's stops are dlock's
 	// (job control), and the child has the terminal's foreground whenever
 	// dlock would have it.
@@ -48,7 +47,7 @@ func startChild(argv, env []string, tty bool) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.guard, c.pgid = g, g.pgid()
+	c.guard = g
 	started := make(chan error, 1)
 	go func() { // owns the child: exits once the child has exited and been reaped
 		runtime.LockOSThread()
@@ -56,7 +55,7 @@ func startChild(argv, env []string, tty bool) (*child, error) {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 		cmd.Env = env
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: c.pgid}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: g.pgid()}
 		if c.tty && foreground(0) {
 			cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, 0
 		}
@@ -97,7 +96,7 @@ func startChild(argv, env []string, tty bool) (*child, error) {
 func (c *child) done() { c.guard.dismiss() }
 
 // signal sends sig to the child's process group.
-func (c *child) signal(sig syscall.Signal) { syscall.Kill(-c.pgid, sig) }
+func (c *child) signal(sig syscall.Signal) { syscall.Kill(-c.guard.pgid(), sig) }
 
 // waitStopped waits up to a second for the stop of a child just sent
 // SIGSTOP. It reports false, with the event, if the child exited instead.
@@ -126,7 +125,7 @@ func (c *child) kill() {
 // continues the child's group.
 func (c *child) resume() {
 	if c.tty && foreground(0) {
-		unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, c.pgid)
+		unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, c.guard.pgid())
 	}
 	c.signal(syscall.SIGCONT)
 }
@@ -139,7 +138,7 @@ func (c *child) reclaimTerminal() {
 	if !c.tty {
 		return
 	}
-	if pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err != nil || pgrp != c.pgid {
+	if pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err != nil || pgrp != c.guard.pgid() {
 		return
 	}
 	ignoreTTOU()
