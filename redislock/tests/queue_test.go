@@ -13,6 +13,7 @@ import (
 	"github.com/dlock-go/dlock/internal/testserver"
 	"github.com/dlock-go/dlock/internal/testworker"
 	"github.com/dlock-go/dlock/redislock"
+	"github.com/dlock-go/dlock/redislock/internal/testhook"
 )
 
 func queueLen(t *testing.T, client *redis.Client, name string) int64 {
@@ -135,26 +136,43 @@ func TestDeadWaiterHoldsNameBriefly(t *testing.T) {
 // TestInspectHandedOver inspects a lock handed to a waiter from the queue,
 // whose value also records until when the queue lives ("owner|fence,ms"):
 // Inspect (and so the CLI's status) still reports its owner, fence and
-// metadata.
+// metadata. The adversary is a slow waiter: one whose queue entry is older
+// than freshGrant (500 ms) when the release hands it the name gets a short
+// grant lease and confirms the grant with the acquire script, which counts
+// a renewal (CI, loaded, hit this path by chance; the "stale-entry" case
+// takes it every time).
 func TestInspectHandedOver(t *testing.T) {
-	r := testserver.StartRedis(t)
-	client := r.Client(t)
-	a, b := newLocker(t, client), newLocker(t, client)
-	const name, meta = "inspect-handed-over", "job|7"
-	k := testkit.MustTryAcquire(t, a, name)
-	got := testkit.AcquireAsync(t.Context(), b, name, dlock.WithTTL(time.Minute), dlock.WithMetadata(meta))
-	testkit.Eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
-	testkit.MustRelease(t, k)
-	kb := testkit.WantAcquired(t, got, name, time.Minute).Lock
-	defer testkit.MustRelease(t, kb)
-	if v := client.Get(t.Context(), redislock.Key("", name)).Val(); !strings.HasPrefix(v, packed(kb.Owner(), kb.Fence(), 60000, 0)+",") {
-		t.Fatalf("GET %s = %q, want the new holder's owner|fence.ttl.renewals,queue expiry", redislock.Key("", name), v)
-	}
-	infos, err := a.Inspect(t.Context(), name)
-	if err != nil || len(infos) != 1 {
-		t.Fatalf("Inspect(%q) = %v, %v; want one holder", name, infos, err)
-	}
-	if h := infos[0]; h.Owner != kb.Owner() || h.Fence != kb.Fence() || h.Metadata != meta {
-		t.Errorf("Inspect(%q) = owner %q, fence %d, metadata %q; want %q, %d, %q", name, h.Owner, h.Fence, h.Metadata, kb.Owner(), kb.Fence(), meta)
+	for _, c := range []struct {
+		name  string
+		delay time.Duration // between the waiter queueing and the release
+	}{{"fresh-entry", 0}, {"stale-entry", 1500 * time.Millisecond}} {
+		t.Run(c.name, func(t *testing.T) {
+			r := testserver.StartRedis(t)
+			client := r.Client(t)
+			a, b := newLocker(t, client), newLocker(t, client)
+			const name, meta = "inspect-handed-over", "job|7"
+			k := testkit.MustTryAcquire(t, a, name)
+			got := testkit.AcquireAsync(t.Context(), b, name, dlock.WithTTL(time.Minute), dlock.WithMetadata(meta))
+			testkit.Eventually(t, "waiter queued", func() bool { return queueLen(t, client, name) == 1 })
+			time.Sleep(c.delay)
+			testkit.MustRelease(t, k)
+			kb := testkit.WantAcquired(t, got, name, time.Minute).Lock
+			defer testkit.MustRelease(t, kb)
+			v := client.Get(t.Context(), redislock.Key("", name)).Val()
+			owner, fence, rest, ok := testhook.ParseValue(v)
+			if !ok || owner != kb.Owner() || fence != kb.Fence() || !strings.HasPrefix(rest, ",") {
+				t.Fatalf("GET %s = %q, want the new holder's stamp (owner %s, fence %d), then \",\" and the queue's expiry", redislock.Key("", name), v, kb.Owner(), kb.Fence())
+			}
+			if c.delay > 0 && v[:len(v)-len(rest)] == packed(kb.Owner(), kb.Fence(), 60000, 0) {
+				t.Errorf("GET %s = %q: no renewal counted, want the stale waiter's grant confirmed by the acquire script", redislock.Key("", name), v)
+			}
+			infos, err := a.Inspect(t.Context(), name)
+			if err != nil || len(infos) != 1 {
+				t.Fatalf("Inspect(%q) = %v, %v; want one holder", name, infos, err)
+			}
+			if h := infos[0]; h.Owner != kb.Owner() || h.Fence != kb.Fence() || h.Metadata != meta {
+				t.Errorf("Inspect(%q) = owner %q, fence %d, metadata %q; want %q, %d, %q", name, h.Owner, h.Fence, h.Metadata, kb.Owner(), kb.Fence(), meta)
+			}
+		})
 	}
 }
