@@ -14,7 +14,7 @@ import (
 func TestRunEtcdTLSPassword(t *testing.T) {
 	p := testserver.NewPKI(t)
 	e := testserver.StartEtcdWith(t, testserver.EtcdOptions{PKI: p, ClientCertAuth: true, RootPassword: "root-secret"})
-	q := url.Values{"tls_ca": {p.CAFile}, "tls_cert": {p.ClientCert}, "tls_key": {p.ClientKey}}
+	q := p.ClientParams()
 	store := (&url.URL{Scheme: "etcds", User: url.User("root"), Host: e.Addr(), Path: "/locks", RawQuery: q.Encode()}).String()
 
 	c := dlockCmd(t, "run", "--store", store, "job", "--", "sh", "-c", `test -n "$DLOCK_FENCE"`)

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -35,6 +36,12 @@ type PKI struct {
 
 	ca    *x509.Certificate
 	caKey *ecdsa.PrivateKey
+}
+
+// ClientParams are a store URL's TLS parameters that trust p's authority
+// and present p's client certificate: tls_ca, tls_cert and tls_key.
+func (p *PKI) ClientParams() url.Values {
+	return url.Values{"tls_ca": {p.CAFile}, "tls_cert": {p.ClientCert}, "tls_key": {p.ClientKey}}
 }
 
 // NewPKI makes a certificate authority, a server certificate and a

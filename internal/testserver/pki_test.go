@@ -68,7 +68,7 @@ func TestPKIHandshake(t *testing.T) {
 		return c.Handshake()
 	}
 
-	if err := dial(url.Values{"tls_ca": {p.CAFile}, "tls_cert": {p.ClientCert}, "tls_key": {p.ClientKey}}); err != nil {
+	if err := dial(p.ClientParams()); err != nil {
 		t.Fatalf("dial with tls_ca and a client certificate = %v", err)
 	}
 	if got := <-peers; got != "dlock" {

@@ -90,6 +90,17 @@ func StartRedisWith(t testing.TB, o RedisOptions) *Redis {
 	return r
 }
 
+// StartRedisMasters starts n servers configured by o, independent masters
+// for Redlock, and returns their addresses.
+func StartRedisMasters(t testing.TB, n int, o RedisOptions) []string {
+	t.Helper()
+	hosts := make([]string, n)
+	for i := range hosts {
+		hosts[i] = StartRedisWith(t, o).Addr()
+	}
+	return hosts
+}
+
 // startLocked starts a new, empty server in a fresh directory, on r.port if
 // it is set and on a free port otherwise. r.mu must be held.
 func (r *Redis) startLocked(t testing.TB) {
