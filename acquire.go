@@ -157,11 +157,19 @@ func (l *Locker) attemptLoop(a *attempt, wait bool) (k *Lock, err error) {
 	var w waitState
 	defer func() { l.endWait(name, &w, k != nil && !a.lease.Shared && a.lease.Limit == 0) }()
 	for {
+		if wait {
+			if err := l.yield(a); err != nil {
+				return nil, err
+			}
+		}
 		res, sent, k, err := l.attemptOnce(a, wait)
 		if k != nil || err != nil {
 			return k, err
 		}
 		a.contended = true
+		if wait {
+			l.noteContended(name, time.Now())
+		}
 		a.queued = a.queued || res.Queued
 		if !wait {
 			l.stamps.note(name, res, time.Now())

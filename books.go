@@ -10,6 +10,7 @@ import (
 // three from track to forget. Guarded by l.mu.
 type books struct {
 	held      map[string]*held // by owner string
+	names     map[string]int32 // how many of held are on each name (see yieldBook)
 	deadlines heldHeap         // soonest loss deadline first
 	renewals  heldHeap         // renewed and not being renewed now, soonest renewal first
 	warnings  heldHeap         // watched (see Lock.Warnings) and not at risk, soonest warning first
@@ -19,6 +20,7 @@ type books struct {
 // look at it in time. Called with l.mu held.
 func (l *Locker) track(h *held) {
 	l.books.held[h.lease.Owner] = h
+	l.books.names[h.lease.Name]++
 	l.books.deadlines.push(h)
 	next := h.deadline
 	if h.renew {
@@ -36,6 +38,11 @@ func (l *Locker) forget(h *held, s state) {
 	}
 	h.state = s
 	delete(l.books.held, h.lease.Owner)
+	if n := l.books.names[h.lease.Name] - 1; n > 0 {
+		l.books.names[h.lease.Name] = n
+	} else {
+		delete(l.books.names, h.lease.Name)
+	}
 	l.books.deadlines.remove(h)
 	l.books.renewals.remove(h)
 	l.books.warnings.remove(h)

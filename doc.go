@@ -49,6 +49,7 @@ package dlock
 //	stamps.go   what TryAcquire saw of holders in doubt, for takeovers
 //	wake.go     local waiters, woken when this Locker frees or loses a name
 //	warn.go     Lock.Warnings: renewals failing while the lease runs, and recovering
+//	yield.go    a released name left to other Lockers' waiters first, on stores without a queue
 //	extend.go   Lock.Extend: a held lease set to another length, owner-checked
 //	token.go    Lock.Token, Locker.Resume: a hold named in a string, adopted by another Locker
 //	call.go     call: run a driver step; stop waiting for it when ctx ends

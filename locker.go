@@ -56,6 +56,7 @@ type Locker struct {
 	books       books         // the active acquisitions (see track)
 	keeper      keeperState   // when the keeper runs next (see schedule)
 	waiters     localWaiters  // calls of this Locker waiting on a name (see addWaiter)
+	yields      yieldBook     // names this Locker yields to other Lockers after releasing
 	lostPending []lossRecord  // losses for the hooks, reported by unlock
 	stepped     chan struct{} // closed when a step on a lease ends, if anyone waits (see stepWaiter)
 }
@@ -70,6 +71,7 @@ func newLocker(drv driver.Driver, minRetry, maxRetry time.Duration) *Locker {
 		id:       newLockerID(),
 		books: books{
 			held:      make(map[string]*held),
+			names:     make(map[string]int32),
 			deadlines: newHeldHeap(byDeadline, now),
 			renewals:  newHeldHeap(byRenewal, now),
 			warnings:  newHeldHeap(byWarning, now),

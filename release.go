@@ -63,9 +63,18 @@ func (k *Lock) Release(ctx context.Context) error {
 		start = time.Now()
 	}
 	front := l.waitFront(h.lease.Name)
+	var stepStart time.Time
+	yielding := l.yields.n.Load() > 0
+	if yielding {
+		stepStart = time.Now()
+	}
 	err, detached := l.releaseLease(ctx, h.lease, until)
 	if hs != nil {
 		l.released(*hs, ctx, h, start, false, err)
+	}
+	if yielding && err == nil {
+		now := time.Now()
+		l.noteReleased(h.lease.Name, now, now.Sub(stepStart))
 	}
 	l.wakeLocalAfter(h.lease.Name, front)
 	switch {
