@@ -10,7 +10,7 @@ import (
 // three from track to forget. Guarded by l.mu.
 type books struct {
 	held      map[string]*held // by owner string
-	names     map[string]int32 // how many of held are on each name (see yieldBook)
+	names     map[string]int32 // how many of held are on each name, where the Locker yields (see yieldBook)
 	deadlines heldHeap         // soonest loss deadline first
 	renewals  heldHeap         // renewed and not being renewed now, soonest renewal first
 	warnings  heldHeap         // watched (see Lock.Warnings) and not at risk, soonest warning first
@@ -20,7 +20,9 @@ type books struct {
 // look at it in time. Called with l.mu held.
 func (l *Locker) track(h *held) {
 	l.books.held[h.lease.Owner] = h
-	l.books.names[h.lease.Name]++
+	if l.yielding() {
+		l.books.names[h.lease.Name]++
+	}
 	l.books.deadlines.push(h)
 	next := h.deadline
 	if h.renew {
@@ -38,10 +40,12 @@ func (l *Locker) forget(h *held, s state) {
 	}
 	h.state = s
 	delete(l.books.held, h.lease.Owner)
-	if n := l.books.names[h.lease.Name] - 1; n > 0 {
-		l.books.names[h.lease.Name] = n
-	} else {
-		delete(l.books.names, h.lease.Name)
+	if l.yielding() {
+		if n := l.books.names[h.lease.Name] - 1; n > 0 {
+			l.books.names[h.lease.Name] = n
+		} else {
+			delete(l.books.names, h.lease.Name)
+		}
 	}
 	l.books.deadlines.remove(h)
 	l.books.renewals.remove(h)
