@@ -1,6 +1,7 @@
 package jepsen
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -531,6 +532,7 @@ func Run(t *testing.T, target Target, nemesis Nemesis, opts Options) Result {
 		}
 		if wait > lease+reacquireMargin {
 			res.Violations = append(res.Violations, fmt.Sprintf("the lock was held again %v after its holder was killed, want within its lease %v + %v", wait, lease, reacquireMargin))
+			logBetween(t, paths, died, next)
 		}
 		// Nor before its lease could have ended: the server granted it
 		// no earlier than the Acquire call, for at least the TTL. (Other
@@ -618,6 +620,37 @@ func firstHeldAfter(t testing.TB, paths []string, except int, at int64) (int64, 
 	}
 	return first, ok
 }
+
+// logBetween logs every worker's events from from to to (monotonic ns),
+// at most maxLogged of them, with times relative to from: what the
+// workers did while nobody took the lock.
+func logBetween(t testing.TB, paths []string, from, to int64) {
+	t.Helper()
+	var evs []event
+	for _, p := range paths {
+		es, err := readLines[event](p)
+		if err != nil {
+			t.Logf("read %s: %v", p, err)
+			continue
+		}
+		for _, e := range es {
+			if e.T >= from && e.T <= to {
+				evs = append(evs, e)
+			}
+		}
+	}
+	slices.SortFunc(evs, func(a, b event) int { return cmp.Compare(a.T, b.T) })
+	if len(evs) > maxLogged {
+		t.Logf("the first %d of %d events while nobody took the lock:", maxLogged, len(evs))
+		evs = evs[:maxLogged]
+	}
+	for _, e := range evs {
+		t.Logf("  +%v worker %d acq %d %s %s", time.Duration(e.T-from).Round(time.Millisecond), e.Worker, e.Acq, e.Ev, e.Why)
+	}
+}
+
+// maxLogged bounds the events logBetween logs.
+const maxLogged = 60
 
 // RunAll puts target through every nemesis that applies to it, and says
 // which do not (no subtest is made for those: nothing is skipped as if it
