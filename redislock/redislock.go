@@ -107,29 +107,47 @@
 // wrapping dlock.ErrDenied, the server's message included. Open checks
 // the credentials (PING) and that the user may subscribe to its grant
 // channel before it returns. The least a Locker's ACL user needs, for
-// the default prefix "dlock:" (Redis checks the commands scripts run
+// the default prefix "d" (Redis checks the commands scripts run
 // against the caller's ACL too, so they are listed):
 //
-//	ACL SETUSER locker on >password resetkeys ~dlock:* resetchannels &dlock:w:* nocommands
+//	ACL SETUSER locker on >password resetkeys ~d{* resetchannels &dw:* nocommands
 //	    +ping +select +subscribe +evalsha +eval +scan +time +type +exists +get +set +del +pttl +pexpire
 //	    +hget +hset +hdel +hgetall +lindex +lrange +lpush +rpush +lpop +lset +lrem +publish
 //
 // SELECT serves a database other than 0 (redis://host/3), which the
 // client selects on each connection. SCAN serves only Inspect of every
 // name (dlock status without names) and is not limited by the key
-// pattern: leave it out if nothing lists all locks. With another prefix, change the key pattern and the channel
+// pattern: leave it out if nothing lists all locks. With another prefix, change the key pattern (prefix + "{*") and the channel
 // pattern (prefix + "w:*"). Anyone with that grant can delete another
 // Locker's lock with raw commands; the holder's Done then closes at its
 // next renewal, and the next owner's fencing token is higher.
 //
 // # Upgrading
 //
-// Lockers of this version write a held lock's value packed (the fence,
-// lease and renewal counter in binary after the owner: 28 bytes with
-// this version's owners, against 43 before), and read both that and the
-// decimal value of earlier versions; keys are unchanged (Prefix + "{" +
-// name + "}"), so during a rolling upgrade Lockers of both versions meet
-// on one key per name and exclude each other:
+// The default prefix is "d" since this version: a name's key is
+// "d{" + name + "}" (see Key), where earlier versions wrote
+// "dlock:{" + name + "}". The shorter key keeps a held lock within
+// Redis's 16-byte allocation for names of up to 11 bytes, so it costs
+// redis-server about 147 B, as a redsync or bsm/redislock lock does (164
+// B with "dlock:"; DESIGN.md, "Memory"). Lockers with different prefixes
+// do not see each other's locks, so an earlier version's Locker and one
+// of this version with the default prefix can hold the same name at once.
+// To upgrade, do one of:
+//
+//   - Stop every Locker of the earlier version before the first one of
+//     this version starts. Nothing needs migrating: the old keys expire
+//     with their leases, and tokens still increase, since a name's first
+//     token under the new key is the server's time in µs, above any token
+//     the same server wrote before unless its clock was set back.
+//   - Or keep the earlier keys: give this version's Lockers Prefix
+//     "dlock:" (or ?prefix=dlock: in the store URL), and move to the new
+//     default later, with every Locker of the store stopped, or never.
+//
+// With prefix "dlock:", Lockers of both versions meet on one key per name
+// and exclude each other. This version writes a held lock's value packed
+// (the fence, lease and renewal counter in binary after the owner: 28
+// bytes, against 43 before), and reads both that and the decimal value
+// of earlier versions:
 //
 //   - A lock held by an earlier version is held for this one: it is not
 //     taken, its fence is read exactly (the next token is above it), and
@@ -145,13 +163,9 @@
 //     own scripts cannot renew: it loses the lock at its first renewal
 //     (its Done closes; nobody else holds the name until its lease ends).
 //
-// So mutual exclusion and increasing tokens hold throughout; what an
-// upgrade costs is errors and lost locks on the earlier version's side
-// for names both versions use. Upgrade every process that shares a store
-// in one step where that matters. Nothing needs migrating: keys of either
-// form expire with their leases. A held lock costs redis-server about
-// 164 B with the default prefix (180 B before); a one-byte Prefix brings
-// it to 147 B (see Options.Prefix and DESIGN.md, "Memory").
+// So mutual exclusion and increasing tokens hold throughout; what such
+// an upgrade costs is errors and lost locks on the earlier version's side
+// for names both versions use.
 //
 // # Example
 //
@@ -197,8 +211,10 @@ import (
 	"github.com/dlock-go/dlock/internal/redisconn"
 )
 
-// DefaultPrefix is Options.Prefix's default.
-const DefaultPrefix = "dlock:"
+// DefaultPrefix is Options.Prefix's default: "d", so that a name's key
+// is "d{" + name + "}". Earlier versions' default was "dlock:" (see
+// "Upgrading" in the package documentation).
+const DefaultPrefix = "d"
 
 // tombstoneExtra is how much longer than the clock bound a released
 // lock's key keeps its last fencing token (see "Fencing tokens" in the
@@ -210,11 +226,12 @@ type Options struct {
 	// Prefix is prepended to every key and channel dlock uses. It must
 	// not contain '{' or '}', which would change the keys' Cluster hash
 	// tag. A held lock's key is Prefix + "{" + name + "}" (see Key): with
-	// a name of up to 11 bytes and a one-byte Prefix such as "d", the key
-	// fits Redis's 16-byte allocation, and a held lock costs 16 B less
-	// than with the default (DESIGN.md, "Memory"). Lockers with different
-	// prefixes do not see each other's locks: change it only with every
-	// Locker of the store stopped. Default: DefaultPrefix.
+	// the default one-byte prefix and a name of up to 11 bytes, the key
+	// fits Redis's 16-byte allocation (DESIGN.md, "Memory"), and a key of
+	// 15 to 30 bytes takes the 32-byte one. Lockers with different prefixes
+	// do not see each other's locks: change it only with every Locker of
+	// the store stopped. Earlier versions' default was "dlock:" (see
+	// "Upgrading" in the package documentation). Default: DefaultPrefix.
 	Prefix string
 
 	// MaxRetryInterval bounds how long a waiter waits for a wake-up

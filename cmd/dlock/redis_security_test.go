@@ -13,7 +13,7 @@ import (
 // fails, says the store denied it, and prints neither password.
 func TestRunRedisTLSPassword(t *testing.T) {
 	r := testserver.StartRedisWith(t, testserver.RedisOptions{
-		Users:       []string{"locker on >right-pass ~dlock:* &dlock:w:* +@all"},
+		Users:       []string{"locker on >right-pass ~d{* &dw:* +@all"},
 		PKI:         testserver.NewPKI(t),
 		ClientCerts: true,
 	})

@@ -51,7 +51,7 @@ type RedisOptions struct {
 
 	// Users are ACL users the server starts with, each the user's name
 	// followed by its rules, as after ACL SETUSER, separated by spaces:
-	// "locker on >secret ~dlock:* &dlock:* +evalsha". The default user
+	// "locker on >secret ~d{* &dw:* +evalsha". The default user
 	// keeps every right.
 	Users []string
 

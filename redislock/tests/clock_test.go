@@ -101,7 +101,7 @@ func TestLateGrantMessageIsOnlyAHint(t *testing.T) {
 	_, err := client.TxPipelined(t.Context(), func(p redis.Pipeliner) error {
 		p.Set(t.Context(), key, owner+"|"+strconv.FormatUint(fresh, 10)+"."+strconv.FormatInt(ttl.Milliseconds(), 10)+".0", ttl+driver.DefaultClockBound)
 		p.Del(t.Context(), key+":q")
-		pub = p.Publish(t.Context(), "dlock:w:"+lockerID, owner+"|"+strconv.FormatUint(stale, 10)+"|1")
+		pub = p.Publish(t.Context(), redislock.DefaultPrefix+"w:"+lockerID, owner+"|"+strconv.FormatUint(stale, 10)+"|1")
 		return nil
 	})
 	if err != nil || pub.Val() != 1 {

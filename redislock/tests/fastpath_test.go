@@ -207,7 +207,7 @@ func entry(owner string, ticket int, written, qexp int64, mode, meta string) str
 	return strings.Join([]string{owner, strconv.Itoa(ticket), "30000", strconv.FormatInt(written, 10), "3000", strconv.FormatInt(qexp, 10), mode, meta}, "|")
 }
 
-const chanp = "dlock:w:" // the default prefix's grant channels
+const chanp = redislock.DefaultPrefix + "w:" // the default prefix's grant channels
 
 // acquireArgs are the acquire script's ARGV for owner (a lease of 30 s,
 // the default clock bound).

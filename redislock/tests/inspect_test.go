@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/internal/testserver"
+	"github.com/dlock-go/dlock/redislock"
 	"github.com/dlock-go/dlock/redislock/internal/testhook"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestInspectHashTurnedString(t *testing.T) {
 	c := testserver.StartRedis(t).Client(t)
 	ctx := t.Context()
-	const key = "dlock:{turned}"
+	key := redislock.Key("", "turned")
 	if err := c.Set(ctx, key, "own:1|42|host=a", 10*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func lockACL(prefix string, commands []string) string {
 	if prefix == "" {
 		prefix = redislock.DefaultPrefix
 	}
-	rules := "resetkeys ~" + prefix + "* resetchannels &" + prefix + "w:* nocommands"
+	rules := "resetkeys ~" + prefix + "{* resetchannels &" + prefix + "w:* nocommands"
 	for _, c := range commands {
 		rules += " +" + c
 	}
@@ -93,13 +93,13 @@ func TestDeniedWithoutGrant(t *testing.T) {
 	}{
 		{"noping", lockACL("", without("ping")), "open"},
 		{"nosubscribe", lockACL("", without("subscribe")), "open"},
-		{"nochannel", strings.Replace(full, "&dlock:w:*", "&other:*", 1), "open"},
+		{"nochannel", strings.Replace(full, "&dw:*", "&other:*", 1), "open"},
 		{"noevalsha", lockACL("", without("evalsha")), "try"},
 		{"noeval", lockACL("", without("eval")), "try"}, // the script cache is flushed first
 		{"notime", lockACL("", without("time")), "try"},
 		{"noget", lockACL("", without("get")), "try"}, // the scripts' GET is a pcall
 		{"noset", lockACL("", without("set")), "try"},
-		{"nokeys", strings.Replace(full, "~dlock:*", "~other:*", 1), "try"},
+		{"nokeys", strings.Replace(full, "~d{*", "~other:*", 1), "try"},
 		{"nopublish", lockACL("", without("publish")), "handoff"},
 	}
 	var users []string
@@ -432,8 +432,8 @@ func lockUnderACL(t *testing.T, rules string, db int) {
 // unwoken, and so do its later waits.
 func TestNewWithoutSubscribeDenied(t *testing.T) {
 	r := testserver.StartRedisWith(t, testserver.RedisOptions{Users: []string{
-		"full on >pw ~dlock:* &* +@all",
-		"nochan on >pw ~dlock:* &other:* +@all",
+		"full on >pw ~d{* &* +@all",
+		"nochan on >pw ~d{* &other:* +@all",
 	}})
 	locker := func(user string) *dlock.Locker {
 		c := redis.NewClient(&redis.Options{Addr: r.Addr(), Username: user, Password: "pw"})
