@@ -192,7 +192,9 @@ func escapeGlob(s string) string { return globEscaper.Replace(s) }
 
 // Waiters implements driver.WaiterCounter: the live entries of each
 // name's queue (its holders are never in it), one script per name, all in
-// one pipeline (on a Cluster, one per master node).
+// one pipeline (on a Cluster, one per master node), plus this Locker's
+// waiters that wait in its line without an entry (see lines). Another
+// Locker's line counts as its one entry.
 func (d *redisDriver) Waiters(ctx context.Context, names []string) ([]int, error) {
 	cmds := make([]redisconn.Cmd, len(names))
 	for i, n := range names {
@@ -206,7 +208,7 @@ func (d *redisDriver) Waiters(ctx context.Context, names []string) ([]int, error
 		if err != nil {
 			return nil, fmt.Errorf("redislock: waiters %q: %w", names[i], err)
 		}
-		counts[i] = int(n)
+		counts[i] = int(n) + d.lines.passive(names[i])
 	}
 	return counts, nil
 }

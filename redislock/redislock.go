@@ -40,6 +40,15 @@
 //     the same script and wakes that one waiter (one pub/sub connection
 //     per Locker). A handoff costs two script calls whatever the queue's
 //     length, and a writer is never overtaken by readers that come after it.
+//   - A Locker's exclusive waiters of one name wait in one line, which
+//     keeps one entry in that queue (see AcquireQueued): when the name
+//     comes to the Locker, the waiters of the line at that moment are
+//     served in arrival order, each handed the name by the previous
+//     holder's release in the same script (one script call per
+//     acquisition, no message), and then the name goes on to the next
+//     Locker in the queue. So Lockers take turns in queue order, and a
+//     waiter may be served before another Locker's waiter that queued
+//     before it, by at most one turn of its own Locker's line.
 //   - Fencing tokens are max(server TIME in µs, previous token + 1); a
 //     released name keeps its last token in a tombstone for the clock bound
 //     plus one second (11 s by default), then nothing stays.
@@ -385,6 +394,7 @@ type redisDriver struct {
 	prefix    string
 	bound     time.Duration // Options.ClockBound
 	grants    *grants
+	lines     lines // exclusive waiters by name (see lines)
 	batch     *batcher
 	wait      *replicaWait   // nil: no WAIT after writes
 	ownClient bool           // made by Open: Close closes it
@@ -529,7 +539,46 @@ func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue string,
 // lease to its TTL. The waiter also repeats the script every heartbeat,
 // which keeps its place and catches a grant whose message was lost and a
 // holder that died without releasing.
+//
+// An exclusive waiter waits in its Locker's line for the name (see
+// lines): the line's first waiter waits in the server's queue as above,
+// the others in the Locker, and a holder of the Locker hands the name to
+// the waiters of its cohort in its release.
 func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Result, error) {
+	if !d.lineable(l) {
+		return d.queued(ctx, l)
+	}
+	w := d.lines.join(l)
+	for {
+		res, state, err := d.lines.waitPassive(ctx, w)
+		if state != unknown {
+			if state != active {
+				return res, err
+			}
+			break
+		}
+		// The release that was handing it the name got no reply: ask the
+		// server (an owner that holds the name re-enters it). An error
+		// leaves the core to free what the owner may hold.
+		sent := time.Now()
+		res, err = d.acquire(ctx, l, noQueue, 0)
+		d.lines.settle(w, err != nil || res.Acquired)
+		if err != nil || res.Acquired {
+			res.LeaseStart, res.Waited, res.Ahead = sent, true, w.ahead
+			return res, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		d.lines.activeDone(w, false)
+		return driver.Result{}, fmt.Errorf("redislock: acquire %q: %w", l.Name, err)
+	}
+	res, err := d.queued(ctx, l)
+	d.lines.activeDone(w, err == nil && res.Acquired)
+	return res, err
+}
+
+// queued is AcquireQueued in the server's queue.
+func (d *redisDriver) queued(ctx context.Context, l driver.Lease) (driver.Result, error) {
 	lockerID, _, _ := strings.Cut(l.Owner, ":")
 	wake, ready, stop, err := d.grants.wait(lockerID, l.Owner)
 	if err != nil {
@@ -658,7 +707,7 @@ func (d *redisDriver) leave(l driver.Lease) {
 		defer close(done)
 		ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
 		defer cancel()
-		d.Release(ctx, l)
+		d.release(ctx, l, false) // a waiter: nothing to hand to its line
 	}()
 	t := time.NewTimer(leaveWait)
 	defer t.Stop()
@@ -699,14 +748,45 @@ func (d *redisDriver) Refresh(ctx context.Context, ls []driver.Lease) []error {
 }
 
 func (d *redisDriver) Release(ctx context.Context, l driver.Lease) error {
+	return d.release(ctx, l, true)
+}
+
+// release is Release; with hand set, an exclusive holder hands the name
+// to the next waiter of its Locker's cohort, if one waits (see lines).
+func (d *redisDriver) release(ctx context.Context, l driver.Lease, hand bool) error {
 	// No WAIT: a release a failover loses keeps the name busy until its
 	// lease ends, no more.
-	reply := d.batch.run(&scriptCall{ctx: ctx, script: releaseScript, keys: d.keys(l.Name),
-		args: []any{l.Owner, ms(d.tombstone()), d.channelPrefix(), ms(d.bound)}}).reply
+	args := []any{l.Owner, ms(d.tombstone()), d.channelPrefix(), ms(d.bound)}
+	var next *lineWaiter // a waiter of this Locker's cohort, handed the name in place
+	if hand && d.lineable(l) {
+		if next = d.lines.pick(l.Name); next != nil {
+			args = []any{l.Owner, ms(d.tombstone()), d.channelPrefix(), next.lease.Owner, ms(next.lease.TTL), storedMeta(next.lease), ms(d.bound)}
+		}
+	}
+	sent := time.Now()
+	reply := d.batch.run(&scriptCall{ctx: ctx, script: releaseScript, keys: d.keys(l.Name), args: args}).reply
+	vals, held := reply.Val.([]any)
+	if next != nil {
+		// {2, fence}: handed to next. Any other outcome, and next asks
+		// the server whether it holds the name: not only when there is
+		// no reply, since the reply may be a retry's (go-redis sends a
+		// command again on a new connection when one breaks, and the
+		// second run of a release that handed the name on finds the
+		// releaser holding nothing).
+		outcome, fence := unknown, uint64(0)
+		if reply.Err == nil && len(vals) == 2 && vals[0] == int64(2) {
+			if f, ok := vals[1].(int64); ok && f > 0 {
+				outcome, fence = handedOn, uint64(f)
+			}
+		}
+		d.lines.handed(next, outcome, fence, sent)
+		if outcome == handedOn {
+			return nil
+		}
+	}
 	if reply.Err != nil {
 		return fmt.Errorf("redislock: release %q: %w", l.Name, reply.Err)
 	}
-	vals, held := reply.Val.([]any)
 	if !held {
 		return fmt.Errorf("redislock: release %q: %w", l.Name, driver.ErrNotHeld)
 	}

@@ -40,13 +40,15 @@ var acquireScript = luascript.Must(luascript.New(lua, commonVars,
 var refreshScript = luascript.Must(luascript.New(lua, nil, "lua/value.lua", "lua/refresh.lua"))
 
 // releaseScript frees an owner's hold or takes a waiter out of the queue,
-// handing the name on (lua/release.lua). Two paths return before the
+// handing the name on (lua/release.lua). Three paths return before the
 // helpers of the general case are defined: the release of an exclusive
+// holder that hands the name to a waiter of its own Locker's line
+// (lua/release_local.lua, see lines), the release of an exclusive
 // holder nobody waits behind (lua/release_fast.lua), and one that hands
 // the name to a live exclusive waiter at the head of the queue
 // (lua/release_handoff.lua).
 var releaseScript = luascript.Must(luascript.New(lua, commonVars,
-	"lua/value.lua", "lua/owner_held.lua", "lua/release_fast.lua", "lua/release_handoff.lua", "lua/common.lua", "lua/release.lua"))
+	"lua/value.lua", "lua/owner_held.lua", "lua/release_local.lua", "lua/release_fast.lua", "lua/release_handoff.lua", "lua/common.lua", "lua/release.lua"))
 
 // forceReleaseScript frees a name whatever its holders
 // (lua/force_release.lua).
