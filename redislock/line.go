@@ -67,11 +67,11 @@ type lineWaiter struct {
 type waiterState int8
 
 const (
-	inLine  waiterState = iota // passive: it waits in the Locker
-	picked                     // a release is handing it the name
-	active                     // it waits in the server's queue
-	handedOn                   // it holds the name
-	unknown                    // the release that was handing it the name got no reply
+	inLine   waiterState = iota // passive: it waits in the Locker
+	picked                      // a release is handing it the name
+	active                      // it waits in the server's queue
+	handedOn                    // it holds the name
+	unknown                     // the release that was handing it the name got no reply
 )
 
 // lineable reports whether l waits in a line: an exclusive lease without
