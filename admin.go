@@ -74,8 +74,10 @@ func (l *Locker) ForceRelease(ctx context.Context, name string) (bool, error) {
 }
 
 // Waiters reports how many acquisitions are queued for name in the store,
-// from every process. The error wraps ErrUnsupported where the store does
-// not queue waiters (memlock and the SQL stores).
+// from every process. On Redis, another Locker's exclusive waiters of one
+// name wait in one line that counts as one (this Locker's count each; see
+// redislock, Guarantees). The error wraps ErrUnsupported where the store
+// does not queue waiters (memlock and the SQL stores).
 func (l *Locker) Waiters(ctx context.Context, name string) (int, error) {
 	wc, ok := l.drv.(driver.WaiterCounter)
 	if !ok {
