@@ -84,6 +84,14 @@ var targets = []struct {
 	// same server and faults as redis.
 	{"redis-rueidis", redisTarget("redis-rueidis", "redis+rueidis")},
 	{"redis-valkey", redisTarget("redis-valkey", "redis+valkey")},
+	// Each worker process runs two workers sharing its Locker, so that a
+	// Locker has two waiters of the name at once and hands it on within
+	// its line (redislock's lines) under every fault of redis.
+	{"redis-lines", func(t testing.TB) jepsen.Target {
+		target := redisTarget("redis-lines", "redis")(t)
+		target.Shared = 2
+		return target
+	}},
 	{"redis-aof", func(t testing.TB) jepsen.Target {
 		c := testserver.NewClock(t)
 		r := testserver.StartRedisWith(t, testserver.RedisOptions{Clock: c, Persistent: true})
@@ -299,9 +307,11 @@ func TestJepsen(t *testing.T) {
 	}
 }
 
-// noSemaphores are the targets whose backend documents why it has no
-// semaphores (its conformance suite checks that they fail cleanly).
+// noSemaphores are the targets without semaphore runs, and why: most
+// because their backend documents why it has no semaphores (its
+// conformance suite checks that they fail cleanly).
 var noSemaphores = map[string]string{
+	"redis-lines":     "permits do not wait in lines (exclusive waiters only): redis's semaphore rows cover them",
 	"redlock":         "Redlock offers no shared locks or semaphores (see package redlock)",
 	"redlock-rueidis": "Redlock offers no shared locks or semaphores (see package redlock)",
 	"redlock-valkey":  "Redlock offers no shared locks or semaphores (see package redlock)",

@@ -28,6 +28,7 @@ var Workers = map[string]testworker.Func{
 	"jepsen-register": Register,
 	"jepsen-worker":   Worker,
 	"jepsen-workers":  inProcessWorkers,
+	"jepsen-shared":   sharedWorkers,
 	"jepsen-leader":   Leader,
 }
 
@@ -51,6 +52,13 @@ type Target struct {
 	Upstream string
 	// Server is the store's server, or nil when it has none (SQLite).
 	Server Server
+	// Shared, when above 1, runs that many workers in each worker process
+	// as goroutines sharing one Locker (Options.Workers processes), so
+	// that a Locker has several waiters of the name at once (redislock's
+	// lines). The faults that take a worker away (kill, pause, stall) take
+	// its process, with the workers it shares; a partition or a dropped
+	// reply cuts the process's proxy.
+	Shared int
 	// InProcess runs every worker as a goroutine of one process (memlock,
 	// whose store is one process's memory); only the nemesis "none"
 	// applies.
@@ -119,7 +127,8 @@ type Cluster struct {
 	regAddr string
 	paths   []string // the workers' histories
 	workers []*testworker.Process
-	proxies []*testserver.Proxy // per worker, when the target has a network
+	proxies []*testserver.Proxy // per worker process, when the target has a network
+	per     int                 // workers per process (see Target.Shared)
 
 	mu     sync.Mutex
 	deaths map[int]int64
@@ -180,24 +189,42 @@ func (c *Cluster) Waiter() int {
 	return -1
 }
 
-// Kill kills worker n with SIGKILL.
+// proc returns the index of worker n's process (in workers and proxies).
+func (c *Cluster) proc(n int) int { return n / c.per }
+
+// mates returns the workers of worker n's process, n among them.
+func (c *Cluster) mates(n int) []int {
+	var ms []int
+	for m := c.proc(n) * c.per; m < min((c.proc(n)+1)*c.per, len(c.paths)); m++ {
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+// Kill kills worker n's process with SIGKILL (and the workers it shares).
 func (c *Cluster) Kill(n int) {
-	c.workers[n].Kill(c.T)
+	c.workers[c.proc(n)].Kill(c.T)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.deaths[n] = now()
+	died := now()
+	for _, m := range c.mates(n) {
+		c.deaths[m] = died
+	}
 	c.events = append(c.events, fmt.Sprintf("killed worker %d", n))
 }
 
-// Pause stops worker n with SIGSTOP for d, then continues it.
+// Pause stops worker n's process with SIGSTOP for d, then continues it.
 func (c *Cluster) Pause(n int, d time.Duration) {
 	stop := now()
-	c.workers[n].Signal(c.T, syscall.SIGSTOP)
+	c.workers[c.proc(n)].Signal(c.T, syscall.SIGSTOP)
 	time.Sleep(d)
-	c.workers[n].Signal(c.T, syscall.SIGCONT)
+	c.workers[c.proc(n)].Signal(c.T, syscall.SIGCONT)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.pauses = append(c.pauses, pause{worker: n, stop: stop, cont: now()})
+	cont := now()
+	for _, m := range c.mates(n) {
+		c.pauses = append(c.pauses, pause{worker: m, stop: stop, cont: cont})
+	}
 	c.events = append(c.events, fmt.Sprintf("paused worker %d for %v", n, d))
 }
 
@@ -255,13 +282,13 @@ var Nemeses = []Nemesis{
 		c.T.Fatalf("worker %d did not reach its write within 30 s", n)
 	}},
 	{"partition-holder", func(c *Cluster) {
-		c.fault(2*c.Options.TTL, func(p *testserver.Proxy) { p.Partition(c.T) }, c.proxies[c.Holder()])
+		c.fault(2*c.Options.TTL, func(p *testserver.Proxy) { p.Partition(c.T) }, c.proxies[c.proc(c.Holder())])
 	}},
 	{"partition-all", func(c *Cluster) {
 		c.fault(2*c.Options.TTL, func(p *testserver.Proxy) { p.Partition(c.T) }, c.proxies...)
 	}},
 	{"drop-replies", func(c *Cluster) {
-		c.fault(2*c.Options.TTL, func(p *testserver.Proxy) { p.DropReplies(c.T) }, c.proxies[c.Holder()])
+		c.fault(2*c.Options.TTL, func(p *testserver.Proxy) { p.DropReplies(c.T) }, c.proxies[c.proc(c.Holder())])
 	}},
 	{"latency", func(c *Cluster) {
 		c.fault(2*c.Options.TTL, func(p *testserver.Proxy) { p.Latency(c.T, c.Options.TTL/10) }, c.proxies...)
@@ -280,7 +307,7 @@ var Nemeses = []Nemesis{
 			c.T.Fatalf("no worker waited for the lock within 30 s")
 		}
 		time.Sleep(c.Options.TTL / 20) // its queued attempt has been answered
-		c.fault(2*c.Options.TTL, func(p *testserver.Proxy) { p.Partition(c.T) }, c.proxies[n])
+		c.fault(2*c.Options.TTL, func(p *testserver.Proxy) { p.Partition(c.T) }, c.proxies[c.proc(n)])
 	}},
 	{"late-grant", func(c *Cluster) {
 		// A waiter's link is held (not dropped) right after its queued
@@ -293,7 +320,7 @@ var Nemeses = []Nemesis{
 			c.T.Fatalf("no worker waited for the lock within 30 s")
 		}
 		time.Sleep(c.Options.TTL / 20) // its queued attempt has been answered
-		p := c.proxies[n]
+		p := c.proxies[c.proc(n)]
 		p.Partition(c.T)
 		time.Sleep(max(3*time.Second, 3*c.Options.TTL))
 		p.Heal(c.T)
@@ -418,7 +445,10 @@ func Run(t *testing.T, target Target, nemesis Nemesis, opts Options) Result {
 	dir := t.TempDir()
 	began := now()
 	reg := testworker.Start(t, "jepsen-register", filepath.Join(dir, "register.jsonl"))
-	c := &Cluster{T: t, Target: target, Options: opts, deaths: map[int]int64{}}
+	c := &Cluster{T: t, Target: target, Options: opts, deaths: map[int]int64{}, per: 1}
+	if target.Shared > 1 {
+		c.per = target.Shared
+	}
 	// Put stepped clocks back for the next run even if this one stops
 	// early (see below for the usual case).
 	t.Cleanup(func() {
@@ -428,7 +458,7 @@ func Run(t *testing.T, target Target, nemesis Nemesis, opts Options) Result {
 	})
 	c.regAddr = reg.Expect(t, "listening", 30*time.Second)
 	var paths []string
-	for n := range opts.Workers {
+	for n := range opts.Workers * c.per {
 		paths = append(paths, filepath.Join(dir, "worker"+strconv.Itoa(n)+".jsonl"))
 	}
 	c.paths = paths
@@ -440,14 +470,19 @@ func Run(t *testing.T, target Target, nemesis Nemesis, opts Options) Result {
 			c.workers[0].Expect(t, "ready", 30*time.Second)
 		}
 	} else {
-		for n, path := range paths {
+		for n := 0; n < len(paths); n += c.per {
 			addr := target.Upstream
 			if addr != "" {
 				p := testserver.StartProxy(t, target.Upstream)
 				c.proxies = append(c.proxies, p)
 				addr = p.Addr()
 			}
-			args := []string{target.URL(addr), c.regAddr, "jepsen", opts.TTL.String(), path, strconv.Itoa(n), strconv.Itoa(opts.Limit)}
+			if c.per > 1 {
+				args := []string{target.URL(addr), c.regAddr, "jepsen", opts.TTL.String(), strconv.Itoa(opts.Limit), strconv.Itoa(n)}
+				c.workers = append(c.workers, testworker.Start(t, "jepsen-shared", append(args, paths[n:min(n+c.per, len(paths))]...)...))
+				continue
+			}
+			args := []string{target.URL(addr), c.regAddr, "jepsen", opts.TTL.String(), paths[n], strconv.Itoa(n), strconv.Itoa(opts.Limit)}
 			if target.SQLiteClock {
 				args = append(args, target.Clocks[0].File())
 			}
@@ -474,15 +509,15 @@ func Run(t *testing.T, target Target, nemesis Nemesis, opts Options) Result {
 			break
 		}
 	}
-	for n, w := range c.workers {
-		if _, dead := c.deaths[n]; !dead {
+	for p, w := range c.workers {
+		if _, dead := c.deaths[p*c.per]; !dead {
 			w.Signal(t, syscall.SIGTERM)
 		}
 	}
-	for n, w := range c.workers {
-		if _, dead := c.deaths[n]; !dead {
+	for p, w := range c.workers {
+		if _, dead := c.deaths[p*c.per]; !dead {
 			if err := w.Wait(t, 30*time.Second); err != nil {
-				t.Errorf("worker %d exited with %v; stderr:\n%s", n, err, w.Stderr())
+				t.Errorf("worker process %d exited with %v; stderr:\n%s", p, err, w.Stderr())
 			}
 		}
 	}

@@ -68,7 +68,6 @@ func work(ctx context.Context, args []string, checkLeaks bool) error {
 			return err
 		}
 	}
-	store, regAddr, name := args[0], args[1], args[2]
 	ttl, err := time.ParseDuration(args[3])
 	if err != nil {
 		return err
@@ -81,36 +80,113 @@ func work(ctx context.Context, args []string, checkLeaks bool) error {
 	if err != nil {
 		return err
 	}
+	goroutines := goleak.IgnoreCurrent()
+	sockets0 := sockets()
+	l, err := open(ctx, args[0], ttl)
+	if l == nil {
+		return err
+	}
+	fmt.Println("ready")
+	err = loop(ctx, l, args[1], args[2], ttl, limit, n, args[4])
+	// A long-running worker leaves nothing behind once its Locker is
+	// closed: no goroutine, no connection.
+	l.Close()
+	if err != nil || !checkLeaks {
+		return err
+	}
+	return leftBehind(goroutines, sockets0)
+}
+
+// sharedWorkers is the worker process of a target whose workers share a
+// Locker (Target.Shared): args are a store URL, the register's address,
+// the lock name, the TTL, the semaphore's limit, the first worker's
+// number, and one history path per worker (numbered on from the first).
+// It opens one Locker, prints "ready", runs a worker loop per history on
+// it, and after Close checks that nothing was left behind.
+func sharedWorkers(ctx context.Context, args []string) error {
+	if len(args) < 7 {
+		return fmt.Errorf("shared workers: want STORE REGISTER NAME TTL LIMIT FIRST HISTORY..., got %q", args)
+	}
+	ttl, err := time.ParseDuration(args[3])
+	if err != nil {
+		return err
+	}
+	limit, err := strconv.Atoi(args[4])
+	if err != nil {
+		return err
+	}
+	first, err := strconv.Atoi(args[5])
+	if err != nil {
+		return err
+	}
+	goroutines := goleak.IgnoreCurrent()
+	sockets0 := sockets()
+	l, err := open(ctx, args[0], ttl)
+	if l == nil {
+		return err
+	}
+	fmt.Println("ready")
+	paths := args[6:]
+	errs := make([]error, len(paths))
+	var wg sync.WaitGroup
+	for i, path := range paths {
+		wg.Go(func() { errs[i] = loop(ctx, l, args[1], args[2], ttl, limit, first+i, path) })
+	}
+	wg.Wait()
+	l.Close()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return leftBehind(goroutines, sockets0)
+}
+
+// open opens store, trying again until it succeeds (the store may be down
+// at first) or ctx ends (then it returns nil, nil).
+func open(ctx context.Context, store string, ttl time.Duration) (*dlock.Locker, error) {
+	for {
+		octx, cancel := context.WithTimeout(ctx, ttl)
+		l, err := dlock.Open(octx, store)
+		cancel()
+		if err == nil {
+			return l, nil
+		}
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		if errors.Is(err, dlock.ErrBadURL) {
+			return nil, err
+		}
+		time.Sleep(ttl / 4)
+	}
+}
+
+// leftBehind reports goroutines and sockets beyond those there were
+// before the Locker was opened.
+func leftBehind(goroutines goleak.Option, sockets0 int) error {
+	if err := goleak.Find(goroutines); err != nil {
+		return fmt.Errorf("after Close: %w", err)
+	}
+	if n := sockets(); n > sockets0 {
+		return fmt.Errorf("after Close: %d sockets open, %d before Open", n, sockets0)
+	}
+	return nil
+}
+
+// loop is worker n on l until ctx ends: acquire, read, write, release,
+// recorded in the history at path.
+func loop(ctx context.Context, l *dlock.Locker, regAddr, name string, ttl time.Duration, limit, n int, path string) error {
 	opts := []dlock.Option{dlock.WithTTL(ttl)}
 	if limit > 0 {
 		opts = append(opts, dlock.WithLimit(limit))
 	}
-	f, err := os.Create(args[4])
+	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	h := &history{f: f}
-	goroutines := goleak.IgnoreCurrent()
-	sockets0 := sockets()
-	var l *dlock.Locker
-	for { // the store may be down at first: keep trying
-		octx, cancel := context.WithTimeout(ctx, ttl)
-		l, err = dlock.Open(octx, store)
-		cancel()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if errors.Is(err, dlock.ErrBadURL) {
-			return err
-		}
-		time.Sleep(ttl / 4)
-	}
-	fmt.Println("ready")
 	reg := &registerClient{addr: regAddr, worker: n, http: &http.Client{Timeout: 10 * time.Second}}
+	defer reg.http.CloseIdleConnections()
 	opID := 0
 	for acq := 1; ctx.Err() == nil; acq++ {
 		reg.do(ctx, "waiting", 0, 0)
@@ -154,7 +230,7 @@ func work(ctx context.Context, args []string, checkLeaks bool) error {
 		// operations.
 		if limit == 0 {
 			if r, ok := op("read", 0); ok && r.Accepted {
-				if stallRequested(args[4]) {
+				if stallRequested(path) {
 					// The runner stops this process (SIGSTOP) during this
 					// sleep, past the TTL: on resume the write goes out with
 					// a fence that may be stale, whatever Done says, as from
@@ -173,19 +249,6 @@ func work(ctx context.Context, args []string, checkLeaks bool) error {
 		k.Release(context.Background())
 		h.add(event{Ev: "release", Worker: n, Acq: acq, T: now()})
 		sleepCtx(ctx, rand.N(ttl/10))
-	}
-	// A long-running worker leaves nothing behind once its Locker is
-	// closed: no goroutine, no connection.
-	l.Close()
-	reg.http.CloseIdleConnections()
-	if !checkLeaks {
-		return nil
-	}
-	if err := goleak.Find(goroutines); err != nil {
-		return fmt.Errorf("after Close: %w", err)
-	}
-	if n := sockets(); n > sockets0 {
-		return fmt.Errorf("after Close: %d sockets open, %d before Open", n, sockets0)
 	}
 	return nil
 }
