@@ -72,29 +72,13 @@ func work(ctx context.Context, args []string, checkLeaks bool) error {
 	if err != nil {
 		return err
 	}
-	n, err := strconv.Atoi(args[5])
+	nums, err := atois(args[5], args[6]) // the worker's number, the limit
 	if err != nil {
 		return err
 	}
-	limit, err := strconv.Atoi(args[6])
-	if err != nil {
-		return err
-	}
-	goroutines := goleak.IgnoreCurrent()
-	sockets0 := sockets()
-	l, err := open(ctx, args[0], ttl)
-	if l == nil {
-		return err
-	}
-	fmt.Println("ready")
-	err = loop(ctx, l, args[1], args[2], ttl, limit, n, args[4])
-	// A long-running worker leaves nothing behind once its Locker is
-	// closed: no goroutine, no connection.
-	l.Close()
-	if err != nil || !checkLeaks {
-		return err
-	}
-	return leftBehind(goroutines, sockets0)
+	return onLocker(ctx, args[0], ttl, checkLeaks, func(l *dlock.Locker) error {
+		return loop(ctx, l, args[1], args[2], ttl, nums[1], nums[0], args[4])
+	})
 }
 
 // sharedWorkers is the worker process of a target whose workers share a
@@ -111,30 +95,50 @@ func sharedWorkers(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	limit, err := strconv.Atoi(args[4])
+	nums, err := atois(args[4], args[5]) // the limit, the first worker's number
 	if err != nil {
 		return err
 	}
-	first, err := strconv.Atoi(args[5])
-	if err != nil {
-		return err
+	return onLocker(ctx, args[0], ttl, true, func(l *dlock.Locker) error {
+		paths := args[6:]
+		errs := make([]error, len(paths))
+		var wg sync.WaitGroup
+		for i, path := range paths {
+			wg.Go(func() { errs[i] = loop(ctx, l, args[1], args[2], ttl, nums[0], nums[1]+i, path) })
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	})
+}
+
+// atois parses decimal integers.
+func atois(ss ...string) ([]int, error) {
+	ns := make([]int, len(ss))
+	for i, s := range ss {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return nil, err
+		}
+		ns[i] = n
 	}
+	return ns, nil
+}
+
+// onLocker opens store, prints "ready", runs body on the Locker and
+// closes it. With checkLeaks, it then reports what was left behind: a
+// long-running worker leaves nothing once its Locker is closed, no
+// goroutine, no connection.
+func onLocker(ctx context.Context, store string, ttl time.Duration, checkLeaks bool, body func(*dlock.Locker) error) error {
 	goroutines := goleak.IgnoreCurrent()
 	sockets0 := sockets()
-	l, err := open(ctx, args[0], ttl)
+	l, err := open(ctx, store, ttl)
 	if l == nil {
 		return err
 	}
 	fmt.Println("ready")
-	paths := args[6:]
-	errs := make([]error, len(paths))
-	var wg sync.WaitGroup
-	for i, path := range paths {
-		wg.Go(func() { errs[i] = loop(ctx, l, args[1], args[2], ttl, limit, first+i, path) })
-	}
-	wg.Wait()
+	err = body(l)
 	l.Close()
-	if err := errors.Join(errs...); err != nil {
+	if err != nil || !checkLeaks {
 		return err
 	}
 	return leftBehind(goroutines, sockets0)
