@@ -71,7 +71,7 @@ const (
 	picked                      // a release is handing it the name
 	active                      // it waits in the server's queue
 	handedOn                    // it holds the name
-	unknown                     // the release that was handing it the name got no reply
+	unknown                     // the release that was handing it the name did not reply that it did
 )
 
 // lineable reports whether l waits in a line: an exclusive lease without

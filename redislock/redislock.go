@@ -207,6 +207,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -541,9 +542,9 @@ func (d *redisDriver) acquire(ctx context.Context, l driver.Lease, queue string,
 // holder that died without releasing.
 //
 // An exclusive waiter waits in its Locker's line for the name (see
-// lines): the line's first waiter waits in the server's queue as above,
-// the others in the Locker, and a holder of the Locker hands the name to
-// the waiters of its cohort in its release.
+// lines): the line's active waiter (its newest) waits in the server's
+// queue as above, the others in the Locker, and a holder of the Locker
+// hands the name to the waiters of its cohort in its release.
 func (d *redisDriver) AcquireQueued(ctx context.Context, l driver.Lease) (driver.Result, error) {
 	if !d.lineable(l) {
 		return d.queued(ctx, l)
@@ -760,7 +761,8 @@ func (d *redisDriver) release(ctx context.Context, l driver.Lease, hand bool) er
 	var next *lineWaiter // a waiter of this Locker's cohort, handed the name in place
 	if hand && d.lineable(l) {
 		if next = d.lines.pick(l.Name); next != nil {
-			args = []any{l.Owner, ms(d.tombstone()), d.channelPrefix(), next.lease.Owner, ms(next.lease.TTL), storedMeta(next.lease), ms(d.bound)}
+			// The successor goes before the clock bound, the last argument.
+			args = slices.Insert(args, 3, []any{next.lease.Owner, ms(next.lease.TTL), storedMeta(next.lease)}...)
 		}
 	}
 	sent := time.Now()
