@@ -87,6 +87,9 @@ func (d *etcdDriver) deleteEntry(ctx context.Context, e entry) (bool, error) {
 // remove is the book's Remove, for a lease that ran out or was lost: it
 // deletes e's key, or, for a lease with a lock-delay, starts the delay.
 func (d *etcdDriver) remove(ctx context.Context, e entry) error {
+	if e.owner != "" {
+		return d.deleteIfOwner(ctx, e.key, e.owner)
+	}
 	if e.delay > 0 && e.sess != nil {
 		return d.startDelay(ctx, e)
 	}

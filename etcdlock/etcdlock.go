@@ -325,6 +325,9 @@ type entry struct {
 	// ahead is, for an entry Join put, how many keys were ahead of it
 	// then (-1 unknown), for driver.Result.Ahead; 0 for others.
 	ahead int
+	// owner is set, with key alone, for an orphan whose revision is not
+	// known (see releaseUnheld): key is deleted if owner still holds it.
+	owner string
 }
 
 var _ sessionlock.Driver = (*etcdDriver)(nil)
@@ -364,7 +367,10 @@ func (d *etcdDriver) Close() error {
 		}
 	}
 	for _, e := range es {
-		if e.delay == 0 && (e.sess == nil || live[e.sess.secs] != e.sess) {
+		switch {
+		case e.owner != "":
+			d.deleteIfOwner(ctx, e.key, e.owner)
+		case e.delay == 0 && (e.sess == nil || live[e.sess.secs] != e.sess):
 			d.deleteEntry(ctx, e)
 		}
 	}

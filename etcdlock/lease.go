@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/etcdlock/internal/testhook"
 )
 
 // maxTxnOps is the most operations Refresh puts in one transaction: the
@@ -108,23 +109,37 @@ func (d *etcdDriver) Release(ctx context.Context, l driver.Lease) error {
 
 // releaseUnheld deletes the owner's key if there is one that the owner
 // still holds (not resumed by another owner, not in its lock-delay), and
-// reports the lease not held.
+// reports the lease not held. If that fails, the key is looked for again
+// whenever the store answers: a put whose reply was lost may have
+// attached it to a session that the driver keeps alive, and it would
+// stay in the queue for as long as the session lives.
 func (d *etcdDriver) releaseUnheld(ctx context.Context, l driver.Lease) error {
 	key := d.key(l)
-	resp, err := d.cli.Get(ctx, key)
+	err := d.deleteIfOwner(ctx, key, l.Owner)
+	if err != nil {
+		d.leases.Orphan(entry{key: key, owner: l.Owner})
+	}
+	if f := testhook.UnheldRelease.Load(); f != nil {
+		(*f)(err)
+	}
 	if err != nil {
 		return fmt.Errorf("etcdlock: release %q: %w", l.Name, err)
 	}
-	if len(resp.Kvs) == 1 {
-		kv := resp.Kvs[0]
-		if v := decodeValue(l.Owner, kv.Value); v.owner == l.Owner && !v.delayed {
-			_, err := d.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
-				Then(clientv3.OpDelete(key)).Commit()
-			if err != nil {
-				d.leases.Orphan(entry{key: key, rev: kv.CreateRevision, sess: nil})
-				return fmt.Errorf("etcdlock: release %q: %w", l.Name, err)
-			}
-		}
-	}
 	return fmt.Errorf("etcdlock: release %q: %w", l.Name, driver.ErrNotHeld)
+}
+
+// deleteIfOwner deletes key if owner still holds it (not resumed by
+// another owner, not in its lock-delay).
+func (d *etcdDriver) deleteIfOwner(ctx context.Context, key, owner string) error {
+	resp, err := d.cli.Get(ctx, key)
+	if err != nil || len(resp.Kvs) != 1 {
+		return err
+	}
+	kv := resp.Kvs[0]
+	if v := decodeValue(owner, kv.Value); v.owner != owner || v.delayed {
+		return nil
+	}
+	_, err = d.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+		Then(clientv3.OpDelete(key)).Commit()
+	return err
 }

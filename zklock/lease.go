@@ -9,15 +9,49 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/dlock-go/dlock/driver"
+	"github.com/dlock-go/dlock/zklock/internal/testhook"
 )
 
 // remove is the sessionlock.Leases' Remove: it deletes an expired or orphaned
 // child, and fails only when a later attempt may succeed.
 func (d *zkDriver) remove(ctx context.Context, e entry) error {
-	if err := d.delete(ctx, e.path); transient(err) {
+	if err := d.removeEntry(ctx, e); transient(err) {
 		return err
 	}
 	return nil
+}
+
+// removeEntry deletes e's child: the one at e.path, or, for an entry
+// with an owner, whichever children of the parent at e.path the owner
+// has.
+func (d *zkDriver) removeEntry(ctx context.Context, e entry) error {
+	if e.owner == "" {
+		return d.delete(ctx, e.path)
+	}
+	_, err := d.deleteOwnerChildren(ctx, e.path, e.owner)
+	return err
+}
+
+// deleteOwnerChildren deletes owner's children under parent (a missing
+// parent has none) and reports whether it found any.
+func (d *zkDriver) deleteOwnerChildren(ctx context.Context, parent, owner string) (bool, error) {
+	kids, err := d.children(ctx, parent)
+	if errors.Is(err, zk.ErrNoNode) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	found := false
+	for _, k := range kids {
+		if isOwnedBy(k, owner) {
+			found = true
+			if err := d.delete(ctx, parent+"/"+k); err != nil {
+				return found, err
+			}
+		}
+	}
+	return found, nil
 }
 
 // Refresh checks that each lease's child still exists, with multi
@@ -70,21 +104,21 @@ func (d *zkDriver) Release(ctx context.Context, l driver.Lease) error {
 	}
 	// Not held by this driver: an acquisition whose reply was lost, or a
 	// lock already lost or expired. Delete whatever child the owner has.
-	d.setUnsure(l.Owner, false)
+	// If a create of the owner's may have been applied unseen and this
+	// fails, the child is looked for again whenever the connection is
+	// up: its session, kept alive by the connection, would keep it in
+	// the queue for good.
+	unsure := d.takeUnsure(l.Owner)
 	parent := d.parent(l.Name)
-	kids, err := d.children(ctx, parent)
-	if errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("zklock: release %q: %w", l.Name, driver.ErrNotHeld)
+	_, err := d.deleteOwnerChildren(ctx, parent, l.Owner)
+	if err != nil && unsure {
+		d.leases.Orphan(entry{path: parent, owner: l.Owner})
+	}
+	if f := testhook.UnheldRelease.Load(); f != nil {
+		(*f)(unsure, err)
 	}
 	if err != nil {
 		return fmt.Errorf("zklock: release %q: %w", l.Name, err)
-	}
-	for _, k := range kids {
-		if isOwnedBy(k, l.Owner) {
-			if err := d.delete(ctx, parent+"/"+k); err != nil {
-				return fmt.Errorf("zklock: release %q: %w", l.Name, err)
-			}
-		}
 	}
 	return fmt.Errorf("zklock: release %q: %w", l.Name, driver.ErrNotHeld)
 }

@@ -296,6 +296,16 @@ func (d *zkDriver) find(parent, owner string) (string, bool) {
 	return "", false
 }
 
+// takeUnsure reports whether owner may have a child whose create reply
+// was lost, and forgets it.
+func (d *zkDriver) takeUnsure(owner string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	unsure := d.unsure[owner]
+	delete(d.unsure, owner)
+	return unsure
+}
+
 // setUnsure records whether owner may have a child whose create reply was
 // lost.
 func (d *zkDriver) setUnsure(owner string, unsure bool) {
@@ -405,7 +415,7 @@ func (d *zkDriver) position(ctx context.Context, l driver.Lease, parent, path st
 // rule and belongs to session; start is the send time of the request
 // that found it so.
 func (d *zkDriver) hold(l driver.Lease, path string, session int64, fence uint64, start time.Time) (driver.Result, error) {
-	res, err := d.leases.Hold(l.Owner, entry{path, session}, fence, l.TTL, start)
+	res, err := d.leases.Hold(l.Owner, entry{path: path, session: session}, fence, l.TTL, start)
 	if err != nil {
 		d.leave(path)
 	}

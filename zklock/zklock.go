@@ -260,10 +260,13 @@ type zkDriver struct {
 }
 
 // entry is a held lock's child: its path and the session that owns it.
-// An orphan's session may be 0 (unknown).
+// An orphan's session may be 0 (unknown). An orphan with an owner is the
+// child, if any, that a create whose reply was lost made for owner under
+// the parent at path (see Release).
 type entry struct {
 	path    string
 	session int64
+	owner   string
 }
 
 var _ sessionlock.Driver = (*zkDriver)(nil)
@@ -281,7 +284,7 @@ func (d *zkDriver) Close() error {
 		ctx, cancel := sessionlock.CleanupContext()
 		defer cancel()
 		for _, e := range es {
-			if err := d.delete(ctx, e.path); err != nil {
+			if err := d.removeEntry(ctx, e); err != nil {
 				errs = append(errs, err)
 			}
 		}

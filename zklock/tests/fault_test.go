@@ -2,6 +2,7 @@ package zklock_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -28,10 +29,15 @@ const faultSession = 2 * time.Second
 // writes are dropped, their reads deliver nothing, and new dials fail, as
 // in a network partition.
 type freezer struct {
-	mu      sync.Mutex
-	frozen  bool
-	refused bool       // dials fail
-	conns   []net.Conn // dialled so far
+	mu       sync.Mutex
+	frozen   bool
+	refused  bool       // dials fail
+	conns    []net.Conn // dialled so far
+	nrefused int        // dials refused so far
+	// loseMulti, if not nil, is closed when the next multi request
+	// (dlock's create) has been sent: f freezes as it sends it, so that
+	// the server runs the request and its reply is lost.
+	loseMulti chan struct{}
 }
 
 // cut closes every connection it dialled and refuses new ones until
@@ -99,7 +105,20 @@ func (c *frozenConn) Write(b []byte) (int, error) {
 	if c.f.isFrozen() {
 		return len(b), nil
 	}
-	return c.Conn.Write(b)
+	// A request is its length, xid and opcode (4 bytes each), then its
+	// body, in one Write; 14 is a multi's opcode.
+	c.f.mu.Lock()
+	lost := c.f.loseMulti
+	if lost == nil || len(b) < 12 || binary.BigEndian.Uint32(b[8:12]) != 14 {
+		c.f.mu.Unlock()
+		return c.Conn.Write(b)
+	}
+	c.f.frozen = true // before the write: its reply is dropped
+	c.f.loseMulti = nil
+	c.f.mu.Unlock()
+	n, err := c.Conn.Write(b)
+	close(lost)
+	return n, err
 }
 
 // connect returns a connection through f once it has a session.

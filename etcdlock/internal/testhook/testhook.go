@@ -5,6 +5,7 @@ package testhook
 
 import (
 	"context"
+	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -35,6 +36,11 @@ var (
 	// driver of their own on cli, the lock on name under prefix as if
 	// they were owner: what a neighbour could do with a handle it made up.
 	ForgedRelease, ForgedRefresh func(ctx context.Context, cli *clientv3.Client, prefix, name, owner string) error
+
+	// UnheldRelease, when set, is called by each release of a lease that
+	// the driver does not hold (one given up by its caller) with the
+	// outcome of its look for the owner's key.
+	UnheldRelease atomic.Pointer[func(err error)]
 )
 
 // DefaultPrefix is etcdlock.DefaultPrefix, for Queued.

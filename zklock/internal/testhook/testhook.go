@@ -31,4 +31,10 @@ var (
 	// create of its child and the read of its place: a test makes a
 	// holder leave there.
 	AfterCreate atomic.Pointer[func(path string)]
+
+	// UnheldRelease, when set, is called by each release of a lease that
+	// the driver does not hold (one given up by its caller), with
+	// whether a create of its owner's may have been applied unseen and
+	// the outcome of the look for the owner's children.
+	UnheldRelease atomic.Pointer[func(unsure bool, err error)]
 )
