@@ -29,11 +29,10 @@ const faultSession = 2 * time.Second
 // writes are dropped, their reads deliver nothing, and new dials fail, as
 // in a network partition.
 type freezer struct {
-	mu       sync.Mutex
-	frozen   bool
-	refused  bool       // dials fail
-	conns    []net.Conn // dialled so far
-	nrefused int        // dials refused so far
+	mu      sync.Mutex
+	frozen  bool
+	refused bool       // dials fail
+	conns   []net.Conn // dialled so far
 	// loseMulti, if not nil, is closed when the next multi request
 	// (dlock's create) has been sent: f freezes as it sends it, so that
 	// the server runs the request and its reply is lost.
