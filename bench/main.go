@@ -287,12 +287,13 @@ func run(c config) error {
 	for r := range c.memRounds {
 		progress("memory %d/%d: %d held locks per library", r+1, c.memRounds, c.memLocks)
 		for _, k := range s4Libs {
-			per, err := b.memory(libs[k])
+			net, used, err := b.memory(libs[k])
 			if err != nil {
 				b.errorf("memory %s: %v", k, err)
 				continue
 			}
-			b.s4.add(k, mBytes, per)
+			b.s4.add(k, mBytes, net)
+			b.s4.add(k, mBytesUsed, used)
 		}
 	}
 	if err := b.runIssue16(); err != nil {

@@ -133,6 +133,27 @@ func usedMemory(ctx context.Context, c *redis.Client) (int64, error) {
 	return strconv.ParseInt(parseInfo(s)["used_memory"], 10, 64)
 }
 
+// clientsMemory returns the sum of every client connection's memory
+// (CLIENT LIST tot-mem: its query and output buffers and state), which
+// used_memory includes.
+func clientsMemory(ctx context.Context, c *redis.Client) (int64, error) {
+	s, err := c.ClientList(ctx).Result()
+	if err != nil {
+		return 0, fmt.Errorf("client list: %w", err)
+	}
+	var sum int64
+	for f := range strings.FieldsSeq(s) {
+		if v, ok := strings.CutPrefix(f, "tot-mem="); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("client list: tot-mem=%q: %w", v, err)
+			}
+			sum += n
+		}
+	}
+	return sum, nil
+}
+
 // tripCounter is a go-redis hook that counts requests sent to the server:
 // one per command and one per pipeline (a pipeline is one round trip), in
 // all and by command name ("evalsha:" + the script's SHA1 prefix for

@@ -67,30 +67,55 @@ func (b *bench) backendMetric(name, sub, unit string) (float64, bool) {
 	return 0, false
 }
 
+// hotTarget is the hot-name target line: acquisitions/s at least ratio
+// times the hand-written 1 ms poller's, with Jain's index and max wait
+// bounded.
+func (b *bench) hotTarget(ratio float64) target {
+	r := perRound(b.s3[keyDlock][mOps], b.s3[keyHand][mOps])
+	jd, jh := b.s3.get(keyDlock, mJain), b.s3.get(keyHand, mJain)
+	wd, wh := b.s3.get(keyDlock, mWaitMax), b.s3.get(keyHand, mWaitMax)
+	return target{verdictOf(r.med >= ratio && jd.med >= target16Jain && wd.med <= target16MaxWait, r),
+		fmt.Sprintf("hot name: acquisitions/s ≥ %.1f× the hand-written 1 ms poller's, with Jain ≥ 0.99 and max wait ≤ 20 ms", ratio),
+		fmt.Sprintf("dlock %s (%s vs %s acquisitions/s); Jain dlock %s, hand-written %s; max wait dlock %s, hand-written %s",
+			r.format(fRatio), b.s3.get(keyDlock, mOps).format(fInt), b.s3.get(keyHand, mOps).format(fInt),
+			jd.format(f3), jh.format(f3), wd.format(fDur), wh.format(fDur))}
+}
+
+// cpuTarget is the target line of redis-server CPU per hot acquisition
+// against the hand-written lock's.
+func (b *bench) cpuTarget() target {
+	s := perRound(b.s3[keyDlock][mSrvCPU], b.s3[keyHand][mSrvCPU])
+	return target{verdictOf(s.med <= target16SrvCPU, s),
+		"hot name: redis-server CPU per acquisition ≤ 1.0× the hand-written lock's",
+		fmt.Sprintf("%s (dlock %s, hand-written %s per acquisition)", s.format(fRatio),
+			b.s3.get(keyDlock, mSrvCPU).format(fDur), b.s3.get(keyHand, mSrvCPU).format(fDur))}
+}
+
+// memoryTarget is the target line of memory per held lock, at most limit
+// bytes (section 4's figure, net of the clients' connection memory).
+func (b *bench) memoryTarget(limit float64) target {
+	s := b.s4.get(keyDlock, mBytes)
+	return target{verdictOf(s.med <= limit, s),
+		fmt.Sprintf("Redis memory ≤ %.0f B per held lock, fence included (section 4)", limit),
+		fmt.Sprintf("dlock %s B; hand-written %s, redsync %s, bsm/redislock %s; used_memory growth alone: dlock %s, hand-written %s, redsync %s, bsm/redislock %s",
+			s.format(f1), b.s4.get(keyHand, mBytes).format(f1), b.s4.get(keyRedsync, mBytes).format(f1), b.s4.get(keyBsm, mBytes).format(f1),
+			b.s4.get(keyDlock, mBytesUsed).format(f1), b.s4.get(keyHand, mBytesUsed).format(f1), b.s4.get(keyRedsync, mBytesUsed).format(f1), b.s4.get(keyBsm, mBytesUsed).format(f1))}
+}
+
 func (b *bench) targets16() []target {
 	var ts []target
 	add := func(what string, s spread, ok bool, measured string) {
 		ts = append(ts, target{verdictOf(ok, s), what, measured})
 	}
 
-	ratio := perRound(b.s3[keyDlock][mOps], b.s3[keyHand][mOps])
-	jd, jh := b.s3.get(keyDlock, mJain), b.s3.get(keyHand, mJain)
-	wd, wh := b.s3.get(keyDlock, mWaitMax), b.s3.get(keyHand, mWaitMax)
-	add("hot name: acquisitions/s ≥ 1.2× the hand-written 1 ms poller's, with Jain ≥ 0.99 and max wait ≤ 20 ms", ratio,
-		ratio.med >= target16HotRatio && jd.med >= target16Jain && wd.med <= target16MaxWait,
-		fmt.Sprintf("dlock %s (%s vs %s acquisitions/s); Jain dlock %s, hand-written %s; max wait dlock %s, hand-written %s",
-			ratio.format(fRatio), b.s3.get(keyDlock, mOps).format(fInt), b.s3.get(keyHand, mOps).format(fInt),
-			jd.format(f3), jh.format(f3), wd.format(fDur), wh.format(fDur)))
+	ts = append(ts, b.hotTarget(target16HotRatio))
 
 	s := b.s3.get(keyDlock, mCmds)
 	add("hot name: ≤ 10 Redis commands per acquisition (INFO commandstats, inside scripts included)", s, s.med <= target16Cmds,
 		fmt.Sprintf("dlock %s; hand-written %s, redsync %s, bsm/redislock %s", s.format(f2),
 			b.s3.get(keyHand, mCmds).format(f2), b.s3.get(keyRedsync, mCmds).format(f2), b.s3.get(keyBsm, mCmds).format(f2)))
 
-	s = perRound(b.s3[keyDlock][mSrvCPU], b.s3[keyHand][mSrvCPU])
-	add("hot name: redis-server CPU per acquisition ≤ 1.0× the hand-written lock's", s, s.med <= target16SrvCPU,
-		fmt.Sprintf("%s (dlock %s, hand-written %s per acquisition)", s.format(fRatio),
-			b.s3.get(keyDlock, mSrvCPU).format(fDur), b.s3.get(keyHand, mSrvCPU).format(fDur)))
+	ts = append(ts, b.cpuTarget())
 
 	s = b.s2.get(keyDlock, mRatio)
 	add(fmt.Sprintf("%d goroutines on distinct names: ≥ 1.5× the hand-written lock (median), ≥ 1.3× (worst round)", b.cfg.goroutines), s,
@@ -98,10 +123,7 @@ func (b *bench) targets16() []target {
 		fmt.Sprintf("median %s, worst round %s (%s vs %s ops/s)", fRatio(s.med), fRatio(s.lo),
 			b.s2.get(keyDlock, mOps).format(fInt), b.s2.get(keyHand, mOps).format(fInt)))
 
-	s = b.s4.get(keyDlock, mBytes)
-	add("Redis memory ≤ 160 B per held lock, fence included", s, s.med <= target16Bytes,
-		fmt.Sprintf("dlock %s B; hand-written %s, redsync %s, bsm/redislock %s", s.format(fInt),
-			b.s4.get(keyHand, mBytes).format(fInt), b.s4.get(keyRedsync, mBytes).format(fInt), b.s4.get(keyBsm, mBytes).format(fInt)))
+	ts = append(ts, b.memoryTarget(target16Bytes))
 
 	pg := spreadOf(int64s(b.longHold["Postgres"]))
 	for _, c := range []struct {

@@ -13,6 +13,8 @@ import (
 const (
 	target28HandoffRatio = 3.0 // handoff p50 at 1,000 waiters / at 1, at most, on every backend
 	target28CallsPerLock = 0.01
+	target28HotRatio     = 1.0   // hot acquisitions/s / the 1 ms poller's, at least
+	target28Bytes        = 147.0 // per held lock, at most: redsync's and bsm/redislock's when the issue was filed
 )
 
 // handoffRatio is st's handoff p50 at the most waiters over its p50 at
@@ -39,7 +41,7 @@ func maxOf(fg figures, metric string, keys []string) (float64, bool) {
 }
 
 func (b *bench) targets28() []target {
-	var ts []target
+	ts := []target{b.hotTarget(target28HotRatio), b.cpuTarget(), b.memoryTarget(target28Bytes)}
 	var ratios []string
 	worst, seen := 0.0, false
 	for _, st := range b.scalingStores() {

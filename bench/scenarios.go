@@ -31,26 +31,27 @@ func (f figures) get(lib, metric string) spread { return spreadOf(f[lib][metric]
 
 // Metric names.
 const (
-	mP50     = "p50"
-	mP99     = "p99"
-	mMean    = "mean"
-	mRatio   = "ratio"
-	mOps     = "ops"
-	mWaitP50 = "wait_p50"
-	mWaitP99 = "wait_p99"
-	mWaitMax = "wait_max"
-	mHandP50 = "handoff_p50"
-	mHandP99 = "handoff_p99"
-	mSelf    = "self"
-	mJain    = "jain"
-	mCmds    = "cmds"
-	mTrips   = "trips"
-	mOpTrips = "op_trips"
-	mCliCPU  = "client_cpu"
-	mSrvCPU  = "server_cpu"
-	mGiveUps = "giveups"
-	mCensor  = "censored"
-	mBytes   = "bytes"
+	mP50       = "p50"
+	mP99       = "p99"
+	mMean      = "mean"
+	mRatio     = "ratio"
+	mOps       = "ops"
+	mWaitP50   = "wait_p50"
+	mWaitP99   = "wait_p99"
+	mWaitMax   = "wait_max"
+	mHandP50   = "handoff_p50"
+	mHandP99   = "handoff_p99"
+	mSelf      = "self"
+	mJain      = "jain"
+	mCmds      = "cmds"
+	mTrips     = "trips"
+	mOpTrips   = "op_trips"
+	mCliCPU    = "client_cpu"
+	mSrvCPU    = "server_cpu"
+	mGiveUps   = "giveups"
+	mCensor    = "censored"
+	mBytes     = "bytes"
+	mBytesUsed = "bytes-used"
 )
 
 const warmOps = 200
@@ -352,13 +353,14 @@ func (b *bench) runSpread(l lib, addr, name string, spec spreadSpec) ([]hotHalf,
 }
 
 // memory runs scenario 4 for l: the growth of used_memory while n
-// distinct locks are held, per lock.
-func (b *bench) memory(l lib) (float64, error) {
+// distinct locks are held, per lock, less the change of the clients'
+// connection memory (net), and without that correction (used).
+func (b *bench) memory(l lib) (net, used float64, err error) {
 	ctx := context.Background()
 	const long = time.Hour // no lease runs out, no renewal comes due
 	lk, err := l.open(b.addr, long)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	closed := false
 	defer func() {
@@ -380,22 +382,30 @@ func (b *bench) memory(l lib) (float64, error) {
 	}
 	wg.Wait()
 	if err := b.admin.FlushAll(ctx).Err(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	before, err := usedMemory(ctx, b.admin)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
+	}
+	cbefore, err := clientsMemory(ctx, b.admin)
+	if err != nil {
+		return 0, 0, err
 	}
 	if err := takeMany(lk, workers, 0, b.cfg.memLocks, func(i int) string { return fmt.Sprintf("mem:%07d", i) }); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	after, err := usedMemory(ctx, b.admin)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
+	}
+	cafter, err := clientsMemory(ctx, b.admin)
+	if err != nil {
+		return 0, 0, err
 	}
 	keys, err := b.admin.DBSize(ctx).Result()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if keys != int64(b.cfg.memLocks) {
 		b.errorf("memory %s: %d keys for %d held locks", l.key, keys, b.cfg.memLocks)
@@ -403,11 +413,12 @@ func (b *bench) memory(l lib) (float64, error) {
 	// dlock: Close releases what it holds (one round trip per lock);
 	// flushing first makes those releases find nothing.
 	if err := b.admin.FlushAll(ctx).Err(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	closed = true
 	lk.close()
-	return float64(after-before) / float64(b.cfg.memLocks), nil
+	n := float64(b.cfg.memLocks)
+	return float64(after-before-(cafter-cbefore)) / n, float64(after-before) / n, nil
 }
 
 // takeMany takes the names name(from) to name(to-1) on lk with workers
