@@ -170,7 +170,12 @@ func untilFree(leftUs, boundUs int64) int64 {
 // inTx runs f in a transaction on d.db with the dialect's options, and
 // commits it if f returns commit true and no error.
 func (d *sqlDriver) inTx(ctx context.Context, f func(tx *sql.Tx) (commit bool, err error)) error {
-	tx, err := d.db.BeginTx(ctx, d.q.multi.txOpts)
+	return d.inTxOn(ctx, d.db, f)
+}
+
+// inTxOn is inTx on db: the Locker's pool, or one connection of it.
+func (d *sqlDriver) inTxOn(ctx context.Context, db stepDB, f func(tx *sql.Tx) (commit bool, err error)) error {
+	tx, err := db.BeginTx(ctx, d.q.multi.txOpts)
 	if err != nil {
 		return err
 	}
@@ -231,10 +236,10 @@ func (d *sqlDriver) liveHolders(ctx context.Context, tx *sql.Tx, name string) ([
 // transaction holding the name's row, it checks the mode, the exclusive
 // holder, the writer's intent and the permits left, then adds a holder
 // with a token above the row's last one and updates the row's summary.
-func (d *sqlDriver) acquireMulti(ctx context.Context, l driver.Lease) (driver.Result, error) {
+func (d *sqlDriver) acquireMulti(ctx context.Context, db stepDB, l driver.Lease) (driver.Result, error) {
 	m := &d.q.multi
 	var res driver.Result
-	err := d.inTx(ctx, func(tx *sql.Tx) (bool, error) {
+	err := d.inTxOn(ctx, db, func(tx *sql.Tx) (bool, error) {
 		res = driver.Result{}
 		s, err := d.lockRow(ctx, tx, l.Name)
 		if err != nil {
@@ -350,8 +355,8 @@ func (d *sqlDriver) notify(ctx context.Context, tx *sql.Tx, name string) error {
 // recordIntent records l.Owner's intent to take the name that readers
 // hold (see driver.Lease.Waiting), unless another writer's live intent is
 // there. It reports whether the intent is l.Owner's.
-func (d *sqlDriver) recordIntent(ctx context.Context, l driver.Lease) (bool, error) {
-	return affected(d.stmts.ExecContext(ctx, d.q.multi.intent, l.Owner, micros(l.TTL), l.Name, l.Owner))
+func (d *sqlDriver) recordIntent(ctx context.Context, db querier, l driver.Lease) (bool, error) {
+	return affected(db.ExecContext(ctx, d.q.multi.intent, l.Owner, micros(l.TTL), l.Name, l.Owner))
 }
 
 // clearIntent removes l.Owner's writer intent, if there is one, and wakes

@@ -152,6 +152,7 @@ func newDriver(db *sql.DB, dialect Dialect, opts *Options, ownDB bool) (driver.D
 	switch dialect {
 	case PostgreSQL:
 		if pg, _ := dialects.Lookup(dialect.String()); pg.Listen != nil {
+			d.cancel = pg.Cancel
 			return &pgDriver{sqlDriver: d, lis: pg.Listen(db, o.Table)}, lopts, nil
 		}
 	case SQLite:
@@ -210,6 +211,12 @@ type sqlDriver struct {
 	bound      time.Duration // Options.ClockBound
 	noMigrate  bool          // Options.NoMigrate
 	q          *queries
+
+	// cancel, if not nil, returns for a connection of db (as sql.Conn.Raw
+	// gives it) the function that asks the server to cancel the
+	// statement it runs, or nil if it has none; Acquire then waits for
+	// the answer of a statement its caller gave up (see acquireAnswered).
+	cancel func(driverConn any) func(context.Context) error
 
 	mu          sync.Mutex
 	migrated    bool          // the table is known to exist
@@ -276,10 +283,10 @@ func (d *sqlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result,
 		return driver.Result{}, fmt.Errorf("sqllock: acquire %q: %w", l.Name, err)
 	}
 	var res driver.Result
-	if l.Shared || l.Limit > 0 {
-		res, err = retry(ctx, func() (driver.Result, error) { return d.acquireMulti(ctx, l) })
+	if d.cancel != nil && ctx.Done() != nil {
+		res, err = d.acquireAnswered(ctx, l)
 	} else {
-		res, err = d.acquireExclusive(ctx, l)
+		res, err = d.acquireOn(ctx, d.stmts, l)
 	}
 	if err != nil {
 		return driver.Result{}, fmt.Errorf("sqllock: acquire %q: %w", l.Name, d.explain(err))
@@ -288,18 +295,27 @@ func (d *sqlDriver) Acquire(ctx context.Context, l driver.Lease) (driver.Result,
 	return res, nil
 }
 
+// acquireOn runs the statements of Acquire on db: the Locker's pool, or
+// one connection of it (see acquireAnswered).
+func (d *sqlDriver) acquireOn(ctx context.Context, db stepDB, l driver.Lease) (driver.Result, error) {
+	if l.Shared || l.Limit > 0 {
+		return retry(ctx, func() (driver.Result, error) { return d.acquireMulti(ctx, db, l) })
+	}
+	return d.acquireExclusive(ctx, db, l)
+}
+
 // acquireExclusive is Acquire for an exclusive lease: one statement on the
 // name's row, and a second only when shared holders keep a waiting writer
 // out (to record its intent).
-func (d *sqlDriver) acquireExclusive(ctx context.Context, l driver.Lease) (driver.Result, error) {
-	o, err := retry(ctx, func() (outcome, error) { return d.q.acquire(ctx, d.stmts, l) })
+func (d *sqlDriver) acquireExclusive(ctx context.Context, db stepDB, l driver.Lease) (driver.Result, error) {
+	o, err := retry(ctx, func() (outcome, error) { return d.q.acquire(ctx, db, l) })
 	switch {
 	case err != nil || o.Acquired || !o.multi:
 		return o.Result, err
 	case o.lim > 0:
 		return driver.Result{}, fmt.Errorf("acquire as a lock: held as %s: %w", mode(o.lim), driver.ErrMode)
 	case l.Waiting:
-		o.Queued, err = retry(ctx, func() (bool, error) { return d.recordIntent(ctx, l) })
+		o.Queued, err = retry(ctx, func() (bool, error) { return d.recordIntent(ctx, db, l) })
 	}
 	return o.Result, err
 }

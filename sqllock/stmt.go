@@ -13,6 +13,13 @@ type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
+// stepDB runs the statements and transactions of a step: the Locker's
+// stmtCache over its pool, or a *sql.Conn of the pool.
+type stepDB interface {
+	querier
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
 // maxStmts bounds the statements one Locker keeps prepared: the fixed
 // steps, and refresh statements for the batch sizes seen first.
 const maxStmts = 32
@@ -77,6 +84,11 @@ func (c *stmtCache) QueryContext(ctx context.Context, query string, args ...any)
 		return c.db.QueryContext(ctx, query, args...)
 	}
 	return s.QueryContext(ctx, args...)
+}
+
+// BeginTx begins a transaction on the pool.
+func (c *stmtCache) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
+	return c.db.BeginTx(ctx, opts)
 }
 
 // close closes every prepared statement; later calls run unprepared.

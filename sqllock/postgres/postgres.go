@@ -14,10 +14,12 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"slices"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/dlock-go/dlock/backend"
 	_ "github.com/dlock-go/dlock/sqllock" // the core, whose Open serves the schemes
@@ -32,7 +34,20 @@ func init() {
 		Connector: connector,
 		Classify:  classify,
 		Listen:    newListener,
+		Cancel:    canceller,
 	})
+}
+
+// canceller returns the cancel request of a pgx connection, which asks
+// the server, on a connection of its own, to cancel the statement that
+// driverConn runs (PostgreSQL needs no privilege for it: the request
+// carries the session's secret key); nil if driverConn is not pgx's.
+func canceller(driverConn any) func(context.Context) error {
+	c, ok := driverConn.(*stdlib.Conn)
+	if !ok {
+		return nil
+	}
+	return c.Conn().PgConn().CancelRequest
 }
 
 // classify says what a PostgreSQL error means to sqllock, by its

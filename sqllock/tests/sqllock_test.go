@@ -131,6 +131,7 @@ func TestPostgres(t *testing.T) {
 	t.Run("RefreshBatches", func(t *testing.T) { testRefreshBatches(t, db, p.DSN(), sqllock.PostgreSQL) })
 	t.Run("ResumeExtendTrips", func(t *testing.T) { testResumeExtendTrips(t, db, p.DSN(), sqllock.PostgreSQL) })
 	t.Run("LateAcquireFreed", func(t *testing.T) { testLateAcquireFreed(t, db) })
+	t.Run("LateAnswer", func(t *testing.T) { testLateAnswer(t, p, db) })
 }
 
 func TestSQLite(t *testing.T) {

@@ -74,6 +74,13 @@ type Dialect struct {
 	// Listen, if not nil, returns the wake-ups of the waiters of the
 	// names of a Locker on db whose table names the channel.
 	Listen func(db *sql.DB, channel string) Listener
+
+	// Cancel, if not nil, returns for a connection of the dialect's
+	// database/sql driver (as sql.Conn.Raw gives it) the function that
+	// asks the server to cancel the statement the connection runs, safe
+	// to call while the statement runs, or nil if driverConn is not the
+	// driver's.
+	Cancel func(driverConn any) func(ctx context.Context) error
 }
 
 // Open serves the store URLs of every registered scheme. Package sqllock
