@@ -264,10 +264,11 @@ type lateItem struct {
 // acquisition step that ended because its caller gave up: its request may
 // still be on its way. A client returns when its context ends, but does
 // not take back what it sent, and the store may run it after abandon's
-// release (PostgreSQL runs a statement until pgx's cancel request, sent
-// after the connection is closed, reaches it; nats.go and gRPC send a
-// request whatever becomes of its caller). Such a late grant then keeps
-// the name for a second or so, not for its lease.
+// release (MySQL runs a statement it has read to its end; nats.go and
+// gRPC send a request whatever becomes of its caller; sqllock's
+// PostgreSQL dialect waits for the answer itself, but only up to a
+// second). Such a late grant then keeps the name for a second or so, not
+// for its lease.
 func (l *Locker) releaseLater(lease driver.Lease) {
 	q := &l.late
 	q.mu.Lock()
