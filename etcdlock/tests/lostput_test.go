@@ -8,7 +8,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/etcdlock"
@@ -29,11 +28,7 @@ func TestLostPutLeavesNothing(t *testing.T) {
 	e := testserver.StartEtcd(t)
 	direct := e.Client(t)
 	proxy := testserver.StartProxy(t, e.Addr())
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{proxy.Addr()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatalf("clientv3.New = %v", err)
-	}
-	t.Cleanup(func() { cli.Close() })
+	cli := clientVia(t, proxy)
 	holder, waiter, next := newLocker(t, direct, nil), newLocker(t, cli, nil), newLocker(t, direct, nil)
 	// A TTL that outlives the outage below (about 11 s), so that the
 	// waiter's session lives on through it.

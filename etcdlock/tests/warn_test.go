@@ -12,17 +12,25 @@ import (
 	"github.com/dlock-go/dlock/internal/testserver"
 )
 
+// clientVia returns a client of the etcd server behind proxy, closed at
+// the end of the test.
+func clientVia(t *testing.T, proxy *testserver.Proxy) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{proxy.Addr()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("clientv3.New = %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
 // A partition between the holder and etcd (the adversary: a network that
 // drops everything, through the test proxy): the lock's Warnings yields a
 // value with an error before its Done closes.
 func TestWarningBeforeLoss(t *testing.T) {
 	e := testserver.StartEtcd(t)
 	proxy := testserver.StartProxy(t, e.Addr())
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{proxy.Addr()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatalf("clientv3.New = %v", err)
-	}
-	t.Cleanup(func() { cli.Close() })
+	cli := clientVia(t, proxy)
 	l := newLocker(t, cli, nil)
 	const ttl = 3 * time.Second
 	k, err := l.TryAcquire(t.Context(), "warn/"+t.Name(), dlock.WithTTL(ttl))

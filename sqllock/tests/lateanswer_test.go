@@ -122,20 +122,21 @@ END $$`)
 // sleeping returns how many sessions of application app wait in the
 // trigger's pg_sleep.
 func sleeping(t *testing.T, db *sql.DB, app string) int {
-	t.Helper()
-	var n int
-	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event = 'PgSleep'`, app).Scan(&n); err != nil {
-		t.Fatalf("look up the sleeping sessions: %v", err)
-	}
-	return n
+	return sessions(t, db, app, "wait_event = 'PgSleep'")
 }
 
 // active returns how many sessions of application app run a statement.
 func active(t *testing.T, db *sql.DB, app string) int {
+	return sessions(t, db, app, "state = 'active'")
+}
+
+// sessions returns how many sessions of application app pg_stat_activity
+// shows with cond true.
+func sessions(t *testing.T, db *sql.DB, app, cond string) int {
 	t.Helper()
 	var n int
-	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'`, app).Scan(&n); err != nil {
-		t.Fatalf("look up the active sessions: %v", err)
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND `+cond, app).Scan(&n); err != nil {
+		t.Fatalf("count the sessions of %s with %s: %v", app, cond, err)
 	}
 	return n
 }
