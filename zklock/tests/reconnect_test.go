@@ -77,9 +77,15 @@ func TestReconnectPace(t *testing.T) {
 	if limit := int64(outage.Seconds()) + 2; n > limit {
 		t.Errorf("dials during an outage of %v = %d, want at most %d", outage, n, limit)
 	}
-	k, err := l.Acquire(t.Context(), "pace/0")
+	// Bounded: an entry left queued by the outage would otherwise hang
+	// the test until the suite's timeout (CI's run of stop 41 hung so for
+	// 19 minutes; TestLostCreateLeavesNothing pins that case down).
+	actx, acancel := context.WithTimeout(t.Context(), testkit.Patience)
+	defer acancel()
+	k, err := l.Acquire(actx, "pace/0")
 	if err != nil {
-		t.Fatalf("Acquire(%q) after the restart = %v", "pace/0", err)
+		kids, _, _ := conn.Children(zklock.Key("", "pace/0"))
+		t.Fatalf("Acquire(%q) after the restart = %v; children of its parent: %v", "pace/0", err, kids)
 	}
 	if err := k.Release(t.Context()); err != nil {
 		t.Errorf("Release(%q) after the restart = %v", "pace/0", err)
