@@ -319,7 +319,10 @@ func (q *lateQueue) drop() {
 }
 
 // releaseDetached frees lease with a context of its own, bounded by
-// cleanupTimeout, ignoring the outcome: the lease ends by its TTL anyway.
+// cleanupTimeout, ignoring the outcome: a lease ends by its TTL anyway,
+// and the drivers whose entries live as long as a session (ZooKeeper's
+// children, etcd's keys) keep an entry they could not remove as an
+// orphan, removed once the store answers.
 func (l *Locker) releaseDetached(lease driver.Lease) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()

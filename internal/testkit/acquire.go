@@ -56,6 +56,25 @@ func WantAcquired(t testing.TB, got <-chan Acquired, name string, limit time.Dur
 	}
 }
 
+// WantError waits up to limit for the Acquire behind got to return, and
+// fails the test unless it returned an error wrapping target.
+func WantError(t testing.TB, got <-chan Acquired, name string, target error, limit time.Duration) Acquired {
+	t.Helper()
+	select {
+	case r := <-got:
+		if r.Lock != nil {
+			r.Lock.Release(context.Background())
+		}
+		if !errors.Is(r.Err, target) {
+			t.Fatalf("Acquire(%q) = %v, want an error wrapping %v", name, r.Err, target)
+		}
+		return r
+	case <-time.After(limit):
+		t.Fatalf("Acquire(%q) still waiting after %v, want an error wrapping %v", name, limit, target)
+		return Acquired{}
+	}
+}
+
 // MustTryAcquire takes name on l with TryAcquire, or fails the test.
 func MustTryAcquire(t testing.TB, l *dlock.Locker, name string, opts ...dlock.Option) *dlock.Lock {
 	t.Helper()

@@ -2,7 +2,6 @@ package zklock_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -66,12 +65,14 @@ func TestLostCreateLeavesNothing(t *testing.T) {
 	sessionID := proxied.SessionID()
 	f.cut() // the server out of reach: dials fail until restore
 	cancel()
-	if r := <-got; !errors.Is(r.Err, context.Canceled) {
-		t.Fatalf("Acquire(%q) cancelled during the outage = %v, want context.Canceled", name, r.Err)
-	}
+	testkit.WantError(t, got, name, context.Canceled, testkit.Patience)
 	// Restore only once the release run for the given-up wait, with the
 	// create's outcome unknown, has failed.
-	<-failed
+	select {
+	case <-failed:
+	case <-time.After(testkit.Patience):
+		t.Fatalf("no release of the given-up wait failed with its create unsure within %v", testkit.Patience)
+	}
 	f.set(false)
 	f.restore()
 	testkit.Eventually(t, "the proxied connection's session back", func() bool {
